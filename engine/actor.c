@@ -1,0 +1,542 @@
+/*
+ * actor.c — the engine's thread: its queue, its turns, group commit.
+ *
+ * ONE WRITER
+ *   engine_exec() appends to a mutex-guarded queue (the only state other
+ *   threads touch) and signals. The actor takes everything queued (up to
+ *   turn_max_requests), applies it, runs the relay and the waits, and
+ *   commits the turn's batch with ONE synced write. One fsync serves every
+ *   request of the turn: this is where throughput comes from.
+ *
+ * ANSWERS AFTER THE WRITE
+ *   Replies and events are staged during the turn and released only after
+ *   the write returned OK. If it failed, memory is reloaded from the store
+ *   (recover.c), every staged reply becomes UNAVAILABLE (retryable), the
+ *   events are dropped, the turn's parks count as failed delivery attempts,
+ *   and the relay pauses on a doubling backoff so a failing disk is not a
+ *   busy loop. Memory never disagrees with disk, and nothing is answered
+ *   OK that is not on disk (R1).
+ *
+ * SLEEPING
+ *   The actor sleeps until a request arrives or the next due instant (an
+ *   outbox attempt, a wait deadline, a watched topic's front becoming
+ *   fetchable). With a manual clock it sleeps until a request arrives:
+ *   tests move the clock and then call engine_tick().
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sodium.h>
+
+#include "engine/internal.h"
+
+uint64_t engine_now(engine *e)
+{
+    return e->clock.now_ms(e->clock.ctx);
+}
+
+bool failpoint_take(atomic_int *n)
+{
+    int v = atomic_load(n);
+    while (v > 0)
+        if (atomic_compare_exchange_weak(n, &v, v - 1))
+            return true;
+    return false;
+}
+
+void turn_answer(engine *e, pending *p)
+{
+    p->next = NULL;
+    if (e->t.answered_tail)
+        e->t.answered_tail->next = p;
+    else
+        e->t.answered = p;
+    e->t.answered_tail = p;
+}
+
+void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t id[BERTH_ID_LEN],
+                const engine_error *err, uint32_t retries_left)
+{
+    turn *tn = &e->t;
+    if (e->o.on_event == NULL)
+        return;
+    if (tn->n_events == tn->cap_events) {
+        size_t cap = tn->cap_events ? tn->cap_events * 2 : 64;
+        staged_event *v = realloc(tn->events, cap * sizeof(*v));
+        if (v == NULL)
+            return; /* events are best effort */
+        tn->events = v;
+        tn->cap_events = cap;
+    }
+    engine_event *ev = &tn->events[tn->n_events++].ev;
+    memset(ev, 0, sizeof(*ev));
+    ev->kind = kind;
+    ev->topic = t->name;
+    berth_id_format(id, ev->id);
+    if (err != NULL)
+        ev->error = *err; /* borrowed from the request: valid until it is answered */
+    ev->retries_left = retries_left;
+    ev->at_ms = tn->now_ms;
+}
+
+static void dispatch(engine *e, pending *p)
+{
+    engine_reply *r = p->reply;
+    if (e->halted || e->t.halt) {
+        status_unavailable(&r->status, "the engine has halted");
+        turn_answer(e, p);
+        return;
+    }
+    switch (p->req.op) {
+    case ENGINE_OP_SUBMIT:
+        op_submit(e, p);
+        break;
+    case ENGINE_OP_SUBMIT_BATCH:
+        op_submit_batch(e, p);
+        break;
+    case ENGINE_OP_FETCH:
+        op_fetch(e, p);
+        break;
+    case ENGINE_OP_COMPLETE:
+        op_complete(e, p);
+        break;
+    case ENGINE_OP_COMPLETE_BATCH:
+        op_complete_batch(e, p);
+        break;
+    case ENGINE_OP_FAIL:
+        op_fail(e, p);
+        break;
+    case ENGINE_OP_REFUSE:
+        op_refuse(e, p);
+        break;
+    case ENGINE_OP_EXTEND_LOCK:
+        op_extend_lock(e, p);
+        break;
+    case ENGINE_OP_RELEASE:
+        op_release(e, p);
+        break;
+    case ENGINE_OP_GET_TASK:
+        op_get_task(e, p);
+        break;
+    case ENGINE_OP_RETRY_TERMINAL:
+        op_retry_terminal(e, p);
+        break;
+    case ENGINE_OP_DISCARD_TERMINAL:
+        op_discard_terminal(e, p);
+        break;
+    case ENGINE_OP_RETRY_DELIVERY:
+        op_retry_delivery(e, p);
+        break;
+    case ENGINE_OP_LIST_INCIDENTS:
+        op_list_incidents(e, p);
+        break;
+    case ENGINE_OP_STATS:
+        op_stats(e, p);
+        break;
+    case ENGINE_OP_TICK:
+        break;
+    default:
+        status_set(&r->status, ENGINE_CODE_UNIMPLEMENTED, "unknown request %d", (int)p->req.op);
+        break;
+    }
+    if (p->waiter == NULL)
+        turn_answer(e, p);
+}
+
+static void deliver_answers(engine *e)
+{
+    pending *p = e->t.answered;
+    e->t.answered = e->t.answered_tail = NULL;
+    while (p != NULL) {
+        pending *next = p->next;
+        p->done(p->arg, p->reply);
+        free(p);
+        p = next;
+    }
+}
+
+/* The write failed (or a request was half-applied): undo the turn. */
+static void turn_failed(engine *e, const char *why)
+{
+    turn *t = &e->t;
+    state_clear(e);
+    char err[256] = "";
+    if (state_load(e, err, sizeof(err)) != BERTH_OK) {
+        /* Memory cannot be made to match the store: serve nothing more. */
+        fprintf(stderr, "berth: engine halted: cannot reload state: %s\n", err);
+        e->halted = true;
+    }
+    for (pending *p = t->answered; p != NULL; p = p->next) {
+        reply_reset(p->reply);
+        status_unavailable(&p->reply->status, "the store write failed; nothing of this request "
+                                              "was kept: try again");
+    }
+    t->n_events = 0;
+    uint64_t b = e->write_backoff_ms ? e->write_backoff_ms * 2 : ENGINE_STORE_BACKOFF_MIN_MS;
+    e->write_backoff_ms = b > ENGINE_STORE_BACKOFF_MAX_MS ? ENGINE_STORE_BACKOFF_MAX_MS : b;
+    e->write_retry_at_ms = t->now_ms + e->write_backoff_ms;
+    if (!e->halted) {
+        char reason[300];
+        snprintf(reason, sizeof(reason), "park failed: %s", why);
+        relay_parks_failed(e, (const uint8_t(*)[BERTH_ID_LEN])t->parked, t->n_parked, reason);
+    }
+}
+
+static void run_turn(engine *e, pending *list)
+{
+    turn *t = &e->t;
+    t->now_ms = engine_now(e);
+    t->answered = t->answered_tail = NULL;
+    t->n_events = 0;
+    t->rung = NULL;
+    t->n_parked = 0;
+    t->halt = false;
+    t->abort = false;
+
+    while (list != NULL) {
+        pending *next = list->next;
+        dispatch(e, list);
+        list = next;
+    }
+    if (!t->halt && !e->halted) {
+        relay_run(e);
+        claim_wake(e);
+        claim_expire(e);
+    }
+    relay_flush_fresh(e);
+
+    int rv = BERTH_OK;
+    const char *why = "a request failed part-way";
+    if (t->abort)
+        rv = BERTH_EIO;
+    else if (store_batch_count(e->batch) > 0 && (rv = store_write(e->store, e->batch)) != BERTH_OK)
+        why = store_last_error(e->store);
+    bool wrote = store_batch_count(e->batch) > 0;
+    store_batch_clear(e->batch);
+    if (rv == BERTH_OK) {
+        if (wrote)
+            e->counters.turns++;
+        e->write_backoff_ms = 0;
+        e->write_retry_at_ms = 0;
+        for (size_t i = 0; i < t->n_events; i++)
+            e->o.on_event(e->o.event_ctx, &t->events[i].ev);
+    } else {
+        e->counters.commits_failed++;
+        turn_failed(e, why);
+    }
+    if (t->halt) {
+        e->halted = true;
+        for (pending *p = t->answered; p != NULL; p = p->next) {
+            reply_reset(p->reply);
+            status_unavailable(&p->reply->status, "the engine halted (failpoint)");
+        }
+    }
+    deliver_answers(e);
+    state_check(e);
+}
+
+static uint64_t next_due(engine *e)
+{
+    uint64_t due = claim_next_due(e);
+    heap_node *x = heap_min(&e->outbox);
+    uint64_t relay = UINT64_MAX;
+    if (x != NULL)
+        relay = x->at;
+    if (store_batch_count(e->batch) > 0) /* retry accounting left by a failed turn */
+        relay = 0;
+    if (relay != UINT64_MAX && relay < e->write_retry_at_ms)
+        relay = e->write_retry_at_ms;
+    return relay < due ? relay : due;
+}
+
+static void sleep_until(engine *e, uint64_t due)
+{
+    uint64_t now = engine_now(e);
+    if (e->clock.manual || due == UINT64_MAX) {
+        pthread_cond_wait(&e->cv, &e->mu);
+        return;
+    }
+    uint64_t ms = due - now;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+}
+
+static void *actor_main(void *arg)
+{
+    engine *e = arg;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (e->q_head == NULL && !e->stopping) {
+            uint64_t due = e->halted ? UINT64_MAX : next_due(e);
+            if (due <= engine_now(e))
+                break;
+            sleep_until(e, due);
+        }
+        if (e->stopping)
+            break;
+        pending *list = e->q_head, *last = NULL;
+        uint32_t n = 0;
+        for (pending *p = list; p != NULL && n < e->o.turn_max_requests; p = p->next, n++)
+            last = p;
+        if (last != NULL) {
+            e->q_head = last->next;
+            if (e->q_head == NULL)
+                e->q_tail = NULL;
+            last->next = NULL;
+        }
+        pthread_mutex_unlock(&e->mu);
+        run_turn(e, list);
+        pthread_mutex_lock(&e->mu);
+    }
+    /* Closing: nothing more is applied; everything still owed an answer
+     * gets UNAVAILABLE. */
+    pending *rest = e->q_head;
+    e->q_head = e->q_tail = NULL;
+    pthread_mutex_unlock(&e->mu);
+    e->t.answered = e->t.answered_tail = NULL;
+    claim_abort_all(e, ENGINE_CODE_UNAVAILABLE, "the engine is closing");
+    while (rest != NULL) {
+        pending *next = rest->next;
+        status_unavailable(&rest->reply->status, "the engine is closing");
+        turn_answer(e, rest);
+        rest = next;
+    }
+    deliver_answers(e);
+    return NULL;
+}
+
+/* ---- public API ---- */
+
+static void channels_free(engine *e)
+{
+    for (size_t i = 0; i < e->n_chans; i++) {
+        free(e->chans[i].name);
+        for (size_t j = 0; j < e->chans[i].n_content_types; j++)
+            free(e->chans[i].content_types[j]);
+        free(e->chans[i].content_types);
+    }
+    free(e->chans);
+}
+
+static int channels_copy(engine *e, const engine_options *o)
+{
+    e->chans = calloc(o->n_channels ? o->n_channels : 1, sizeof(*e->chans));
+    if (e->chans == NULL)
+        return BERTH_ENOMEM;
+    e->n_chans = o->n_channels;
+    for (size_t i = 0; i < o->n_channels; i++) {
+        const engine_channel *src = &o->channels[i];
+        channel *c = &e->chans[i];
+        c->name = strdup(src->name);
+        c->reply_max_bytes = src->reply_max_bytes;
+        c->content_types = calloc(src->n_content_types ? src->n_content_types : 1,
+                                  sizeof(*c->content_types));
+        if (c->name == NULL || c->content_types == NULL)
+            return BERTH_ENOMEM;
+        c->n_content_types = src->n_content_types;
+        for (size_t j = 0; j < src->n_content_types; j++)
+            if ((c->content_types[j] = strdup(src->content_types[j])) == NULL)
+                return BERTH_ENOMEM;
+        if (table_put(&e->channels, c->name, strlen(c->name), c) != BERTH_OK)
+            return BERTH_ENOMEM;
+    }
+    return BERTH_OK;
+}
+
+static uint64_t clock_thunk(void *ctx)
+{
+    engine *e = ctx;
+    return engine_now(e);
+}
+
+static void engine_free(engine *e)
+{
+    state_clear(e);
+    size_t i = 0;
+    topic *tp;
+    while ((tp = table_next(&e->topics, &i)) != NULL) {
+        heap_fini(&tp->ready);
+        free(tp->name);
+        free(tp);
+    }
+    table_fini(&e->topics);
+    table_fini(&e->tasks);
+    table_fini(&e->deliveries);
+    table_fini(&e->channels);
+    channels_free(e);
+    heap_fini(&e->outbox);
+    heap_fini(&e->waits);
+    store_batch_free(e->batch);
+    store_close(e->store);
+    store_buf_fini(&e->buf);
+    free(e->t.events);
+    free(e->t.fresh);
+    free(e->t.parked);
+    free((char *)e->o.data_dir);
+    free(e);
+}
+
+int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (sodium_init() < 0) {
+        snprintf(err, errlen, "libsodium failed to initialise");
+        return BERTH_EINVAL;
+    }
+    int rv = engine_options_check(o, err, errlen);
+    if (rv != BERTH_OK)
+        return rv;
+    engine *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return BERTH_ENOMEM;
+    e->o = *o;
+    e->o.channels = NULL;
+    e->o.n_channels = 0;
+    e->o.data_dir = strdup(o->data_dir ? o->data_dir : "./var/berth");
+    e->clock = o->clock.now_ms ? o->clock : engine_clock_system();
+    heap_init(&e->outbox);
+    heap_init(&e->waits);
+    atomic_init(&e->fp_park, 0);
+    atomic_init(&e->fp_crash, 0);
+    if (e->o.data_dir == NULL || table_init(&e->tasks) || table_init(&e->deliveries) ||
+        table_init(&e->topics) || table_init(&e->channels) || channels_copy(e, o)) {
+        snprintf(err, errlen, "out of memory");
+        engine_free(e);
+        return BERTH_ENOMEM;
+    }
+    store_options so = {
+        .dedup_horizon_ms = o->dedup_horizon_ms,
+        .now_ms = clock_thunk,
+        .now_ctx = e,
+    };
+    if ((rv = store_open(e->o.data_dir, &so, &e->store, err, errlen)) != BERTH_OK ||
+        (rv = store_batch_alloc(e->store, &e->batch)) != BERTH_OK ||
+        (rv = state_load(e, err, errlen)) != BERTH_OK) {
+        engine_free(e);
+        return rv;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&e->thread, NULL, actor_main, e) != 0) {
+        snprintf(err, errlen, "cannot start the engine thread");
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->cv);
+        engine_free(e);
+        return BERTH_ENOMEM;
+    }
+    *out = e;
+    return BERTH_OK;
+}
+
+void engine_close(engine *e)
+{
+    if (e == NULL)
+        return;
+    pthread_mutex_lock(&e->mu);
+    e->stopping = true;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->thread, NULL);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    engine_free(e);
+}
+
+int engine_exec(engine *e, const engine_request *req, engine_done_fn done, void *arg)
+{
+    pending *p = calloc(1, sizeof(*p));
+    if (p == NULL || (p->reply = reply_alloc(req->op)) == NULL) {
+        free(p);
+        return BERTH_ENOMEM;
+    }
+    p->req = *req;
+    p->done = done;
+    p->arg = arg;
+    pthread_mutex_lock(&e->mu);
+    if (e->stopping) {
+        pthread_mutex_unlock(&e->mu);
+        engine_reply_free(p->reply);
+        free(p);
+        return BERTH_ECLOSED;
+    }
+    if (e->q_tail)
+        e->q_tail->next = p;
+    else
+        e->q_head = p;
+    e->q_tail = p;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return BERTH_OK;
+}
+
+typedef struct sync_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    engine_reply *reply;
+    bool done;
+} sync_wait;
+
+static void sync_done(void *arg, engine_reply *r)
+{
+    sync_wait *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->reply = r;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+engine_reply *engine_exec_sync(engine *e, const engine_request *req)
+{
+    sync_wait w = {.done = false};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    engine_reply *r = NULL;
+    if (engine_exec(e, req, sync_done, &w) == BERTH_OK) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        r = w.reply;
+    }
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    return r;
+}
+
+void engine_tick(engine *e)
+{
+    engine_request req = {.op = ENGINE_OP_TICK};
+    engine_reply_free(engine_exec_sync(e, &req));
+}
+
+void engine_failpoint_set(engine *e, engine_failpoint fp, int n)
+{
+    switch (fp) {
+    case ENGINE_FP_PARK:
+        atomic_store(&e->fp_park, n);
+        break;
+    case ENGINE_FP_CRASH_AFTER_DISPATCH:
+        atomic_store(&e->fp_crash, n);
+        break;
+    case ENGINE_FP_STORE_WRITE:
+        store_failpoint_writes(e->store, n);
+        break;
+    case ENGINE_FP_STORE_READ:
+        store_failpoint_reads(e->store, n);
+        break;
+    }
+}

@@ -1,0 +1,170 @@
+/*
+ * admin.c — what an operator can see and do: inspect a task, retry or
+ * discard a terminal one (R11), list incidents, read the counts.
+ *
+ * stats is O(tasks): it walks the task table, because ready, locked and
+ * backoff depend on the time of asking. Meant for operators, not for a
+ * hot loop.
+ *
+ * Engine thread only.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/internal.h"
+
+static engine_task_state state_of(const task *t, uint64_t now)
+{
+    if (t->terminal)
+        return ENGINE_TASK_TERMINAL;
+    if (t->has_lock && t->lock_expires_at_ms > now)
+        return ENGINE_TASK_LOCKED;
+    if (t->available_at_ms > now)
+        return ENGINE_TASK_BACKOFF;
+    return ENGINE_TASK_READY;
+}
+
+void op_get_task(engine *e, pending *p)
+{
+    engine_reply *r = p->reply;
+    task *t = task_find(e, p->req.u.get_task.id, "id", &r->status);
+    if (t == NULL)
+        return;
+    engine_task_info *i = &r->task;
+    berth_id_format(t->id, i->id);
+    i->topic = reply_strdup(r, t->topic->name);
+    i->state = state_of(t, e->t.now_ms);
+    i->worker_id = reply_strdup(r, t->worker_id);
+    i->lock_expires_at_ms = t->lock_expires_at_ms;
+    i->available_at_ms = t->available_at_ms;
+    i->attempt = t->claims;
+    i->retries_left = t->retries_left;
+    i->failures = t->failures;
+    i->last_error.code = reply_strdup(r, t->err_code);
+    i->last_error.message = reply_strdup(r, t->err_message);
+    i->last_error.details = reply_strdup(r, t->err_details);
+    i->created_at_ms = t->created_at_ms;
+    uint8_t key[STORE_ROW_KEY_LEN];
+    store_row_key(key, t->id, STORE_KIND_BODY);
+    store_value v;
+    store_body b;
+    if (store_get(e->store, e->batch, STORE_CF_TASKS, key, sizeof(key), &v) == BERTH_OK) {
+        if (store_body_decode(v.data, v.len, &b) == BERTH_OK) {
+            i->payload_bytes = b.payload_len;
+            store_body_clear(&b);
+        }
+        store_value_free(&v);
+    }
+}
+
+static task *find_terminal(engine *e, const char *id, engine_status *st, const char *verb)
+{
+    task *t = task_find(e, id, "id", st);
+    if (t != NULL && !t->terminal) {
+        status_set(st, ENGINE_CODE_FAILED_PRECONDITION, "task %s is not terminal: only %s", id,
+                   verb);
+        return NULL;
+    }
+    return t;
+}
+
+void op_retry_terminal(engine *e, pending *p)
+{
+    engine_status *st = &p->reply->status;
+    uint64_t retries;
+    if (!check_bound(p->req.u.retry_terminal.has_retries, p->req.u.retry_terminal.retries,
+                     e->o.retries, e->o.retries_max, false, "retries", &retries, st))
+        return;
+    task *t = find_terminal(e, p->req.u.retry_terminal.id, st, "a terminal task can be retried");
+    if (t == NULL)
+        return;
+    uint64_t now = e->t.now_ms;
+    t->terminal = false;
+    t->topic->n_terminal--;
+    t->retries_left = (uint32_t)retries;
+    t->available_at_ms = now;
+    t->lock_expires_at_ms = now;
+    t->ready.at = task_fetchable_at(t);
+    t->ready.seq = t->seq;
+    if (heap_push(&t->topic->ready, &t->ready) != BERTH_OK || task_put_state(e, t) != BERTH_OK) {
+        status_set(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
+        e->t.abort = true;
+        return;
+    }
+    doorbell_ring(e, t->topic);
+}
+
+void op_discard_terminal(engine *e, pending *p)
+{
+    engine_status *st = &p->reply->status;
+    task *t = find_terminal(e, p->req.u.discard_terminal.id, st,
+                            "a terminal task can be discarded");
+    if (t != NULL)
+        task_delete(e, t);
+}
+
+void op_list_incidents(engine *e, pending *p)
+{
+    engine_reply *r = p->reply;
+    uint64_t limit;
+    uint32_t asked = p->req.u.list_incidents.limit;
+    if (!check_bound(asked != 0, asked, e->o.batch_default, e->o.batch_max, false, "limit",
+                     &limit, &r->status))
+        return;
+    r->incidents = reply_mem(r, limit * sizeof(*r->incidents));
+    store_iter *it;
+    if (r->incidents == NULL || store_iter_open(e->store, STORE_CF_INCIDENTS, &it) != BERTH_OK) {
+        status_set(&r->status, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    for (; store_iter_valid(it) && r->n_incidents < limit; store_iter_next(it)) {
+        size_t kl, vl;
+        const uint8_t *k = store_iter_key(it, &kl);
+        const void *v = store_iter_value(it, &vl);
+        store_incident inc;
+        if (kl != STORE_INCIDENT_KEY_LEN || store_incident_decode(v, vl, &inc) != BERTH_OK)
+            continue;
+        engine_incident *o = &r->incidents[r->n_incidents++];
+        berth_id_format(k, o->id);
+        o->kind = inc.kind;
+        berth_id_format(inc.subject_id, o->subject_id);
+        o->topic = reply_strdup(r, inc.topic);
+        o->error.code = reply_strdup(r, inc.error.code);
+        o->error.message = reply_strdup(r, inc.error.message);
+        o->error.details = reply_strdup(r, inc.error.details);
+        o->at_ms = inc.at_ms;
+        store_incident_clear(&inc);
+    }
+    if (store_iter_status(it) != BERTH_OK)
+        status_unavailable(&r->status, "reading incidents failed");
+    store_iter_close(it);
+}
+
+void op_stats(engine *e, pending *p)
+{
+    engine_stats *s = &p->reply->stats;
+    *s = e->counters;
+    uint64_t now = e->t.now_ms;
+    size_t i = 0;
+    task *t;
+    while ((t = table_next(&e->tasks, &i)) != NULL) {
+        s->tasks++;
+        switch (state_of(t, now)) {
+        case ENGINE_TASK_READY:
+            s->ready++;
+            break;
+        case ENGINE_TASK_LOCKED:
+            s->locked++;
+            break;
+        case ENGINE_TASK_BACKOFF:
+            s->backoff++;
+            break;
+        case ENGINE_TASK_TERMINAL:
+            s->terminal++;
+            break;
+        }
+    }
+    s->outbox_pending = e->outbox.n;
+    s->poisoned = e->n_poisoned;
+    s->waiting_fetches = e->n_waiters;
+}

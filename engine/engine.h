@@ -1,0 +1,422 @@
+/*
+ * engine.h — berth's engine: the whole task lifecycle behind one actor.
+ *
+ * WHAT IT IS
+ *   engine_open() opens the store, rebuilds the in-memory indexes from it
+ *   and starts the actor thread, the only code that mutates state or
+ *   writes the store. Callers hand it requests with engine_exec(); each
+ *   turn of the actor drains many requests, applies them, runs the outbox
+ *   relay, commits ONE synced write batch (group commit), and only then
+ *   answers every request of the turn. A turn whose write fails answers
+ *   all of its requests UNAVAILABLE (retryable) and reloads memory from the
+ *   store, so memory never disagrees with disk.
+ *
+ *   The engine knows nothing of nng or of protobuf requests: the gateway
+ *   maps the wire onto engine_request / engine_reply, and tests drive it in
+ *   process.
+ *
+ * OWNERSHIP
+ *   engine_exec() borrows the request: every byte it points to must stay
+ *   valid until done() is called. done() is called EXACTLY ONCE, on the
+ *   engine thread, and receives ownership of the reply: free it with
+ *   engine_reply_free() on any thread. done() must not block and must not
+ *   call engine_exec_sync() (it runs on the thread that would answer it).
+ *
+ * TIME
+ *   All times are Unix milliseconds from the injected engine_clock.
+ */
+#ifndef BERTH_ENGINE_ENGINE_H
+#define BERTH_ENGINE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/clock.h"
+#include "store/keys.h"
+
+typedef struct engine engine;
+
+/* Status codes: gRPC's canonical numbering (proto/berth/v1 Code). */
+typedef enum engine_code {
+    ENGINE_CODE_OK = 0,
+    ENGINE_CODE_INVALID_ARGUMENT = 3,
+    ENGINE_CODE_NOT_FOUND = 5,
+    ENGINE_CODE_RESOURCE_EXHAUSTED = 8,
+    ENGINE_CODE_FAILED_PRECONDITION = 9,
+    ENGINE_CODE_ABORTED = 10,
+    ENGINE_CODE_UNIMPLEMENTED = 12,
+    ENGINE_CODE_INTERNAL = 13,
+    ENGINE_CODE_UNAVAILABLE = 14,
+} engine_code;
+
+/* Why a lock-guarded request matched nothing (R8); proto Status.Verdict. */
+typedef enum engine_verdict {
+    ENGINE_VERDICT_NONE = 0,
+    ENGINE_VERDICT_LOCK_LOST = 1, /* expired or released: fetch fresh work */
+    ENGINE_VERDICT_LOCK_HELD = 2, /* another claim holds it: not yours */
+    ENGINE_VERDICT_TERMINAL = 3,  /* failure budget spent: stop for good */
+    ENGINE_VERDICT_NOT_FOUND = 4, /* no such task: it is gone */
+} engine_verdict;
+
+/* Engine codes carried by intake refusals (R10) and call replies. */
+#define ENGINE_EC_VALIDATION_REJECTED "VALIDATION_REJECTED" /* never helps to retry */
+#define ENGINE_EC_ENGINE_UNAVAILABLE  "ENGINE_UNAVAILABLE"  /* may help later */
+
+#define ENGINE_ID_STR (BERTH_ID_STR_LEN + 1) /* printable id with its NUL */
+
+typedef struct engine_status {
+    engine_code code;
+    engine_verdict verdict;
+    const char *engine_code; /* static string (ENGINE_EC_*), or NULL */
+    bool retryable;
+    bool has_limit;     /* a bound was exceeded: field and limit name it */
+    uint64_t limit;
+    char field[64];     /* the offending request field, "" if none */
+    char message[256];
+} engine_status;
+
+typedef struct engine_header {
+    const char *name;
+    const char *value;
+} engine_header;
+
+typedef struct engine_error {
+    const char *code; /* any may be NULL */
+    const char *message;
+    const char *details;
+} engine_error;
+
+/* ---- requests (all pointers borrowed until done() runs) ---- */
+
+typedef enum engine_op {
+    ENGINE_OP_SUBMIT = 1,
+    ENGINE_OP_SUBMIT_BATCH,
+    ENGINE_OP_FETCH,
+    ENGINE_OP_COMPLETE,
+    ENGINE_OP_COMPLETE_BATCH,
+    ENGINE_OP_FAIL,
+    ENGINE_OP_REFUSE,
+    ENGINE_OP_EXTEND_LOCK,
+    ENGINE_OP_RELEASE,
+    ENGINE_OP_GET_TASK,
+    ENGINE_OP_RETRY_TERMINAL,
+    ENGINE_OP_DISCARD_TERMINAL,
+    ENGINE_OP_RETRY_DELIVERY,
+    ENGINE_OP_LIST_INCIDENTS,
+    ENGINE_OP_STATS,
+    ENGINE_OP_TICK, /* run a turn now (after moving a manual clock) */
+} engine_op;
+
+typedef struct engine_submit_args {
+    const char *topic;
+    const uint8_t *payload;
+    size_t payload_len;
+    const engine_header *headers;
+    size_t n_headers;
+    const char *content_type;    /* NULL: none */
+    const char *idempotency_key; /* NULL: no producer dedup */
+} engine_submit_args;
+
+typedef struct engine_fetch_args {
+    const char *worker_id;
+    const char *const *topics;
+    size_t n_topics;
+    bool has_max_tasks; /* omitted bounds take the operator default */
+    uint32_t max_tasks;
+    bool has_lock_ms;
+    uint64_t lock_ms;
+    bool has_wait_ms; /* wait_ms 0: answer at once */
+    uint64_t wait_ms;
+} engine_fetch_args;
+
+/* What every lock-guarded request names: it matches only the live lock. */
+typedef struct engine_guard {
+    const char *task_id;
+    const char *worker_id;
+    const char *lock_token;
+} engine_guard;
+
+typedef struct engine_result {
+    const uint8_t *payload;
+    size_t payload_len;
+    const char *content_type; /* NULL: none */
+    const engine_header *headers;
+    size_t n_headers;
+} engine_result;
+
+typedef struct engine_complete_args {
+    engine_guard guard;
+    const engine_result *result; /* NULL: re-deliver the original payload */
+} engine_complete_args;
+
+typedef struct engine_fail_args {
+    engine_guard guard;
+    engine_error error;
+    bool has_retry_in_ms; /* omitted: the backoff curve */
+    uint64_t retry_in_ms;
+    bool has_retries_left; /* omitted: one less than before */
+    uint32_t retries_left;
+} engine_fail_args;
+
+typedef struct engine_refuse_args {
+    engine_guard guard;
+    engine_error error;
+} engine_refuse_args;
+
+typedef struct engine_extend_args {
+    engine_guard guard;
+    bool has_lock_ms; /* from now; omitted: the default lock */
+    uint64_t lock_ms;
+} engine_extend_args;
+
+typedef struct engine_request {
+    engine_op op;
+    union {
+        engine_submit_args submit;
+        struct {
+            const engine_submit_args *items;
+            size_t n;
+        } submit_batch;
+        engine_fetch_args fetch;
+        engine_complete_args complete;
+        struct {
+            const engine_complete_args *items;
+            size_t n;
+        } complete_batch;
+        engine_fail_args fail;
+        engine_refuse_args refuse;
+        engine_extend_args extend;
+        engine_guard release;
+        struct {
+            const char *id;
+        } get_task, discard_terminal, retry_delivery;
+        struct {
+            const char *id;
+            bool has_retries; /* omitted: the operator's failure budget */
+            uint32_t retries;
+        } retry_terminal;
+        struct {
+            uint32_t limit; /* 0: the batch default */
+        } list_incidents;
+    } u;
+} engine_request;
+
+/* ---- replies (owned by the receiver of done()) ---- */
+
+typedef struct engine_submitted {
+    char id[ENGINE_ID_STR];
+    bool duplicate; /* the idempotency key matched an earlier submit */
+} engine_submitted;
+
+typedef struct engine_task {
+    char id[ENGINE_ID_STR];
+    const char *topic;
+    const uint8_t *payload;
+    size_t payload_len;
+    const engine_header *headers;
+    size_t n_headers;
+    const char *content_type;          /* NULL: none */
+    char instance_id[ENGINE_ID_STR];   /* "" for a task that is not a call */
+    uint32_t attempt;                  /* 1 on the first fetch */
+    uint32_t retries_left;
+    char lock_token[ENGINE_ID_STR];
+    uint64_t lock_expires_at_ms;
+    uint64_t created_at_ms;
+} engine_task;
+
+typedef enum engine_task_state {
+    ENGINE_TASK_READY = 1,
+    ENGINE_TASK_LOCKED = 2,
+    ENGINE_TASK_BACKOFF = 3,
+    ENGINE_TASK_TERMINAL = 4,
+} engine_task_state;
+
+typedef struct engine_task_info {
+    char id[ENGINE_ID_STR];
+    const char *topic;
+    engine_task_state state;
+    const char *worker_id; /* the last claim's; NULL if never claimed */
+    uint64_t lock_expires_at_ms;
+    uint64_t available_at_ms;
+    uint32_t attempt;
+    uint32_t retries_left;
+    uint32_t failures;
+    engine_error last_error;
+    uint64_t created_at_ms;
+    size_t payload_bytes;
+} engine_task_info;
+
+typedef struct engine_incident {
+    char id[ENGINE_ID_STR];
+    int kind; /* STORE_INCIDENT_* of store/records.h */
+    char subject_id[ENGINE_ID_STR];
+    const char *topic;
+    engine_error error;
+    uint64_t at_ms;
+} engine_incident;
+
+typedef struct engine_stats {
+    uint64_t tasks;    /* task rows, terminal ones included */
+    uint64_t ready;    /* fetchable now */
+    uint64_t locked;   /* held by a live lock */
+    uint64_t backoff;  /* waiting out a failure's pause */
+    uint64_t terminal; /* failure budget spent; kept for an operator */
+    uint64_t outbox_pending;
+    uint64_t poisoned;
+    uint64_t waiting_fetches;
+    uint64_t turns;   /* turns that committed a write */
+    uint64_t commits_failed;
+} engine_stats;
+
+typedef struct engine_reply {
+    engine_op op;
+    engine_status status;
+    /* SUBMIT: one; SUBMIT_BATCH: one per item, in order */
+    engine_submitted *submitted;
+    size_t n_submitted;
+    /* FETCH */
+    engine_task *tasks;
+    size_t n_tasks;
+    /* COMPLETE_BATCH: one per item, in order */
+    engine_status *statuses;
+    size_t n_statuses;
+    /* COMPLETE: absorbed by inbox dedup */
+    bool duplicate;
+    /* FAIL */
+    bool terminal;
+    uint32_t retries_left;
+    uint64_t available_at_ms;
+    /* EXTEND_LOCK */
+    uint64_t lock_expires_at_ms;
+    /* GET_TASK */
+    engine_task_info task;
+    /* LIST_INCIDENTS */
+    engine_incident *incidents;
+    size_t n_incidents;
+    /* STATS */
+    engine_stats stats;
+    void *priv; /* allocations behind the pointers above */
+} engine_reply;
+
+void engine_reply_free(engine_reply *r);
+
+/* ---- events: notifications, never the record ---- */
+
+typedef enum engine_event_kind {
+    ENGINE_EVENT_TASK_PARKED = 1,
+    ENGINE_EVENT_TASK_COMPLETED,
+    ENGINE_EVENT_TASK_FAILED,
+    ENGINE_EVENT_TASK_TERMINAL,
+    ENGINE_EVENT_TASK_REFUSED,
+    ENGINE_EVENT_DELIVERY_POISONED,
+} engine_event_kind;
+
+typedef struct engine_event {
+    engine_event_kind kind;
+    const char *topic;
+    char id[ENGINE_ID_STR]; /* task or delivery */
+    engine_error error;     /* FAILED, TERMINAL, REFUSED, POISONED */
+    uint32_t retries_left;  /* FAILED */
+    uint64_t at_ms;
+} engine_event;
+
+/* Called on the engine thread after the turn that caused it committed.
+ * Everything it points to is valid during the call only. Must not block. */
+typedef void (*engine_event_fn)(void *ctx, const engine_event *ev);
+
+/* ---- options ---- */
+
+/* A declared channel: a topic with its own intake policy. Undeclared
+ * topics are pull channels with the defaults (unless strict_channels). */
+typedef struct engine_channel {
+    const char *name;
+    const char *transport;    /* NULL or "pull": the sink its deliveries go to */
+    uint64_t reply_max_bytes; /* 0: payload_max_bytes */
+    const char *const *content_types; /* allowed reply content types; none: any */
+    size_t n_content_types;
+} engine_channel;
+
+typedef struct engine_options {
+    const char *data_dir;
+    engine_clock clock; /* now_ms NULL: the system clock */
+
+    /* Bounds (R6): omitted → default; over the ceiling → INVALID_ARGUMENT. */
+    uint64_t lock_default_ms; /* also the completion grace window */
+    uint64_t lock_max_ms;
+    uint64_t wait_default_ms;
+    uint64_t wait_max_ms;
+    uint32_t batch_default;
+    uint32_t batch_max;
+    uint32_t retries;       /* the failure budget (R11) */
+    uint32_t retries_max;   /* ceiling for Fail's explicit retries_left */
+    uint64_t retry_max_ms;  /* ceiling for Fail's retry_in_ms */
+    uint64_t backoff_initial_ms;
+    uint64_t backoff_max_ms;
+    double backoff_jitter;  /* 0..1: a pause is cut by up to this fraction */
+    uint64_t dedup_horizon_ms;
+    uint32_t payload_max_bytes;
+    uint32_t topics_max;    /* topics one fetch may name */
+
+    /* The outbox relay (R4): sink retries and the poison horizon. */
+    uint32_t delivery_attempts; /* poisoned after this many failed attempts */
+    uint64_t delivery_backoff_initial_ms;
+    uint64_t delivery_backoff_max_ms;
+    uint32_t relay_max_per_turn;
+
+    uint32_t turn_max_requests; /* requests one turn drains at most */
+
+    const engine_channel *channels;
+    size_t n_channels;
+    bool strict_channels; /* undeclared topics are NOT_FOUND */
+
+    engine_event_fn on_event;
+    void *event_ctx;
+} engine_options;
+
+/* The operator defaults of DESIGN §3. */
+void engine_options_default(engine_options *o);
+/* BERTH_EINVAL when the options contradict themselves (a default over its
+ * ceiling, a zero default lock, ...); msg names the setting by its flag
+ * name, e.g. "lock-default-ms". */
+int engine_options_check(const engine_options *o, char *msg, size_t msglen);
+
+/* Opens the store in o->data_dir, rebuilds memory from it, starts the
+ * actor. The options (and what they point to) are copied. On failure a
+ * message goes to err. */
+int engine_open(const engine_options *o, engine **out, char *err, size_t errlen);
+/* Finishes the turn in flight, answers everything still queued or waiting
+ * UNAVAILABLE, stops the actor and closes the store. NULL is a no-op. */
+void engine_close(engine *e);
+
+typedef void (*engine_done_fn)(void *arg, engine_reply *reply);
+
+/* Queues a request. 0: done() will be called exactly once. Nonzero
+ * (BERTH_ECLOSED, BERTH_ENOMEM): it was not queued and done() will never
+ * be called. */
+int engine_exec(engine *e, const engine_request *req, engine_done_fn done, void *arg);
+/* engine_exec and wait for the reply (never from the engine thread).
+ * Returns NULL only if the request could not be queued. */
+engine_reply *engine_exec_sync(engine *e, const engine_request *req);
+/* A turn has run since this call: relay, timers and waits are up to date
+ * with the clock. */
+void engine_tick(engine *e);
+
+/* ---- failpoints (tests) ---- */
+typedef enum engine_failpoint {
+    /* The pull sink answers Retry instead of parking. */
+    ENGINE_FP_PARK = 1,
+    /* A completion commits its dispatch, then the engine halts before the
+     * delete, as a process killed between the two would. Every request
+     * from then on is answered UNAVAILABLE until the engine is reopened. */
+    ENGINE_FP_CRASH_AFTER_DISPATCH,
+    /* The next store writes fail (the store's own failpoint). */
+    ENGINE_FP_STORE_WRITE,
+    /* The next store reads fail. */
+    ENGINE_FP_STORE_READ,
+} engine_failpoint;
+
+/* The next n hits of fp fail. */
+void engine_failpoint_set(engine *e, engine_failpoint fp, int n);
+
+#endif

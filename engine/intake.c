@@ -1,0 +1,112 @@
+/*
+ * intake.c — the one path every inbound message takes: validate, dedup,
+ * correlate (R9, R10).
+ *
+ * A worker's completion is rebuilt into an inbound message and goes
+ * through here like any other, so it can do nothing a message on that
+ * channel could not:
+ *   1. Validation: the channel's reply size ceiling and allowed content
+ *      types, and no header under the reserved "berth-" prefix.
+ *   2. Dedup: the delivery's idempotency key (its id) in the inbox column
+ *      family. A key seen inside the dedup horizon is absorbed: OK, and
+ *      nothing happens twice.
+ *   3. Correlation: the parked headers carry a call's instance; a task
+ *      that is not a call has none and correlates with nothing.
+ * A refusal carries an engine code and says whether retrying can help:
+ * VALIDATION_REJECTED never will (the same message fails the same way),
+ * ENGINE_UNAVAILABLE may.
+ *
+ * Engine thread only; writes go into the turn's batch.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/internal.h"
+
+__attribute__((format(printf, 5, 6))) static int refuse(engine_status *st, engine_code code,
+                                                        const char *ec, bool retryable,
+                                                        const char *fmt, ...)
+{
+    memset(st, 0, sizeof(*st));
+    st->code = code;
+    st->engine_code = ec;
+    st->retryable = retryable;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->message, sizeof(st->message), fmt, ap);
+    va_end(ap);
+    return BERTH_EINVAL;
+}
+
+static int validate(engine *e, const inbound *in, engine_status *st)
+{
+    const channel *c = in->topic->chan;
+    uint64_t max = c && c->reply_max_bytes ? c->reply_max_bytes : e->o.payload_max_bytes;
+    if (in->payload_len > max) {
+        refuse(st, ENGINE_CODE_INVALID_ARGUMENT, ENGINE_EC_VALIDATION_REJECTED, false,
+               "result.payload: %zu bytes is over channel %s's reply ceiling of %llu bytes",
+               in->payload_len, in->topic->name, (unsigned long long)max);
+        snprintf(st->field, sizeof(st->field), "result.payload");
+        st->has_limit = true;
+        st->limit = max;
+        return BERTH_EINVAL;
+    }
+    if (c != NULL && c->n_content_types > 0) {
+        const char *ct = in->content_type ? in->content_type : "";
+        bool ok = false;
+        for (size_t i = 0; i < c->n_content_types && !ok; i++)
+            ok = strcmp(ct, c->content_types[i]) == 0;
+        if (!ok)
+            return refuse(st, ENGINE_CODE_INVALID_ARGUMENT, ENGINE_EC_VALIDATION_REJECTED, false,
+                          "result.content_type: \"%.64s\" is not accepted on channel %s", ct,
+                          in->topic->name);
+    }
+    if (!check_text(in->content_type, ENGINE_CONTENT_TYPE_MAX, false, "result.content_type", st) ||
+        !check_headers(in->headers, in->n_headers, "result.headers", st)) {
+        st->engine_code = ENGINE_EC_VALIDATION_REJECTED;
+        st->retryable = false;
+        return BERTH_EINVAL;
+    }
+    return BERTH_OK;
+}
+
+/* The waiting instance a reply resolves. Tasks carry none; this format
+ * version writes no instances, so a body naming one was not written by
+ * this build and cannot be resolved by it. */
+static int correlate(engine *e, const inbound *in, engine_status *st)
+{
+    if (!in->parked->has_instance)
+        return BERTH_OK;
+    return refuse(st, ENGINE_CODE_UNIMPLEMENTED, ENGINE_EC_ENGINE_UNAVAILABLE, false,
+                  "the task belongs to a call, and this build does not serve calls");
+}
+
+int intake_dispatch(engine *e, const inbound *in, engine_status *st, bool *duplicate)
+{
+    *duplicate = false;
+    int rv = validate(e, in, st);
+    if (rv != BERTH_OK)
+        return rv;
+
+    store_value v;
+    rv = store_get(e->store, e->batch, STORE_CF_INBOX, in->key, BERTH_ID_LEN, &v);
+    if (rv == BERTH_OK) {
+        bool alive = store_dedup_alive(v.data, v.len, e->t.now_ms, e->o.dedup_horizon_ms);
+        store_value_free(&v);
+        if (alive) {
+            *duplicate = true;
+            return BERTH_OK;
+        }
+    } else if (rv != BERTH_ENOTFOUND) {
+        return refuse(st, ENGINE_CODE_UNAVAILABLE, ENGINE_EC_ENGINE_UNAVAILABLE, true,
+                      "the inbox could not be read: try again later");
+    }
+
+    if ((rv = correlate(e, in, st)) != BERTH_OK)
+        return rv;
+
+    uint8_t at[STORE_DEDUP_TIME_LEN];
+    store_put_be64(at, e->t.now_ms);
+    store_batch_put(e->batch, STORE_CF_INBOX, in->key, BERTH_ID_LEN, at, sizeof(at));
+    return BERTH_OK;
+}

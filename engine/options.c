@@ -1,0 +1,86 @@
+/*
+ * options.c — the operator's defaults and the consistency check that
+ * refuses a contradictory configuration at startup (R6), where somebody is
+ * watching, rather than at the first request.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/internal.h"
+
+void engine_options_default(engine_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->data_dir = "./var/berth";
+    o->lock_default_ms = 30000;
+    o->lock_max_ms = 3600000;
+    o->wait_default_ms = 10000;
+    o->wait_max_ms = 30000;
+    o->batch_default = 10;
+    o->batch_max = 1000;
+    o->retries = 3;
+    o->retries_max = 100;
+    o->retry_max_ms = 3600000;
+    o->backoff_initial_ms = 1000;
+    o->backoff_max_ms = 600000;
+    o->backoff_jitter = 0.2;
+    o->dedup_horizon_ms = 24ull * 3600 * 1000;
+    o->payload_max_bytes = 1u << 20;
+    o->topics_max = 64;
+    o->delivery_attempts = 20;
+    o->delivery_backoff_initial_ms = 1000;
+    o->delivery_backoff_max_ms = 60000;
+    o->relay_max_per_turn = 10000;
+    o->turn_max_requests = 4096;
+}
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            if (msg != NULL && msglen > 0)                                                         \
+                snprintf(msg, msglen, __VA_ARGS__);                                                \
+            return BERTH_EINVAL;                                                                   \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_DEFAULT(def, max, dname, mname)                                                      \
+    CHECK((def) <= (max), "%s (%" PRIu64 ") exceeds its ceiling %s (%" PRIu64 ")", dname,          \
+          (uint64_t)(def), mname, (uint64_t)(max))
+
+int engine_options_check(const engine_options *o, char *msg, size_t msglen)
+{
+    CHECK(o->lock_default_ms > 0, "lock-default-ms must be greater than zero");
+    CHECK_DEFAULT(o->lock_default_ms, o->lock_max_ms, "lock-default-ms", "lock-max-ms");
+    CHECK_DEFAULT(o->wait_default_ms, o->wait_max_ms, "wait-default-ms", "wait-max-ms");
+    CHECK(o->batch_default > 0, "batch-default must be greater than zero");
+    CHECK_DEFAULT(o->batch_default, o->batch_max, "batch-default", "batch-max");
+    CHECK(o->retries > 0, "retries must be greater than zero");
+    CHECK_DEFAULT(o->retries, o->retries_max, "retries", "retries-max");
+    CHECK(o->backoff_initial_ms > 0, "backoff-initial-ms must be greater than zero");
+    CHECK_DEFAULT(o->backoff_initial_ms, o->backoff_max_ms, "backoff-initial-ms",
+                  "backoff-max-ms");
+    CHECK(o->backoff_jitter >= 0 && o->backoff_jitter < 1,
+          "backoff-jitter must be at least 0 and below 1");
+    CHECK(o->dedup_horizon_ms > 0, "dedup-horizon-ms must be greater than zero");
+    CHECK(o->payload_max_bytes > 0, "payload-max-bytes must be greater than zero");
+    CHECK(o->topics_max > 0, "topics-max must be greater than zero");
+    CHECK(o->delivery_backoff_initial_ms > 0,
+          "delivery-backoff-initial-ms must be greater than zero");
+    CHECK_DEFAULT(o->delivery_backoff_initial_ms, o->delivery_backoff_max_ms,
+                  "delivery-backoff-initial-ms", "delivery-backoff-max-ms");
+    CHECK(o->relay_max_per_turn > 0, "relay-max-per-turn must be greater than zero");
+    CHECK(o->turn_max_requests > 0, "turn-max-requests must be greater than zero");
+    for (size_t i = 0; i < o->n_channels; i++) {
+        const engine_channel *c = &o->channels[i];
+        engine_status st;
+        CHECK(check_topic(c->name, "channel", &st), "channel %zu: %s", i, st.message);
+        CHECK(c->transport == NULL || strcmp(c->transport, "pull") == 0,
+              "channel %s: transport \"%s\" has no sink in this build (only \"pull\")", c->name,
+              c->transport);
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(o->channels[j].name, c->name) != 0, "channel %s is declared twice",
+                  c->name);
+    }
+    return BERTH_OK;
+}

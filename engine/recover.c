@@ -1,0 +1,259 @@
+/*
+ * recover.c — rebuilds the engine's memory from the store.
+ *
+ * Called by engine_open(), and after a turn whose write failed (with
+ * state_clear() first): the store is the truth, so reading it back is the
+ * one way to make memory match it, and this path is exercised by every
+ * restart test. The cost is a scan of the tasks and outbox column families
+ * (bodies are decoded for their topic and order, payloads are not kept);
+ * tombstones are skipped by RocksDB's iterators. A record that does not
+ * decode stops the load: berth refuses to serve from a store it cannot
+ * read rather than silently dropping work.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/internal.h"
+
+typedef struct load_ctx {
+    engine *e;
+    uint64_t max_seq;
+    char *err;
+    size_t errlen;
+} load_ctx;
+
+static int corrupt(load_ctx *c, const char *what, const uint8_t *id)
+{
+    char hex[ENGINE_ID_STR] = "?";
+    if (id != NULL)
+        berth_id_format(id, hex);
+    if (c->err != NULL)
+        snprintf(c->err, c->errlen, "corrupt store: %s (row %s)", what, hex);
+    return BERTH_ECORRUPT;
+}
+
+static int load_task_body(load_ctx *c, const uint8_t *id, const void *v, size_t vl)
+{
+    store_body b;
+    if (store_body_decode(v, vl, &b) != BERTH_OK)
+        return corrupt(c, "task body", id);
+    engine *e = c->e;
+    task *t = calloc(1, sizeof(*t));
+    topic *tp = t ? topic_get(e, b.topic, strlen(b.topic), true) : NULL;
+    if (tp == NULL) {
+        free(t);
+        store_body_clear(&b);
+        return BERTH_ENOMEM;
+    }
+    memcpy(t->id, id, BERTH_ID_LEN);
+    t->topic = tp;
+    t->seq = b.seq;
+    t->created_at_ms = b.created_at_ms;
+    /* Without a state row the task was never claimed: ready since it was
+     * parked, with the whole failure budget. */
+    t->available_at_ms = b.created_at_ms;
+    t->retries_left = e->o.retries;
+    heap_node_init(&t->ready);
+    if (b.seq > c->max_seq)
+        c->max_seq = b.seq;
+    store_body_clear(&b);
+    if (table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK) {
+        task_free(t);
+        return BERTH_ENOMEM;
+    }
+    return BERTH_OK;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static int load_task_state(load_ctx *c, const uint8_t *id, const void *v, size_t vl)
+{
+    task *t = table_get(&c->e->tasks, id, BERTH_ID_LEN);
+    if (t == NULL)
+        return corrupt(c, "task state without a body", id);
+    store_task_state s;
+    if (store_task_state_decode(v, vl, &s) != BERTH_OK)
+        return corrupt(c, "task state", id);
+    t->available_at_ms = s.available_at_ms;
+    t->has_lock = s.has_lock_token && s.worker_id != NULL;
+    memcpy(t->lock_token, s.lock_token, BERTH_ID_LEN);
+    t->worker_id = dup_or_null(s.worker_id);
+    t->lock_expires_at_ms = s.lock_expires_at_ms;
+    t->claims = s.claims;
+    t->retries_left = s.retries_left;
+    t->failures = s.failures;
+    t->terminal = s.terminal;
+    engine_error err = {s.last_error.code, s.last_error.message, s.last_error.details};
+    task_set_error(t, &err);
+    store_task_state_clear(&s);
+    return BERTH_OK;
+}
+
+static int load_delivery_body(load_ctx *c, const uint8_t *id, const void *v, size_t vl)
+{
+    store_body b;
+    if (store_body_decode(v, vl, &b) != BERTH_OK)
+        return corrupt(c, "outbox body", id);
+    engine *e = c->e;
+    delivery *d = calloc(1, sizeof(*d));
+    topic *tp = d ? topic_get(e, b.topic, strlen(b.topic), true) : NULL;
+    if (tp == NULL) {
+        free(d);
+        store_body_clear(&b);
+        return BERTH_ENOMEM;
+    }
+    memcpy(d->id, id, BERTH_ID_LEN);
+    d->topic = tp;
+    d->seq = b.seq;
+    d->created_at_ms = b.created_at_ms;
+    heap_node_init(&d->due);
+    d->due.at = b.created_at_ms;
+    d->due.seq = b.seq;
+    if (b.seq > c->max_seq)
+        c->max_seq = b.seq;
+    store_body_clear(&b);
+    if (table_put(&e->deliveries, d->id, BERTH_ID_LEN, d) != BERTH_OK) {
+        delivery_free(d);
+        return BERTH_ENOMEM;
+    }
+    return BERTH_OK;
+}
+
+static int load_delivery_state(load_ctx *c, const uint8_t *id, const void *v, size_t vl)
+{
+    delivery *d = table_get(&c->e->deliveries, id, BERTH_ID_LEN);
+    if (d == NULL)
+        return corrupt(c, "outbox state without a body", id);
+    store_delivery_state s;
+    if (store_delivery_state_decode(v, vl, &s) != BERTH_OK)
+        return corrupt(c, "outbox state", id);
+    d->attempts = s.attempts;
+    d->due.at = s.next_attempt_at_ms;
+    d->poisoned = s.poisoned;
+    d->err_message = dup_or_null(s.last_error.message);
+    d->has_state_row = true;
+    store_delivery_state_clear(&s);
+    return BERTH_OK;
+}
+
+typedef int (*row_fn)(load_ctx *c, const uint8_t *id, const void *v, size_t vl);
+
+/* Walks a tasks-shaped family: each id's body row ('b') sorts before its
+ * state row ('s'). */
+static int load_rows(load_ctx *c, store_cf cf, row_fn body, row_fn state)
+{
+    store_iter *it;
+    int rv = store_iter_open(c->e->store, cf, &it);
+    if (rv != BERTH_OK)
+        return rv;
+    for (; rv == BERTH_OK && store_iter_valid(it); store_iter_next(it)) {
+        size_t kl, vl;
+        const uint8_t *k = store_iter_key(it, &kl);
+        const void *v = store_iter_value(it, &vl);
+        if (kl != STORE_ROW_KEY_LEN)
+            rv = corrupt(c, "row key length", NULL);
+        else if (k[BERTH_ID_LEN] == STORE_KIND_BODY)
+            rv = body(c, k, v, vl);
+        else if (k[BERTH_ID_LEN] == STORE_KIND_STATE)
+            rv = state(c, k, v, vl);
+        else
+            rv = corrupt(c, "row kind", k);
+    }
+    if (rv == BERTH_OK && store_iter_status(it) != BERTH_OK) {
+        if (c->err != NULL)
+            snprintf(c->err, c->errlen, "reading %s: %s", store_cf_name(cf),
+                     store_last_error(c->e->store));
+        rv = BERTH_EIO;
+    }
+    store_iter_close(it);
+    return rv;
+}
+
+static int index_all(engine *e)
+{
+    size_t i = 0;
+    task *t;
+    while ((t = table_next(&e->tasks, &i)) != NULL) {
+        if (t->terminal) {
+            t->topic->n_terminal++;
+            continue;
+        }
+        t->ready.at = task_fetchable_at(t);
+        t->ready.seq = t->seq;
+        if (heap_push(&t->topic->ready, &t->ready) != BERTH_OK)
+            return BERTH_ENOMEM;
+    }
+    i = 0;
+    delivery *d;
+    while ((d = table_next(&e->deliveries, &i)) != NULL) {
+        if (d->poisoned) {
+            e->n_poisoned++;
+            continue;
+        }
+        if (heap_push(&e->outbox, &d->due) != BERTH_OK)
+            return BERTH_ENOMEM;
+    }
+    return BERTH_OK;
+}
+
+/* Incident keys carry a sequence number too: keep new ones above them. */
+static int scan_incident_seq(load_ctx *c)
+{
+    store_iter *it;
+    int rv = store_iter_open(c->e->store, STORE_CF_INCIDENTS, &it);
+    if (rv != BERTH_OK)
+        return rv;
+    for (; store_iter_valid(it); store_iter_next(it)) {
+        size_t kl;
+        const uint8_t *k = store_iter_key(it, &kl);
+        if (kl == STORE_INCIDENT_KEY_LEN && store_get_be64(k + 8) > c->max_seq)
+            c->max_seq = store_get_be64(k + 8);
+    }
+    rv = store_iter_status(it);
+    store_iter_close(it);
+    return rv;
+}
+
+int state_load(engine *e, char *err, size_t errlen)
+{
+    load_ctx c = {.e = e, .err = err, .errlen = errlen};
+    int rv = load_rows(&c, STORE_CF_TASKS, load_task_body, load_task_state);
+    if (rv == BERTH_OK)
+        rv = load_rows(&c, STORE_CF_OUTBOX, load_delivery_body, load_delivery_state);
+    if (rv == BERTH_OK)
+        rv = scan_incident_seq(&c);
+    if (rv == BERTH_OK)
+        rv = index_all(e);
+    if (c.max_seq + 1 > e->next_seq)
+        e->next_seq = c.max_seq + 1;
+    return rv;
+}
+
+void state_clear(engine *e)
+{
+    /* Heaps first: emptying one touches its nodes, which live in the
+     * objects freed below. */
+    size_t i = 0;
+    topic *tp;
+    while ((tp = table_next(&e->topics, &i)) != NULL) {
+        heap_fini(&tp->ready);
+        tp->n_terminal = 0;
+    }
+    heap_fini(&e->outbox);
+    i = 0;
+    task *t;
+    while ((t = table_next(&e->tasks, &i)) != NULL)
+        task_free(t);
+    table_clear(&e->tasks);
+    i = 0;
+    delivery *d;
+    while ((d = table_next(&e->deliveries, &i)) != NULL)
+        delivery_free(d);
+    table_clear(&e->deliveries);
+    e->n_poisoned = 0;
+    e->t.n_fresh = 0;
+}

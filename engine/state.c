@@ -1,0 +1,223 @@
+/*
+ * state.c — the engine's objects (topics, tasks, deliveries, incidents):
+ * how each is found, indexed, written into the turn's batch and freed.
+ * Every mutation of a persisted field is followed, in the same turn, by
+ * the *_put_state that writes it; the invariant checks at the bottom hold
+ * between turns.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/internal.h"
+
+const channel *channel_find(engine *e, const char *name)
+{
+    return table_get(&e->channels, name, strlen(name));
+}
+
+topic *topic_get(engine *e, const char *name, size_t len, bool create)
+{
+    topic *t = table_get(&e->topics, name, len);
+    if (t != NULL || !create)
+        return t;
+    t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    t->name = malloc(len + 1);
+    if (t->name == NULL) {
+        free(t);
+        return NULL;
+    }
+    memcpy(t->name, name, len);
+    t->name[len] = '\0';
+    t->name_len = len;
+    t->chan = channel_find(e, t->name);
+    heap_init(&t->ready);
+    if (table_put(&e->topics, t->name, len, t) != BERTH_OK) {
+        free(t->name);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void task_reindex(engine *e, task *t)
+{
+    t->ready.at = task_fetchable_at(t);
+    if (heap_has(&t->ready))
+        heap_fix(&t->topic->ready, &t->ready);
+}
+
+int task_put_state(engine *e, task *t)
+{
+    store_task_state r = {
+        .available_at_ms = t->available_at_ms,
+        .worker_id = t->worker_id,
+        .has_lock_token = t->has_lock,
+        .lock_expires_at_ms = t->lock_expires_at_ms,
+        .claims = t->claims,
+        .retries_left = t->retries_left,
+        .failures = t->failures,
+        .terminal = t->terminal,
+        .last_error = {t->err_code, t->err_message, t->err_details},
+    };
+    memcpy(r.lock_token, t->lock_token, BERTH_ID_LEN);
+    int rv = store_task_state_encode(&r, &e->buf);
+    if (rv != BERTH_OK)
+        return rv;
+    uint8_t key[STORE_ROW_KEY_LEN];
+    store_row_key(key, t->id, STORE_KIND_STATE);
+    store_batch_put(e->batch, STORE_CF_TASKS, key, sizeof(key), e->buf.data, e->buf.len);
+    return BERTH_OK;
+}
+
+void task_free(task *t)
+{
+    if (t == NULL)
+        return;
+    free(t->worker_id);
+    free(t->err_code);
+    free(t->err_message);
+    free(t->err_details);
+    free(t);
+}
+
+void task_delete(engine *e, task *t)
+{
+    uint8_t key[STORE_ROW_KEY_LEN];
+    store_row_key(key, t->id, STORE_KIND_BODY);
+    store_batch_single_delete(e->batch, STORE_CF_TASKS, key, sizeof(key));
+    /* Every task that can be deleted has been claimed, so it has a state
+     * row; deleting one that is absent would be harmless anyway. */
+    store_row_key(key, t->id, STORE_KIND_STATE);
+    store_batch_delete(e->batch, STORE_CF_TASKS, key, sizeof(key));
+    if (heap_has(&t->ready))
+        heap_remove(&t->topic->ready, &t->ready);
+    if (t->terminal)
+        t->topic->n_terminal--;
+    table_del(&e->tasks, t->id, BERTH_ID_LEN);
+    task_free(t);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+void task_set_error(task *t, const engine_error *err)
+{
+    free(t->err_code);
+    free(t->err_message);
+    free(t->err_details);
+    t->err_code = dup_or_null(err->code);
+    t->err_message = dup_or_null(err->message);
+    t->err_details = dup_or_null(err->details);
+}
+
+task *task_find(engine *e, const char *id_str, const char *field, engine_status *st)
+{
+    uint8_t id[BERTH_ID_LEN];
+    if (berth_id_parse(id_str, id) != BERTH_OK) {
+        status_set(st, ENGINE_CODE_INVALID_ARGUMENT, "%s: not a task id (32 hex digits)", field);
+        snprintf(st->field, sizeof(st->field), "%s", field);
+        return NULL;
+    }
+    task *t = table_get(&e->tasks, id, BERTH_ID_LEN);
+    if (t == NULL) {
+        status_set(st, ENGINE_CODE_NOT_FOUND, "no task %s", id_str);
+        st->verdict = ENGINE_VERDICT_NOT_FOUND;
+    }
+    return t;
+}
+
+int delivery_put_state(engine *e, delivery *d)
+{
+    store_delivery_state r = {
+        .attempts = d->attempts,
+        .next_attempt_at_ms = d->due.at,
+        .poisoned = d->poisoned,
+        .last_error = {.message = d->err_message},
+    };
+    int rv = store_delivery_state_encode(&r, &e->buf);
+    if (rv != BERTH_OK)
+        return rv;
+    uint8_t key[STORE_ROW_KEY_LEN];
+    store_row_key(key, d->id, STORE_KIND_STATE);
+    store_batch_put(e->batch, STORE_CF_OUTBOX, key, sizeof(key), e->buf.data, e->buf.len);
+    d->has_state_row = true;
+    return BERTH_OK;
+}
+
+void delivery_free(delivery *d)
+{
+    if (d == NULL)
+        return;
+    free(d->err_message);
+    free(d->body);
+    free(d);
+}
+
+int incident_put(engine *e, int kind, const uint8_t subject[BERTH_ID_LEN], const topic *t,
+                 const char *code, const char *message)
+{
+    store_incident r = {
+        .kind = kind,
+        .topic = t->name,
+        .error = {.code = code, .message = message},
+        .at_ms = e->t.now_ms,
+    };
+    memcpy(r.subject_id, subject, BERTH_ID_LEN);
+    int rv = store_incident_encode(&r, &e->buf);
+    if (rv != BERTH_OK)
+        return rv;
+    uint8_t key[STORE_INCIDENT_KEY_LEN];
+    store_incident_key(key, e->t.now_ms, e->next_seq++);
+    store_batch_put(e->batch, STORE_CF_INCIDENTS, key, sizeof(key), e->buf.data, e->buf.len);
+    return BERTH_OK;
+}
+
+/* Whole-state invariants. Cheap enough to run after every turn in the
+ * checking build, far too slow for production. */
+void state_check(engine *e)
+{
+#ifdef BERTH_CHECKS
+    size_t i = 0;
+    task *t;
+    while ((t = table_next(&e->tasks, &i)) != NULL) {
+        assert(t->topic != NULL);
+        assert(t->terminal == !heap_has(&t->ready));
+        if (heap_has(&t->ready)) {
+            assert(t->ready.at == task_fetchable_at(t));
+            assert(t->topic->ready.v[t->ready.pos] == &t->ready);
+        }
+        assert(!t->has_lock || t->worker_id != NULL);
+    }
+    i = 0;
+    topic *tp;
+    size_t n_ready = 0;
+    uint64_t n_terminal = 0;
+    while ((tp = table_next(&e->topics, &i)) != NULL) {
+        assert(heap_valid(&tp->ready));
+        n_ready += tp->ready.n;
+        n_terminal += tp->n_terminal;
+        assert((tp->n_waiters > 0) == (tp->waiters != NULL));
+    }
+    assert(n_ready + n_terminal == e->tasks.n);
+    i = 0;
+    delivery *d;
+    uint64_t n_poisoned = 0;
+    while ((d = table_next(&e->deliveries, &i)) != NULL) {
+        assert(d->poisoned == !heap_has(&d->due));
+        assert(!d->fresh);
+        n_poisoned += d->poisoned;
+    }
+    assert(n_poisoned == e->n_poisoned);
+    assert(heap_valid(&e->outbox));
+    assert(heap_valid(&e->waits));
+    assert(e->waits.n == e->n_waiters);
+#else
+    (void)e;
+#endif
+}

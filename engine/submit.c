@@ -1,0 +1,216 @@
+/*
+ * submit.c — a producer hands over a task (R1, R17, R18).
+ *
+ * A submit creates a delivery: its Body, encoded once, and its place in
+ * the outbox due index, due now. Its outbox row is written by the relay at
+ * the end of the same turn: if the pull sink parks it in that turn the
+ * row would be written and deleted in one batch, so neither is (the park
+ * writes the task row instead, the state the two writes would leave). The
+ * producer's idempotency key is written in the same batch. Either way the
+ * reply waits for that batch's fsync: OK means kept (R1).
+ *
+ * submit_batch is all or nothing: every item is checked before any is
+ * applied, and all share the turn's one write.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "engine/internal.h"
+
+static bool submit_check(engine *e, const engine_submit_args *a, const char *prefix,
+                         engine_status *st)
+{
+    char f[64];
+    snprintf(f, sizeof(f), "%stopic", prefix);
+    if (!check_topic(a->topic, f, st))
+        return false;
+    if (e->o.strict_channels && channel_find(e, a->topic) == NULL) {
+        status_set(st, ENGINE_CODE_NOT_FOUND, "topic %s is not a declared channel", a->topic);
+        snprintf(st->field, sizeof(st->field), "%s", f);
+        return false;
+    }
+    snprintf(f, sizeof(f), "%spayload", prefix);
+    if (a->payload_len > e->o.payload_max_bytes) {
+        status_over_ceiling(st, f, a->payload_len, e->o.payload_max_bytes);
+        return false;
+    }
+    snprintf(f, sizeof(f), "%sheaders", prefix);
+    if (!check_headers(a->headers, a->n_headers, f, st))
+        return false;
+    snprintf(f, sizeof(f), "%scontent_type", prefix);
+    if (!check_text(a->content_type, ENGINE_CONTENT_TYPE_MAX, false, f, st))
+        return false;
+    snprintf(f, sizeof(f), "%sidempotency_key", prefix);
+    return check_text(a->idempotency_key, BERTH_IDEM_KEY_MAX, false, f, st);
+}
+
+/* The original id when the key was used inside the dedup horizon. */
+static int dedup_lookup(engine *e, const uint8_t *skey, size_t sklen, uint8_t id[BERTH_ID_LEN])
+{
+    store_value v;
+    int rv = store_get(e->store, e->batch, STORE_CF_SUBMIT_KEYS, skey, sklen, &v);
+    if (rv != BERTH_OK)
+        return rv;
+    if (v.len != STORE_SUBMIT_VALUE_LEN ||
+        !store_dedup_alive(v.data, v.len, e->t.now_ms, e->o.dedup_horizon_ms))
+        rv = BERTH_ENOTFOUND;
+    else
+        memcpy(id, v.data + STORE_DEDUP_TIME_LEN, BERTH_ID_LEN);
+    store_value_free(&v);
+    return rv;
+}
+
+static void new_id(engine *e, uint8_t id[BERTH_ID_LEN])
+{
+    do
+        randombytes_buf(id, BERTH_ID_LEN);
+    while (table_get(&e->deliveries, id, BERTH_ID_LEN) != NULL ||
+           table_get(&e->tasks, id, BERTH_ID_LEN) != NULL);
+}
+
+static bool fresh_push(engine *e, delivery *d)
+{
+    turn *t = &e->t;
+    if (t->n_fresh == t->cap_fresh) {
+        size_t cap = t->cap_fresh ? t->cap_fresh * 2 : 64;
+        delivery **v = realloc(t->fresh, cap * sizeof(*v));
+        if (v == NULL)
+            return false;
+        t->fresh = v;
+        t->cap_fresh = cap;
+    }
+    d->fresh_idx = t->n_fresh;
+    t->fresh[t->n_fresh++] = d;
+    return true;
+}
+
+static void submit_one(engine *e, const engine_submit_args *a, engine_submitted *out,
+                       engine_status *st)
+{
+    uint64_t now = e->t.now_ms;
+    uint8_t skey[STORE_SUBMIT_KEY_MAX];
+    size_t sklen = 0;
+    if (a->idempotency_key != NULL && a->idempotency_key[0] != '\0') {
+        sklen = store_submit_key(skey, a->topic, a->idempotency_key);
+        uint8_t id[BERTH_ID_LEN];
+        int rv = dedup_lookup(e, skey, sklen, id);
+        if (rv == BERTH_OK) {
+            berth_id_format(id, out->id);
+            out->duplicate = true;
+            return;
+        }
+        if (rv != BERTH_ENOTFOUND) {
+            status_unavailable(st, "reading the idempotency key failed");
+            return;
+        }
+    }
+
+    delivery *d = calloc(1, sizeof(*d));
+    topic *tp = d ? topic_get(e, a->topic, strlen(a->topic), true) : NULL;
+    if (tp == NULL) {
+        free(d);
+        status_set(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    new_id(e, d->id);
+    d->topic = tp;
+    d->seq = e->next_seq++;
+    d->created_at_ms = now;
+    heap_node_init(&d->due);
+    d->due.at = now;
+    d->due.seq = d->seq;
+
+    store_header hs[ENGINE_HEADERS_MAX];
+    for (size_t i = 0; i < a->n_headers; i++)
+        hs[i] = (store_header){a->headers[i].name, a->headers[i].value};
+    store_body b = {
+        .topic = a->topic,
+        .payload = a->payload,
+        .payload_len = a->payload_len,
+        .headers = hs,
+        .n_headers = a->n_headers,
+        .content_type = (a->content_type && a->content_type[0]) ? a->content_type : NULL,
+        .seq = d->seq,
+        .created_at_ms = now,
+    };
+    if (store_body_encode(&b, &e->buf) != BERTH_OK || (d->body = malloc(e->buf.len)) == NULL) {
+        delivery_free(d);
+        status_set(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    memcpy(d->body, e->buf.data, e->buf.len);
+    d->body_len = e->buf.len;
+    d->fresh = true;
+    if (table_put(&e->deliveries, d->id, BERTH_ID_LEN, d) != BERTH_OK) {
+        delivery_free(d);
+        status_set(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    if (heap_push(&e->outbox, &d->due) != BERTH_OK || !fresh_push(e, d)) {
+        if (heap_has(&d->due))
+            heap_remove(&e->outbox, &d->due);
+        table_del(&e->deliveries, d->id, BERTH_ID_LEN);
+        delivery_free(d);
+        status_set(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    if (sklen > 0) {
+        uint8_t v[STORE_SUBMIT_VALUE_LEN];
+        store_put_be64(v, now);
+        memcpy(v + STORE_DEDUP_TIME_LEN, d->id, BERTH_ID_LEN);
+        store_batch_put(e->batch, STORE_CF_SUBMIT_KEYS, skey, sklen, v, sizeof(v));
+    }
+    berth_id_format(d->id, out->id);
+    out->duplicate = false;
+}
+
+void op_submit(engine *e, pending *p)
+{
+    engine_reply *r = p->reply;
+    if (!submit_check(e, &p->req.u.submit, "", &r->status))
+        return;
+    r->submitted = reply_mem(r, sizeof(*r->submitted));
+    if (r->submitted == NULL) {
+        status_set(&r->status, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    r->n_submitted = 1;
+    submit_one(e, &p->req.u.submit, r->submitted, &r->status);
+}
+
+void op_submit_batch(engine *e, pending *p)
+{
+    engine_reply *r = p->reply;
+    const engine_submit_args *items = p->req.u.submit_batch.items;
+    size_t n = p->req.u.submit_batch.n;
+    if (n == 0) {
+        status_set(&r->status, ENGINE_CODE_INVALID_ARGUMENT, "items: at least one is required");
+        snprintf(r->status.field, sizeof(r->status.field), "items");
+        return;
+    }
+    if (n > e->o.batch_max) {
+        status_over_ceiling(&r->status, "items", n, e->o.batch_max);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof(prefix), "items[%zu].", i);
+        if (!submit_check(e, &items[i], prefix, &r->status))
+            return;
+    }
+    r->submitted = reply_mem(r, n * sizeof(*r->submitted));
+    if (r->submitted == NULL) {
+        status_set(&r->status, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    r->n_submitted = n;
+    for (size_t i = 0; i < n && r->status.code == ENGINE_CODE_OK; i++)
+        submit_one(e, &items[i], &r->submitted[i], &r->status);
+    /* Failing part-way (out of memory, an unreadable key) must not keep
+     * the items before: undo the whole turn, as a failed write would. */
+    if (r->status.code != ENGINE_CODE_OK)
+        e->t.abort = true;
+}

@@ -1,0 +1,104 @@
+/* keys.c — encoders for the layouts specified in keys.h. Pure functions. */
+#include "store/keys.h"
+
+#include <string.h>
+
+#include "store/err.h"
+
+void store_put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+uint64_t store_get_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+void store_put_be32(uint8_t *p, uint32_t v)
+{
+    for (int i = 3; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+uint32_t store_get_be32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+void store_row_key(uint8_t *out, const uint8_t id[BERTH_ID_LEN], char kind)
+{
+    memcpy(out, id, BERTH_ID_LEN);
+    out[BERTH_ID_LEN] = (uint8_t)kind;
+}
+
+size_t store_submit_key(uint8_t *out, const char *topic, const char *idem_key)
+{
+    size_t tl = strlen(topic), kl = strlen(idem_key);
+    if (tl == 0 || tl > BERTH_TOPIC_MAX || kl == 0 || kl > BERTH_IDEM_KEY_MAX)
+        return 0;
+    out[0] = (uint8_t)tl;
+    memcpy(out + 1, topic, tl);
+    memcpy(out + 1 + tl, idem_key, kl);
+    return 1 + tl + kl;
+}
+
+void store_incident_key(uint8_t *out, uint64_t at_ms, uint64_t seq)
+{
+    store_put_be64(out, at_ms);
+    store_put_be64(out + 8, seq);
+}
+
+bool store_dedup_alive(const void *value, size_t len, uint64_t now_ms, uint64_t horizon_ms)
+{
+    if (len < STORE_DEDUP_TIME_LEN)
+        return false;
+    uint64_t at = store_get_be64(value);
+    /* A time in the future (clock stepped back) counts as fresh. */
+    return at >= now_ms || now_ms - at < horizon_ms;
+}
+
+void berth_id_format(const uint8_t id[BERTH_ID_LEN], char out[BERTH_ID_STR_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < BERTH_ID_LEN; i++) {
+        out[2 * i] = hex[id[i] >> 4];
+        out[2 * i + 1] = hex[id[i] & 15];
+    }
+    out[BERTH_ID_STR_LEN] = '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int berth_id_parse(const char *s, uint8_t out[BERTH_ID_LEN])
+{
+    if (s == NULL || strlen(s) != BERTH_ID_STR_LEN)
+        return BERTH_EINVAL;
+    for (int i = 0; i < BERTH_ID_LEN; i++) {
+        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return BERTH_EINVAL;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return BERTH_OK;
+}

@@ -1,0 +1,109 @@
+/*
+ * keys.h — berth's on-disk layout, byte by byte.
+ *
+ * FORMAT VERSION
+ *   BERTH_FORMAT_VERSION is stored in the `meta` column family under the
+ *   key "format" as a 4-byte big-endian unsigned integer. store_open()
+ *   writes it into a new store and refuses (BERTH_EFORMAT) a store that
+ *   holds any other value.
+ *
+ *   To change anything on this page: bump BERTH_FORMAT_VERSION; teach
+ *   store_open() to upgrade a store of the previous version in one write
+ *   batch (or to refuse it with a message saying how to migrate); keep a
+ *   test that opens a store written by the previous version; describe the
+ *   change in this comment. Adding an optional field to a record in
+ *   proto/berth/v1/store.proto is not a format change (proto2 skips
+ *   unknown fields and absent optionals take their defaults).
+ *
+ * IDS
+ *   Task, delivery and incident ids are 16 bytes (BERTH_ID_LEN). Task and
+ *   delivery ids come from libsodium's CSPRNG; a task's id is the id of the
+ *   delivery that was parked as it. Printed, an id is 32 lowercase hex
+ *   digits (BERTH_ID_STR_LEN), in the byte order below.
+ *
+ * COLUMN FAMILIES (values are protobuf records of store.proto unless a
+ * fixed layout is given)
+ *
+ *   tasks       key: id[16] || kind[1]
+ *                 kind 'b' (0x62): Body, written once at park
+ *                   (SingleDelete applies)
+ *                 kind 's' (0x73): TaskState, rewritten on every claim,
+ *                   failure, extension or release; absent = never claimed
+ *                   (ready, claims 0, retries_left = the failure budget)
+ *
+ *   outbox      key: id[16] || kind[1]
+ *                 kind 'b': Body, written once at submit (SingleDelete applies)
+ *                 kind 's': DeliveryState; absent = attempts 0, due at
+ *                   Body.created_at_ms, not poisoned
+ *
+ *   inbox       key: delivery idempotency key = delivery id[16]
+ *               value (fixed, 8 bytes): received_at_ms u64 big-endian
+ *
+ *   submit_keys key: topic_len[1] || topic[topic_len] || idempotency key
+ *                 (the rest of the key, 1..BERTH_IDEM_KEY_MAX bytes)
+ *               value (fixed, 24 bytes): created_at_ms u64 big-endian ||
+ *                 delivery id[16]
+ *
+ *   incidents   key: at_ms u64 big-endian || seq u64 big-endian
+ *                 (ordered by time; the 16 key bytes are the incident id)
+ *               value: Incident
+ *
+ *   meta        key "format": u32 big-endian BERTH_FORMAT_VERSION
+ *
+ *   instances, timers, deployments: created empty and reserved for calls
+ *   and deployments; nothing is written to them in this format version.
+ *
+ * DEDUP HORIZON
+ *   inbox and submit_keys values begin with an 8-byte big-endian time. An
+ *   entry older than the dedup horizon is dead: readers treat it as absent
+ *   (store_dedup_alive) and a compaction filter drops it from disk.
+ */
+#ifndef BERTH_STORE_KEYS_H
+#define BERTH_STORE_KEYS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BERTH_FORMAT_VERSION 1u
+
+#define BERTH_ID_LEN       16
+#define BERTH_ID_STR_LEN   32 /* hex digits, without the terminating NUL */
+#define BERTH_TOPIC_MAX    200
+#define BERTH_IDEM_KEY_MAX 256
+
+#define STORE_KIND_BODY  'b'
+#define STORE_KIND_STATE 's'
+
+#define STORE_ROW_KEY_LEN      (BERTH_ID_LEN + 1)
+#define STORE_INCIDENT_KEY_LEN 16
+#define STORE_SUBMIT_KEY_MAX   (1 + BERTH_TOPIC_MAX + BERTH_IDEM_KEY_MAX)
+#define STORE_DEDUP_TIME_LEN   8
+#define STORE_SUBMIT_VALUE_LEN (STORE_DEDUP_TIME_LEN + BERTH_ID_LEN)
+
+void store_put_be64(uint8_t *p, uint64_t v);
+uint64_t store_get_be64(const uint8_t *p);
+void store_put_be32(uint8_t *p, uint32_t v);
+uint32_t store_get_be32(const uint8_t *p);
+
+/* tasks/outbox row key: out must hold STORE_ROW_KEY_LEN bytes. */
+void store_row_key(uint8_t *out, const uint8_t id[BERTH_ID_LEN], char kind);
+
+/* submit_keys key for (topic, key); returns its length, or 0 when topic or
+ * key is empty or over its maximum. out holds STORE_SUBMIT_KEY_MAX bytes. */
+size_t store_submit_key(uint8_t *out, const char *topic, const char *idem_key);
+
+/* incidents key: out holds STORE_INCIDENT_KEY_LEN bytes. */
+void store_incident_key(uint8_t *out, uint64_t at_ms, uint64_t seq);
+
+/* True when a dedup value (inbox or submit_keys) written at the time it
+ * carries is still inside the horizon at now_ms. A value too short to
+ * carry a time is dead. */
+bool store_dedup_alive(const void *value, size_t len, uint64_t now_ms, uint64_t horizon_ms);
+
+/* Printable ids: 32 lowercase hex digits and a NUL (33 bytes). */
+void berth_id_format(const uint8_t id[BERTH_ID_LEN], char out[BERTH_ID_STR_LEN + 1]);
+/* Parses exactly 32 hex digits (either case); BERTH_EINVAL otherwise. */
+int berth_id_parse(const char *s, uint8_t out[BERTH_ID_LEN]);
+
+#endif

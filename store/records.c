@@ -1,0 +1,312 @@
+/*
+ * records.c — protobuf codecs for the store's records (see records.h).
+ *
+ * Encoding builds the generated message on the stack with borrowed
+ * pointers (the casts drop const only because protobuf-c's structs are not
+ * const-correct; nothing is written through them) and packs it into the
+ * caller's reusable buffer. Decoding keeps the unpacked message as the
+ * record's owner and points the plain struct into it: one allocation per
+ * decode, no copies.
+ */
+#include "store/records.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "berth/v1/store.pb-c.h"
+#include "store/err.h"
+
+typedef Berth__V1__Store__StoredError pb_error;
+
+void store_buf_fini(store_buf *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof(*b));
+}
+
+static int buf_reserve(store_buf *b, size_t n)
+{
+    if (n <= b->cap)
+        return BERTH_OK;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < n)
+        cap *= 2;
+    uint8_t *p = realloc(b->data, cap);
+    if (p == NULL)
+        return BERTH_ENOMEM;
+    b->data = p;
+    b->cap = cap;
+    return BERTH_OK;
+}
+
+static int pack(const ProtobufCMessage *m, store_buf *out)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    int rv = buf_reserve(out, n ? n : 1);
+    if (rv != BERTH_OK)
+        return rv;
+    out->len = protobuf_c_message_pack(m, out->data);
+    return BERTH_OK;
+}
+
+/* Fills *pb from e; returns pb, or NULL when e carries nothing. */
+static pb_error *error_to_pb(const store_error *e, pb_error *pb)
+{
+    if (e->code == NULL && e->message == NULL && e->details == NULL)
+        return NULL;
+    berth__v1__store__stored_error__init(pb);
+    pb->code = (char *)e->code;
+    pb->message = (char *)e->message;
+    pb->details = (char *)e->details;
+    return pb;
+}
+
+static void error_from_pb(const pb_error *pb, store_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    if (pb != NULL) {
+        e->code = pb->code;
+        e->message = pb->message;
+        e->details = pb->details;
+    }
+}
+
+static bool id_from_pb(ProtobufCBinaryData d, uint8_t out[BERTH_ID_LEN])
+{
+    if (d.len != BERTH_ID_LEN)
+        return false;
+    memcpy(out, d.data, BERTH_ID_LEN);
+    return true;
+}
+
+/* ---- Body ---- */
+
+int store_body_encode(const store_body *r, store_buf *out)
+{
+    Berth__V1__Store__Body m = BERTH__V1__STORE__BODY__INIT;
+    Berth__V1__Store__Header stack_h[8], *stack_hp[8];
+    Berth__V1__Store__Header *hs = stack_h, **hps = stack_hp;
+    if (r->n_headers > 8) {
+        hs = malloc(r->n_headers * sizeof(*hs));
+        hps = malloc(r->n_headers * sizeof(*hps));
+        if (hs == NULL || hps == NULL) {
+            free(hs);
+            free(hps);
+            return BERTH_ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < r->n_headers; i++) {
+        berth__v1__store__header__init(&hs[i]);
+        hs[i].name = (char *)r->headers[i].name;
+        hs[i].value = (char *)r->headers[i].value;
+        hps[i] = &hs[i];
+    }
+    m.topic = (char *)r->topic;
+    m.has_payload = 1;
+    m.payload.data = (uint8_t *)r->payload;
+    m.payload.len = r->payload_len;
+    m.n_headers = r->n_headers;
+    m.headers = hps;
+    m.content_type = (char *)r->content_type;
+    if (r->has_instance) {
+        m.has_instance_id = 1;
+        m.instance_id.data = (uint8_t *)r->instance_id;
+        m.instance_id.len = BERTH_ID_LEN;
+        m.has_call_attempt = 1;
+        m.call_attempt = r->call_attempt;
+    }
+    m.has_seq = 1;
+    m.seq = r->seq;
+    m.has_created_at_ms = 1;
+    m.created_at_ms = r->created_at_ms;
+    int rv = pack(&m.base, out);
+    if (hs != stack_h) {
+        free(hs);
+        free(hps);
+    }
+    return rv;
+}
+
+int store_body_decode(const void *buf, size_t len, store_body *out)
+{
+    memset(out, 0, sizeof(*out));
+    Berth__V1__Store__Body *m = berth__v1__store__body__unpack(NULL, len, buf);
+    if (m == NULL)
+        return BERTH_ECORRUPT;
+    if (m->topic == NULL || (m->has_instance_id && !id_from_pb(m->instance_id, out->instance_id))) {
+        berth__v1__store__body__free_unpacked(m, NULL);
+        return BERTH_ECORRUPT;
+    }
+    /* Header pointers: one array beside the message, freed with it. */
+    store_header *hs = NULL;
+    if (m->n_headers > 0) {
+        hs = calloc(m->n_headers, sizeof(*hs));
+        if (hs == NULL) {
+            berth__v1__store__body__free_unpacked(m, NULL);
+            return BERTH_ENOMEM;
+        }
+        for (size_t i = 0; i < m->n_headers; i++) {
+            hs[i].name = m->headers[i]->name ? m->headers[i]->name : "";
+            hs[i].value = m->headers[i]->value ? m->headers[i]->value : "";
+        }
+    }
+    out->topic = m->topic;
+    out->payload = m->payload.data;
+    out->payload_len = m->payload.len;
+    out->headers = hs;
+    out->n_headers = m->n_headers;
+    out->content_type = m->content_type;
+    out->has_instance = m->has_instance_id;
+    out->call_attempt = m->call_attempt;
+    out->seq = m->seq;
+    out->created_at_ms = m->created_at_ms;
+    out->owner = m;
+    return BERTH_OK;
+}
+
+void store_body_clear(store_body *r)
+{
+    if (r->owner != NULL) {
+        free((void *)r->headers);
+        berth__v1__store__body__free_unpacked(r->owner, NULL);
+    }
+    memset(r, 0, sizeof(*r));
+}
+
+/* ---- TaskState ---- */
+
+int store_task_state_encode(const store_task_state *r, store_buf *out)
+{
+    Berth__V1__Store__TaskState m = BERTH__V1__STORE__TASK_STATE__INIT;
+    pb_error e;
+    m.has_available_at_ms = 1;
+    m.available_at_ms = r->available_at_ms;
+    m.worker_id = (char *)r->worker_id;
+    if (r->has_lock_token) {
+        m.has_lock_token = 1;
+        m.lock_token.data = (uint8_t *)r->lock_token;
+        m.lock_token.len = BERTH_ID_LEN;
+    }
+    m.has_lock_expires_at_ms = 1;
+    m.lock_expires_at_ms = r->lock_expires_at_ms;
+    m.has_claims = 1;
+    m.claims = r->claims;
+    m.has_retries_left = 1;
+    m.retries_left = r->retries_left;
+    m.has_failures = 1;
+    m.failures = r->failures;
+    m.has_terminal = 1;
+    m.terminal = r->terminal;
+    m.last_error = error_to_pb(&r->last_error, &e);
+    return pack(&m.base, out);
+}
+
+int store_task_state_decode(const void *buf, size_t len, store_task_state *out)
+{
+    memset(out, 0, sizeof(*out));
+    Berth__V1__Store__TaskState *m = berth__v1__store__task_state__unpack(NULL, len, buf);
+    if (m == NULL)
+        return BERTH_ECORRUPT;
+    if (m->has_lock_token && !id_from_pb(m->lock_token, out->lock_token)) {
+        berth__v1__store__task_state__free_unpacked(m, NULL);
+        return BERTH_ECORRUPT;
+    }
+    out->available_at_ms = m->available_at_ms;
+    out->worker_id = m->worker_id;
+    out->has_lock_token = m->has_lock_token;
+    out->lock_expires_at_ms = m->lock_expires_at_ms;
+    out->claims = m->claims;
+    out->retries_left = m->retries_left;
+    out->failures = m->failures;
+    out->terminal = m->terminal;
+    error_from_pb(m->last_error, &out->last_error);
+    out->owner = m;
+    return BERTH_OK;
+}
+
+void store_task_state_clear(store_task_state *r)
+{
+    if (r->owner != NULL)
+        berth__v1__store__task_state__free_unpacked(r->owner, NULL);
+    memset(r, 0, sizeof(*r));
+}
+
+/* ---- DeliveryState ---- */
+
+int store_delivery_state_encode(const store_delivery_state *r, store_buf *out)
+{
+    Berth__V1__Store__DeliveryState m = BERTH__V1__STORE__DELIVERY_STATE__INIT;
+    pb_error e;
+    m.has_attempts = 1;
+    m.attempts = r->attempts;
+    m.has_next_attempt_at_ms = 1;
+    m.next_attempt_at_ms = r->next_attempt_at_ms;
+    m.has_poisoned = 1;
+    m.poisoned = r->poisoned;
+    m.last_error = error_to_pb(&r->last_error, &e);
+    return pack(&m.base, out);
+}
+
+int store_delivery_state_decode(const void *buf, size_t len, store_delivery_state *out)
+{
+    memset(out, 0, sizeof(*out));
+    Berth__V1__Store__DeliveryState *m = berth__v1__store__delivery_state__unpack(NULL, len, buf);
+    if (m == NULL)
+        return BERTH_ECORRUPT;
+    out->attempts = m->attempts;
+    out->next_attempt_at_ms = m->next_attempt_at_ms;
+    out->poisoned = m->poisoned;
+    error_from_pb(m->last_error, &out->last_error);
+    out->owner = m;
+    return BERTH_OK;
+}
+
+void store_delivery_state_clear(store_delivery_state *r)
+{
+    if (r->owner != NULL)
+        berth__v1__store__delivery_state__free_unpacked(r->owner, NULL);
+    memset(r, 0, sizeof(*r));
+}
+
+/* ---- Incident ---- */
+
+int store_incident_encode(const store_incident *r, store_buf *out)
+{
+    Berth__V1__Store__Incident m = BERTH__V1__STORE__INCIDENT__INIT;
+    pb_error e;
+    m.has_kind = 1;
+    m.kind = (Berth__V1__Store__Incident__Kind)r->kind;
+    m.has_subject_id = 1;
+    m.subject_id.data = (uint8_t *)r->subject_id;
+    m.subject_id.len = BERTH_ID_LEN;
+    m.topic = (char *)r->topic;
+    m.error = error_to_pb(&r->error, &e);
+    m.has_at_ms = 1;
+    m.at_ms = r->at_ms;
+    return pack(&m.base, out);
+}
+
+int store_incident_decode(const void *buf, size_t len, store_incident *out)
+{
+    memset(out, 0, sizeof(*out));
+    Berth__V1__Store__Incident *m = berth__v1__store__incident__unpack(NULL, len, buf);
+    if (m == NULL)
+        return BERTH_ECORRUPT;
+    if (!m->has_subject_id || !id_from_pb(m->subject_id, out->subject_id)) {
+        berth__v1__store__incident__free_unpacked(m, NULL);
+        return BERTH_ECORRUPT;
+    }
+    out->kind = m->kind;
+    out->topic = m->topic;
+    error_from_pb(m->error, &out->error);
+    out->at_ms = m->at_ms;
+    out->owner = m;
+    return BERTH_OK;
+}
+
+void store_incident_clear(store_incident *r)
+{
+    if (r->owner != NULL)
+        berth__v1__store__incident__free_unpacked(r->owner, NULL);
+    memset(r, 0, sizeof(*r));
+}

@@ -1,0 +1,116 @@
+/*
+ * records.h — the store's record types and their codecs.
+ *
+ * The values of the tasks, outbox and incidents column families are
+ * protobuf messages (proto/berth/v1/store.proto); this is the only place
+ * that sees the generated code. Callers work with the plain structs below.
+ *
+ * OWNERSHIP
+ *   Encoding borrows every pointer in the struct and writes the bytes into
+ *   a store_buf the caller owns and may reuse (its previous content is
+ *   replaced). Decoding fills the struct with pointers into one allocation
+ *   held by `owner`; release it with the matching *_clear(), which is a
+ *   no-op on a zeroed struct. A struct built by hand for encoding has
+ *   owner == NULL and must not be passed to *_clear().
+ *
+ * Strings are NUL-terminated; an absent optional string is NULL.
+ */
+#ifndef BERTH_STORE_RECORDS_H
+#define BERTH_STORE_RECORDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/keys.h"
+
+/* A growable byte buffer, reused across encodes to keep allocation off the
+ * hot path. */
+typedef struct store_buf {
+    uint8_t *data;
+    size_t len; /* bytes of the last encode */
+    size_t cap; /* bytes allocated */
+} store_buf;
+
+void store_buf_fini(store_buf *b);
+
+typedef struct store_header {
+    const char *name;
+    const char *value;
+} store_header;
+
+typedef struct store_error {
+    const char *code; /* any of the three may be NULL */
+    const char *message;
+    const char *details;
+} store_error;
+
+/* The immutable part of a delivery and of the task it becomes. */
+typedef struct store_body {
+    const char *topic;
+    const uint8_t *payload;
+    size_t payload_len;
+    const store_header *headers;
+    size_t n_headers;
+    const char *content_type; /* NULL: none given */
+    bool has_instance;
+    uint8_t instance_id[BERTH_ID_LEN];
+    uint32_t call_attempt;
+    uint64_t seq;           /* FIFO tiebreak; unique within one store */
+    uint64_t created_at_ms; /* when the producer's submit was accepted */
+    void *owner;
+} store_body;
+
+typedef struct store_task_state {
+    uint64_t available_at_ms;    /* a failure's backoff ends here */
+    const char *worker_id;       /* last claim's worker; NULL if never claimed */
+    bool has_lock_token;         /* false if never claimed */
+    uint8_t lock_token[BERTH_ID_LEN];
+    uint64_t lock_expires_at_ms; /* the lock is live while now < this */
+    uint32_t claims;             /* fetches so far */
+    uint32_t retries_left;
+    uint32_t failures;
+    bool terminal;
+    store_error last_error;
+    void *owner;
+} store_task_state;
+
+typedef struct store_delivery_state {
+    uint32_t attempts;           /* failed sink attempts so far */
+    uint64_t next_attempt_at_ms; /* due again at this time */
+    bool poisoned;               /* past the attempt ceiling; kept for an operator */
+    store_error last_error;
+    void *owner;
+} store_delivery_state;
+
+enum {
+    STORE_INCIDENT_DELIVERY_POISONED = 1,
+    STORE_INCIDENT_TASK_TERMINAL = 2,
+};
+
+typedef struct store_incident {
+    int kind; /* STORE_INCIDENT_* */
+    uint8_t subject_id[BERTH_ID_LEN];
+    const char *topic;
+    store_error error;
+    uint64_t at_ms;
+    void *owner;
+} store_incident;
+
+int store_body_encode(const store_body *r, store_buf *out);
+int store_body_decode(const void *buf, size_t len, store_body *out);
+void store_body_clear(store_body *r);
+
+int store_task_state_encode(const store_task_state *r, store_buf *out);
+int store_task_state_decode(const void *buf, size_t len, store_task_state *out);
+void store_task_state_clear(store_task_state *r);
+
+int store_delivery_state_encode(const store_delivery_state *r, store_buf *out);
+int store_delivery_state_decode(const void *buf, size_t len, store_delivery_state *out);
+void store_delivery_state_clear(store_delivery_state *r);
+
+int store_incident_encode(const store_incident *r, store_buf *out);
+int store_incident_decode(const void *buf, size_t len, store_incident *out);
+void store_incident_clear(store_incident *r);
+
+#endif

@@ -1,0 +1,523 @@
+/*
+ * store.c — RocksDB behind the store.h API.
+ *
+ * OPENING
+ *   Existing column families are listed first and all of them opened
+ *   (RocksDB refuses a read-write open that leaves one out); missing ones of
+ *   ours are created. Then the format version in `meta` is checked, or
+ *   written into a new store in its own synced batch.
+ *
+ * TUNING
+ *   tasks and outbox are queue-shaped (every row is deleted soon after it
+ *   is written): they get the compact-on-deletion collector so tombstones
+ *   do not pile up in front of live rows. Point reads (bodies, dedup keys)
+ *   get a bloom filter. inbox and submit_keys get the dedup-horizon
+ *   compaction filter.
+ *
+ * Failed RocksDB calls: the error string is copied into s->last_error,
+ * freed with rocksdb_free and the pointer reset before the next call.
+ */
+#include "store/store.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <rocksdb/c.h>
+
+#include "store/err.h"
+#include "store/keys.h"
+
+static const char *const cf_names[STORE_CF_COUNT] = {
+    [STORE_CF_TASKS] = "tasks",
+    [STORE_CF_OUTBOX] = "outbox",
+    [STORE_CF_INSTANCES] = "instances",
+    [STORE_CF_TIMERS] = "timers",
+    [STORE_CF_INBOX] = "inbox",
+    [STORE_CF_SUBMIT_KEYS] = "submit_keys",
+    [STORE_CF_DEPLOYMENTS] = "deployments",
+    [STORE_CF_INCIDENTS] = "incidents",
+    [STORE_CF_META] = "meta",
+};
+
+/* State of the dedup compaction filter; lives as long as the store. */
+typedef struct dedup_filter {
+    uint64_t horizon_ms;
+    uint64_t (*now_ms)(void *);
+    void *now_ctx;
+} dedup_filter;
+
+struct store {
+    rocksdb_t *db;
+    rocksdb_column_family_handle_t *cf[STORE_CF_COUNT];
+    rocksdb_column_family_handle_t **extra_cf; /* unknown families found on disk */
+    size_t n_extra_cf;
+    rocksdb_options_t *db_opts;
+    rocksdb_options_t *cf_opts[STORE_CF_COUNT];
+    rocksdb_block_based_table_options_t *table_opts;
+    rocksdb_filterpolicy_t *bloom; /* owned by table_opts once set */
+    rocksdb_cache_t *cache;
+    rocksdb_compactionfilter_t *filter;
+    rocksdb_writeoptions_t *wo_sync;
+    rocksdb_readoptions_t *ro;
+    dedup_filter dedup;
+    atomic_int fail_writes; /* failpoints: remaining operations to fail */
+    atomic_int fail_reads;
+    char last_error[512];
+};
+
+struct store_batch {
+    store *s;
+    rocksdb_writebatch_wi_t *wb;
+};
+
+struct store_iter {
+    rocksdb_iterator_t *it;
+};
+
+/* Takes a RocksDB error string: keeps its text, frees it, resets it. */
+static int take_error(store *s, char **err, int code)
+{
+    snprintf(s->last_error, sizeof(s->last_error), "%s", *err);
+    rocksdb_free(*err);
+    *err = NULL;
+    return code;
+}
+
+const char *store_last_error(const store *s)
+{
+    return s->last_error;
+}
+
+const char *store_cf_name(store_cf cf)
+{
+    return (unsigned)cf < STORE_CF_COUNT ? cf_names[cf] : "?";
+}
+
+/* ---- dedup horizon filter ---- */
+
+static unsigned char dedup_filter_fn(void *state, int level, const char *key, size_t klen,
+                                     const char *value, size_t vlen, char **new_value,
+                                     size_t *new_vlen, unsigned char *changed)
+{
+    const dedup_filter *f = state;
+    *changed = 0;
+    return !store_dedup_alive(value, vlen, f->now_ms(f->now_ctx), f->horizon_ms);
+}
+
+static const char *dedup_filter_name(void *state)
+{
+    return "berth.dedup_horizon";
+}
+
+static void noop_destructor(void *state)
+{
+}
+
+/* mkdir -p */
+static int make_dirs(const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path))
+        return BERTH_EINVAL;
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            return BERTH_EIO;
+        *p = '/';
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return BERTH_EIO;
+    return BERTH_OK;
+}
+
+static int cf_index(const char *name)
+{
+    for (int i = 0; i < STORE_CF_COUNT; i++)
+        if (strcmp(cf_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen,
+                                                           const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int check_format(store *s, char *err, size_t errlen)
+{
+    static const char key[] = "format";
+    store_value v;
+    int rv = store_get(s, NULL, STORE_CF_META, key, sizeof(key) - 1, &v);
+    if (rv == BERTH_ENOTFOUND) {
+        uint8_t buf[4];
+        store_put_be32(buf, BERTH_FORMAT_VERSION);
+        store_batch *b;
+        if ((rv = store_batch_alloc(s, &b)) != BERTH_OK)
+            return rv;
+        store_batch_put(b, STORE_CF_META, key, sizeof(key) - 1, buf, sizeof(buf));
+        rv = store_write(s, b);
+        store_batch_free(b);
+        if (rv != BERTH_OK)
+            set_err(err, errlen, "cannot write the format version: %s", s->last_error);
+        return rv;
+    }
+    if (rv != BERTH_OK) {
+        set_err(err, errlen, "cannot read the format version: %s", s->last_error);
+        return rv;
+    }
+    uint32_t found = v.len == 4 ? store_get_be32((const uint8_t *)v.data) : 0;
+    store_value_free(&v);
+    if (found != BERTH_FORMAT_VERSION) {
+        set_err(err, errlen, "store format version %u, this build reads version %u", found,
+                BERTH_FORMAT_VERSION);
+        return BERTH_EFORMAT;
+    }
+    return BERTH_OK;
+}
+
+int store_open(const char *dir, const store_options *o, store **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (o->dedup_horizon_ms == 0 || o->now_ms == NULL) {
+        set_err(err, errlen, "store options: a dedup horizon and a clock are required");
+        return BERTH_EINVAL;
+    }
+    if (make_dirs(dir) != BERTH_OK) {
+        set_err(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+        return BERTH_EIO;
+    }
+    store *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return BERTH_ENOMEM;
+    s->dedup = (dedup_filter){o->dedup_horizon_ms, o->now_ms, o->now_ctx};
+
+    s->db_opts = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(s->db_opts, 1);
+    rocksdb_options_set_create_missing_column_families(s->db_opts, 1);
+    rocksdb_options_increase_parallelism(s->db_opts, 2);
+    rocksdb_options_set_max_background_jobs(s->db_opts, 2);
+    rocksdb_options_set_keep_log_file_num(s->db_opts, 4);
+
+    s->cache = rocksdb_cache_create_lru(64u << 20);
+    s->table_opts = rocksdb_block_based_options_create();
+    s->bloom = rocksdb_filterpolicy_create_bloom(10);
+    rocksdb_block_based_options_set_filter_policy(s->table_opts, s->bloom);
+    rocksdb_block_based_options_set_block_cache(s->table_opts, s->cache);
+    s->filter = rocksdb_compactionfilter_create(&s->dedup, noop_destructor, dedup_filter_fn,
+                                                dedup_filter_name);
+
+    for (int i = 0; i < STORE_CF_COUNT; i++) {
+        rocksdb_options_t *co = rocksdb_options_create_copy(s->db_opts);
+        rocksdb_options_set_block_based_table_factory(co, s->table_opts);
+        if (i == STORE_CF_TASKS || i == STORE_CF_OUTBOX)
+            rocksdb_options_add_compact_on_deletion_collector_factory(co, 4096, 1024);
+        if (i == STORE_CF_INBOX || i == STORE_CF_SUBMIT_KEYS)
+            rocksdb_options_set_compaction_filter(co, s->filter);
+        s->cf_opts[i] = co;
+    }
+
+    /* Every family already on disk must be opened, ours or not. */
+    char *rerr = NULL;
+    size_t n_existing = 0;
+    char **existing = rocksdb_list_column_families(s->db_opts, dir, &n_existing, &rerr);
+    if (rerr != NULL) { /* no database yet */
+        rocksdb_free(rerr);
+        rerr = NULL;
+        existing = NULL;
+        n_existing = 0;
+    }
+    size_t n_extra = 0;
+    for (size_t i = 0; i < n_existing; i++)
+        if (cf_index(existing[i]) < 0 && strcmp(existing[i], "default") != 0)
+            n_extra++;
+
+    size_t n = 1 + STORE_CF_COUNT + n_extra;
+    const char **names = calloc(n, sizeof(*names));
+    const rocksdb_options_t **opts = calloc(n, sizeof(*opts));
+    rocksdb_column_family_handle_t **handles = calloc(n, sizeof(*handles));
+    s->extra_cf = calloc(n_extra ? n_extra : 1, sizeof(*s->extra_cf));
+    if (names == NULL || opts == NULL || handles == NULL || s->extra_cf == NULL) {
+        free(names);
+        free(opts);
+        free(handles);
+        if (existing)
+            rocksdb_list_column_families_destroy(existing, n_existing);
+        store_close(s);
+        return BERTH_ENOMEM;
+    }
+    names[0] = "default";
+    opts[0] = s->db_opts;
+    for (int i = 0; i < STORE_CF_COUNT; i++) {
+        names[1 + i] = cf_names[i];
+        opts[1 + i] = s->cf_opts[i];
+    }
+    size_t k = 1 + STORE_CF_COUNT;
+    for (size_t i = 0; i < n_existing; i++)
+        if (cf_index(existing[i]) < 0 && strcmp(existing[i], "default") != 0) {
+            names[k] = existing[i];
+            opts[k] = s->db_opts;
+            k++;
+        }
+
+    s->db = rocksdb_open_column_families(s->db_opts, dir, (int)n, names, opts, handles, &rerr);
+    if (existing)
+        rocksdb_list_column_families_destroy(existing, n_existing);
+    if (rerr != NULL) {
+        take_error(s, &rerr, BERTH_EIO);
+        set_err(err, errlen, "cannot open the store in %s: %s", dir, s->last_error);
+        free(names);
+        free(opts);
+        free(handles);
+        store_close(s);
+        return BERTH_EIO;
+    }
+    rocksdb_column_family_handle_destroy(handles[0]); /* default: unused */
+    for (int i = 0; i < STORE_CF_COUNT; i++)
+        s->cf[i] = handles[1 + i];
+    for (size_t i = 0; i < n_extra; i++)
+        s->extra_cf[i] = handles[1 + STORE_CF_COUNT + i];
+    s->n_extra_cf = n_extra;
+    free(names);
+    free(opts);
+    free(handles);
+
+    s->wo_sync = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(s->wo_sync, 1);
+    s->ro = rocksdb_readoptions_create();
+
+    int rv = check_format(s, err, errlen);
+    if (rv != BERTH_OK) {
+        store_close(s);
+        return rv;
+    }
+    *out = s;
+    return BERTH_OK;
+}
+
+void store_close(store *s)
+{
+    if (s == NULL)
+        return;
+    for (int i = 0; i < STORE_CF_COUNT; i++)
+        if (s->cf[i] != NULL)
+            rocksdb_column_family_handle_destroy(s->cf[i]);
+    for (size_t i = 0; i < s->n_extra_cf; i++)
+        rocksdb_column_family_handle_destroy(s->extra_cf[i]);
+    free(s->extra_cf);
+    if (s->db != NULL)
+        rocksdb_close(s->db);
+    for (int i = 0; i < STORE_CF_COUNT; i++)
+        if (s->cf_opts[i] != NULL)
+            rocksdb_options_destroy(s->cf_opts[i]);
+    if (s->db_opts != NULL)
+        rocksdb_options_destroy(s->db_opts);
+    if (s->table_opts != NULL)
+        rocksdb_block_based_options_destroy(s->table_opts); /* frees the bloom policy */
+    if (s->cache != NULL)
+        rocksdb_cache_destroy(s->cache);
+    if (s->filter != NULL)
+        rocksdb_compactionfilter_destroy(s->filter);
+    if (s->wo_sync != NULL)
+        rocksdb_writeoptions_destroy(s->wo_sync);
+    if (s->ro != NULL)
+        rocksdb_readoptions_destroy(s->ro);
+    free(s);
+}
+
+/* ---- batches ---- */
+
+int store_batch_alloc(store *s, store_batch **out)
+{
+    store_batch *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return BERTH_ENOMEM;
+    b->s = s;
+    b->wb = rocksdb_writebatch_wi_create(0, 1 /* overwrite: reads see the newest */);
+    *out = b;
+    return BERTH_OK;
+}
+
+void store_batch_free(store_batch *b)
+{
+    if (b == NULL)
+        return;
+    rocksdb_writebatch_wi_destroy(b->wb);
+    free(b);
+}
+
+void store_batch_clear(store_batch *b)
+{
+    rocksdb_writebatch_wi_clear(b->wb);
+}
+
+size_t store_batch_count(store_batch *b)
+{
+    return (size_t)rocksdb_writebatch_wi_count(b->wb);
+}
+
+size_t store_batch_bytes(store_batch *b)
+{
+    size_t n = 0;
+    rocksdb_writebatch_wi_data(b->wb, &n);
+    return n;
+}
+
+void store_batch_put(store_batch *b, store_cf cf, const void *k, size_t kl, const void *v,
+                     size_t vl)
+{
+    rocksdb_writebatch_wi_put_cf(b->wb, b->s->cf[cf], k, kl, v, vl);
+}
+
+void store_batch_delete(store_batch *b, store_cf cf, const void *k, size_t kl)
+{
+    rocksdb_writebatch_wi_delete_cf(b->wb, b->s->cf[cf], k, kl);
+}
+
+void store_batch_single_delete(store_batch *b, store_cf cf, const void *k, size_t kl)
+{
+    rocksdb_writebatch_wi_singledelete_cf(b->wb, b->s->cf[cf], k, kl);
+}
+
+/* Consumes one unit of a failpoint counter; true when this call must fail. */
+static bool failpoint_hit(atomic_int *n)
+{
+    int v = atomic_load(n);
+    while (v > 0)
+        if (atomic_compare_exchange_weak(n, &v, v - 1))
+            return true;
+    return false;
+}
+
+int store_write(store *s, store_batch *b)
+{
+    if (failpoint_hit(&s->fail_writes)) {
+        snprintf(s->last_error, sizeof(s->last_error), "failpoint: write refused");
+        return BERTH_EIO;
+    }
+    char *rerr = NULL;
+    rocksdb_write_writebatch_wi(s->db, s->wo_sync, b->wb, &rerr);
+    if (rerr != NULL)
+        return take_error(s, &rerr, BERTH_EIO);
+    return BERTH_OK;
+}
+
+/* ---- reads ---- */
+
+int store_get(store *s, store_batch *b, store_cf cf, const void *k, size_t kl, store_value *out)
+{
+    out->data = NULL;
+    out->len = 0;
+    if (failpoint_hit(&s->fail_reads)) {
+        snprintf(s->last_error, sizeof(s->last_error), "failpoint: read refused");
+        return BERTH_EIO;
+    }
+    char *rerr = NULL;
+    size_t len = 0;
+    char *v;
+    if (b != NULL)
+        v = rocksdb_writebatch_wi_get_from_batch_and_db_cf(b->wb, s->db, s->ro, s->cf[cf], k, kl,
+                                                           &len, &rerr);
+    else
+        v = rocksdb_get_cf(s->db, s->ro, s->cf[cf], k, kl, &len, &rerr);
+    if (rerr != NULL)
+        return take_error(s, &rerr, BERTH_EIO);
+    if (v == NULL)
+        return BERTH_ENOTFOUND;
+    out->data = v;
+    out->len = len;
+    return BERTH_OK;
+}
+
+void store_value_free(store_value *v)
+{
+    if (v->data != NULL)
+        rocksdb_free(v->data);
+    v->data = NULL;
+    v->len = 0;
+}
+
+/* ---- iterators ---- */
+
+int store_iter_open(store *s, store_cf cf, store_iter **out)
+{
+    store_iter *it = calloc(1, sizeof(*it));
+    if (it == NULL)
+        return BERTH_ENOMEM;
+    it->it = rocksdb_create_iterator_cf(s->db, s->ro, s->cf[cf]);
+    rocksdb_iter_seek_to_first(it->it);
+    *out = it;
+    return BERTH_OK;
+}
+
+void store_iter_seek(store_iter *it, const void *k, size_t kl)
+{
+    rocksdb_iter_seek(it->it, k, kl);
+}
+
+bool store_iter_valid(store_iter *it)
+{
+    return rocksdb_iter_valid(it->it) != 0;
+}
+
+const void *store_iter_key(store_iter *it, size_t *len)
+{
+    return rocksdb_iter_key(it->it, len);
+}
+
+const void *store_iter_value(store_iter *it, size_t *len)
+{
+    return rocksdb_iter_value(it->it, len);
+}
+
+void store_iter_next(store_iter *it)
+{
+    rocksdb_iter_next(it->it);
+}
+
+int store_iter_status(store_iter *it)
+{
+    char *rerr = NULL;
+    rocksdb_iter_get_error(it->it, &rerr);
+    if (rerr != NULL) {
+        rocksdb_free(rerr);
+        return BERTH_EIO;
+    }
+    return BERTH_OK;
+}
+
+void store_iter_close(store_iter *it)
+{
+    if (it == NULL)
+        return;
+    rocksdb_iter_destroy(it->it);
+    free(it);
+}
+
+int store_compact(store *s, store_cf cf)
+{
+    rocksdb_compact_range_cf(s->db, s->cf[cf], NULL, 0, NULL, 0);
+    return BERTH_OK;
+}
+
+void store_failpoint_writes(store *s, int n)
+{
+    atomic_store(&s->fail_writes, n);
+}
+
+void store_failpoint_reads(store *s, int n)
+{
+    atomic_store(&s->fail_reads, n);
+}

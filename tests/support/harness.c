@@ -1,0 +1,216 @@
+/* harness.c — see harness.h. */
+#define _XOPEN_SOURCE 700
+#include "tests/support/harness.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/err.h"
+
+harness H;
+
+static void on_event(void *ctx, const engine_event *ev)
+{
+    (void)ctx;
+    pthread_mutex_lock(&H.mu);
+    if (H.n_ev < H_MAX_EVENTS) {
+        h_event *h = &H.ev[H.n_ev++];
+        h->kind = ev->kind;
+        snprintf(h->topic, sizeof(h->topic), "%s", ev->topic);
+        memcpy(h->id, ev->id, ENGINE_ID_STR);
+        snprintf(h->code, sizeof(h->code), "%s", ev->error.code ? ev->error.code : "");
+        h->retries_left = ev->retries_left;
+    }
+    pthread_mutex_unlock(&H.mu);
+}
+
+void h_setup(void)
+{
+    memset(&H, 0, sizeof(H));
+    pthread_mutex_init(&H.mu, NULL);
+    snprintf(H.dir, sizeof(H.dir), "/tmp/berth-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(H.dir));
+    engine_manual_clock_init(&H.clock, H_T0);
+    engine_options_default(&H.o);
+    H.o.data_dir = H.dir;
+    H.o.clock = engine_manual_clock_get(&H.clock);
+    H.o.backoff_jitter = 0;
+    H.o.on_event = on_event;
+    h_open();
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void h_teardown(void)
+{
+    h_close();
+    nftw(H.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void h_open(void)
+{
+    char err[256] = "";
+    int rv = engine_open(&H.o, &H.e, err, sizeof(err));
+    cr_assert_eq(rv, BERTH_OK, "engine_open: %s (%s)", berth_strerror(rv), err);
+}
+
+void h_close(void)
+{
+    engine_close(H.e);
+    H.e = NULL;
+}
+
+void h_reopen(void)
+{
+    h_close();
+    h_open();
+}
+
+engine_reply *h_exec(const engine_request *req)
+{
+    engine_reply *r = engine_exec_sync(H.e, req);
+    cr_assert_not_null(r, "request not queued");
+    return r;
+}
+
+void h_advance(uint64_t ms)
+{
+    engine_manual_clock_advance(&H.clock, ms);
+    engine_tick(H.e);
+}
+
+uint64_t h_now(void)
+{
+    return atomic_load(&H.clock.now_ms);
+}
+
+engine_reply *h_submit_key(const char *topic, const char *payload, const char *key)
+{
+    engine_request req = {.op = ENGINE_OP_SUBMIT};
+    req.u.submit.topic = topic;
+    req.u.submit.payload = (const uint8_t *)payload;
+    req.u.submit.payload_len = payload ? strlen(payload) : 0;
+    req.u.submit.idempotency_key = key;
+    return h_exec(&req);
+}
+
+void h_submit(const char *topic, const char *payload, char *id_out)
+{
+    engine_reply *r = h_submit_key(topic, payload, NULL);
+    h_expect_ok(r);
+    cr_assert_eq(r->n_submitted, 1);
+    if (id_out != NULL)
+        memcpy(id_out, r->submitted[0].id, ENGINE_ID_STR);
+    engine_reply_free(r);
+}
+
+engine_reply *h_fetch(const char *worker, const char *topic, uint32_t max, uint64_t lock_ms)
+{
+    static const char *topics[1];
+    topics[0] = topic;
+    engine_request req = {.op = ENGINE_OP_FETCH};
+    req.u.fetch = (engine_fetch_args){
+        .worker_id = worker,
+        .topics = topics,
+        .n_topics = 1,
+        .has_max_tasks = max != 0,
+        .max_tasks = max,
+        .has_lock_ms = lock_ms != 0,
+        .lock_ms = lock_ms,
+        .has_wait_ms = true,
+        .wait_ms = 0,
+    };
+    return h_exec(&req);
+}
+
+void h_fetch_one(const char *worker, const char *topic, uint64_t lock_ms, engine_task *out,
+                 char token[ENGINE_ID_STR])
+{
+    engine_reply *r = h_fetch(worker, topic, 1, lock_ms);
+    h_expect_ok(r);
+    cr_assert_eq(r->n_tasks, 1, "expected one task on %s, got %zu", topic, r->n_tasks);
+    if (out != NULL) {
+        *out = r->tasks[0];
+        out->topic = NULL; /* pointers die with the reply */
+        out->payload = NULL;
+        out->headers = NULL;
+        out->content_type = NULL;
+    }
+    if (token != NULL)
+        memcpy(token, r->tasks[0].lock_token, ENGINE_ID_STR);
+    engine_reply_free(r);
+}
+
+engine_reply *h_guarded(engine_op op, const char *id, const char *worker, const char *token)
+{
+    engine_request req = {.op = op};
+    engine_guard g = {id, worker, token};
+    switch (op) {
+    case ENGINE_OP_COMPLETE:
+        req.u.complete.guard = g;
+        break;
+    case ENGINE_OP_FAIL:
+        req.u.fail.guard = g;
+        break;
+    case ENGINE_OP_REFUSE:
+        req.u.refuse.guard = g;
+        break;
+    case ENGINE_OP_EXTEND_LOCK:
+        req.u.extend.guard = g;
+        break;
+    case ENGINE_OP_RELEASE:
+        req.u.release = g;
+        break;
+    default:
+        cr_assert_fail("not a guarded op");
+    }
+    return h_exec(&req);
+}
+
+engine_reply *h_complete(const char *id, const char *worker, const char *token)
+{
+    return h_guarded(ENGINE_OP_COMPLETE, id, worker, token);
+}
+
+engine_reply *h_fail(const char *id, const char *worker, const char *token, const char *code)
+{
+    engine_request req = {.op = ENGINE_OP_FAIL};
+    req.u.fail.guard = (engine_guard){id, worker, token};
+    req.u.fail.error = (engine_error){.code = code, .message = "it broke"};
+    return h_exec(&req);
+}
+
+engine_reply *h_get_task(const char *id)
+{
+    engine_request req = {.op = ENGINE_OP_GET_TASK};
+    req.u.get_task.id = id;
+    return h_exec(&req);
+}
+
+engine_stats h_stats(void)
+{
+    engine_request req = {.op = ENGINE_OP_STATS};
+    engine_reply *r = h_exec(&req);
+    engine_stats s = r->stats;
+    engine_reply_free(r);
+    return s;
+}
+
+size_t h_events(engine_event_kind kind)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&H.mu);
+    for (size_t i = 0; i < H.n_ev; i++)
+        n += H.ev[i].kind == kind;
+    pthread_mutex_unlock(&H.mu);
+    return n;
+}

@@ -1,0 +1,76 @@
+/*
+ * harness.h — drives an engine in process for the Criterion suites.
+ *
+ * One harness per test process (Criterion forks each test): H holds the
+ * engine, a manual clock starting at H_T0, a temp data directory, the
+ * options the engine was opened with (tests may change them and reopen)
+ * and the events it published. Time moves only through h_advance(), which
+ * also runs a turn, so nothing here ever sleeps to expire a lock.
+ */
+#ifndef BERTH_TESTS_HARNESS_H
+#define BERTH_TESTS_HARNESS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <criterion/criterion.h>
+
+#include "engine/engine.h"
+
+#define H_T0 1700000000000ull /* the manual clock's start, Unix ms */
+#define H_MAX_EVENTS 1024
+
+typedef struct h_event {
+    engine_event_kind kind;
+    char topic[256];
+    char id[ENGINE_ID_STR];
+    char code[128];
+    uint32_t retries_left;
+} h_event;
+
+typedef struct harness {
+    engine *e;
+    engine_manual_clock clock;
+    engine_options o;
+    char dir[64];
+    pthread_mutex_t mu;
+    h_event ev[H_MAX_EVENTS];
+    size_t n_ev;
+} harness;
+
+extern harness H;
+
+/* Criterion fixtures: a fresh directory and an engine with the defaults,
+ * except backoff jitter 0 (pauses are exact; one suite tests jitter). */
+void h_setup(void);
+void h_teardown(void);
+
+void h_open(void);  /* opens H.e on H.dir with H.o; fails the test on error */
+void h_close(void);
+void h_reopen(void); /* close and open again: a restart */
+
+engine_reply *h_exec(const engine_request *req); /* never NULL */
+void h_advance(uint64_t ms);                     /* move the clock, run a turn */
+uint64_t h_now(void);
+
+/* Submit one task; its id goes to id_out (may be NULL). Asserts OK. */
+void h_submit(const char *topic, const char *payload, char *id_out);
+engine_reply *h_submit_key(const char *topic, const char *payload, const char *key);
+/* Fetch without waiting. max or lock_ms 0: omitted (the default). */
+engine_reply *h_fetch(const char *worker, const char *topic, uint32_t max, uint64_t lock_ms);
+/* Fetch exactly one task (asserts), copied to *out. */
+void h_fetch_one(const char *worker, const char *topic, uint64_t lock_ms, engine_task *out,
+                 char token[ENGINE_ID_STR]);
+engine_reply *h_complete(const char *id, const char *worker, const char *token);
+engine_reply *h_fail(const char *id, const char *worker, const char *token, const char *code);
+engine_reply *h_guarded(engine_op op, const char *id, const char *worker, const char *token);
+engine_reply *h_get_task(const char *id);
+engine_stats h_stats(void);
+size_t h_events(engine_event_kind kind);
+
+#define h_expect_code(r, c)                                                                        \
+    cr_assert_eq((int)(r)->status.code, (int)(c), "status %d (%s), expected %d",                   \
+                 (int)(r)->status.code, (r)->status.message, (int)(c))
+#define h_expect_ok(r) h_expect_code(r, ENGINE_CODE_OK)
+
+#endif
