@@ -195,6 +195,10 @@ static void run_turn(engine *e, pending *list)
     t->halt = false;
     t->abort = false;
 
+    /* Park what came due since the last turn before serving fetches, and
+     * what this turn's submits created after them. */
+    if (!e->halted)
+        relay_run(e);
     while (list != NULL) {
         pending *next = list->next;
         dispatch(e, list);
@@ -302,6 +306,10 @@ static void *actor_main(void *arg)
     pending *rest = e->q_head;
     e->q_head = e->q_tail = NULL;
     pthread_mutex_unlock(&e->mu);
+    /* Retry accounting left by a failed turn: one last try to keep it. */
+    if (!e->halted && store_batch_count(e->batch) > 0 && store_write(e->store, e->batch) != BERTH_OK)
+        fprintf(stderr, "berth: closing: %s\n", store_last_error(e->store));
+    store_batch_clear(e->batch);
     e->t.answered = e->t.answered_tail = NULL;
     claim_abort_all(e, ENGINE_CODE_UNAVAILABLE, "the engine is closing");
     while (rest != NULL) {

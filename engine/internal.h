@@ -11,7 +11,8 @@
  *   failed write, which is how a failed turn leaves memory matching disk.
  *
  * A TURN (actor.c)
- *   requests → relay (park due deliveries, ring doorbells) → wake waiting
+ *   relay (park what came due) → requests → relay (park this turn's
+ *   submits, ring doorbells) → wake waiting
  *   fetches → expire waits → ONE synced write → events → replies.
  *   Everything a turn changes in memory is written into e->batch by the
  *   same code that changed it; nothing is answered before the write.

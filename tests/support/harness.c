@@ -2,7 +2,9 @@
 #define _XOPEN_SOURCE 700
 #include "tests/support/harness.h"
 
+#include <errno.h>
 #include <ftw.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,4 +215,61 @@ size_t h_events(engine_event_kind kind)
         n += H.ev[i].kind == kind;
     pthread_mutex_unlock(&H.mu);
     return n;
+}
+
+static void async_done(void *arg, engine_reply *r)
+{
+    h_async *a = arg;
+    pthread_mutex_lock(&a->mu);
+    a->r = r;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void h_exec_async(const engine_request *req, h_async *a)
+{
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    a->r = NULL;
+    cr_assert_eq(engine_exec(H.e, req, async_done, a), BERTH_OK);
+}
+
+engine_reply *h_async_peek(h_async *a)
+{
+    pthread_mutex_lock(&a->mu);
+    engine_reply *r = a->r;
+    pthread_mutex_unlock(&a->mu);
+    return r;
+}
+
+engine_reply *h_async_wait(h_async *a)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 10;
+    pthread_mutex_lock(&a->mu);
+    int rv = 0;
+    while (a->r == NULL && rv != ETIMEDOUT)
+        rv = pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+    engine_reply *r = a->r;
+    pthread_mutex_unlock(&a->mu);
+    cr_assert_not_null(r, "no reply within 10 s");
+    return r;
+}
+
+void h_async_free(h_async *a)
+{
+    engine_reply_free(a->r);
+    a->r = NULL;
+}
+
+void h_fetch_async(const char *worker, const char *const *topics, size_t n, uint64_t wait_ms,
+                   h_async *a)
+{
+    /* The engine copies the request; worker and topics must outlive it. */
+    engine_request req = {.op = ENGINE_OP_FETCH};
+    req.u.fetch = (engine_fetch_args){.worker_id = worker, .topics = topics, .n_topics = n,
+                                      .has_wait_ms = true, .wait_ms = wait_ms};
+    h_exec_async(&req, a);
+    engine_tick(H.e); /* served (or waiting) as of the current clock */
 }

@@ -68,6 +68,25 @@ engine_reply *h_get_task(const char *id);
 engine_stats h_stats(void);
 size_t h_events(engine_event_kind kind);
 
+/* A request answered later (a waiting fetch). */
+typedef struct h_async {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    engine_reply *r;
+} h_async;
+
+void h_exec_async(const engine_request *req, h_async *a);
+/* The reply if it has arrived, else NULL. Ownership stays with a. */
+engine_reply *h_async_peek(h_async *a);
+/* Waits for the reply (real time, up to 10 s, a bound against hanging,
+ * not a measurement); fails the test if it does not come. */
+engine_reply *h_async_wait(h_async *a);
+void h_async_free(h_async *a);
+/* A fetch on the given topics that may wait wait_ms; returns once the
+ * engine has served it or made it wait, at the current clock. */
+void h_fetch_async(const char *worker, const char *const *topics, size_t n, uint64_t wait_ms,
+                   h_async *a);
+
 #define h_expect_code(r, c)                                                                        \
     cr_assert_eq((int)(r)->status.code, (int)(c), "status %d (%s), expected %d",                   \
                  (int)(r)->status.code, (r)->status.message, (int)(c))

@@ -1,0 +1,116 @@
+/* R4 one retry machinery: a failed park backs off on the outbox curve and
+ * is poisoned at the attempt ceiling, with an incident. */
+#include <string.h>
+
+#include "tests/support/harness.h"
+
+static void setup(void)
+{
+    h_setup();
+    H.o.delivery_attempts = 3;
+    H.o.delivery_backoff_initial_ms = 100;
+    H.o.delivery_backoff_max_ms = 1000;
+    h_reopen();
+}
+
+TestSuite(r4_park_retry, .init = setup, .fini = h_teardown);
+
+Test(r4_park_retry, a_failed_park_backs_off_on_the_outbox_curve)
+{
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 2);
+    h_submit("t", "p", NULL); /* attempt 1 fails: due in 100 ms */
+    h_advance(99);
+    cr_assert_eq(h_stats().outbox_pending, 1);
+    h_advance(1); /* attempt 2 fails: due in 200 ms */
+    cr_assert_eq(h_stats().outbox_pending, 1);
+    h_advance(199);
+    cr_assert_eq(h_stats().tasks, 0, "not before the doubled pause");
+    h_advance(1); /* attempt 3 parks */
+    engine_stats s = h_stats();
+    cr_assert_eq(s.tasks, 1);
+    cr_assert_eq(s.outbox_pending, 0);
+    cr_assert_eq(s.poisoned, 0);
+}
+
+Test(r4_park_retry, attempts_are_durable)
+{
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 2);
+    h_submit("t", "p", NULL);
+    h_advance(100); /* second failure: attempts = 2 on disk */
+    h_reopen();
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 1);
+    h_advance(200); /* third failure reaches the ceiling of 3 */
+    cr_assert_eq(h_stats().poisoned, 1, "attempts before the restart counted");
+}
+
+Test(r4_park_retry, at_the_ceiling_the_delivery_is_poisoned_with_an_incident)
+{
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 100);
+    char id[ENGINE_ID_STR];
+    h_submit("t", "p", id);
+    h_advance(100);
+    h_advance(200);
+    engine_stats s = h_stats();
+    cr_assert_eq(s.poisoned, 1);
+    cr_assert_eq(s.outbox_pending, 0, "a poisoned delivery is out of the due index");
+    cr_assert_eq(s.tasks, 0);
+    cr_assert_eq(h_events(ENGINE_EVENT_DELIVERY_POISONED), 1);
+    engine_request req = {.op = ENGINE_OP_LIST_INCIDENTS};
+    engine_reply *r = h_exec(&req);
+    h_expect_ok(r);
+    cr_assert_eq(r->n_incidents, 1);
+    cr_assert_eq(r->incidents[0].kind, 1 /* STORE_INCIDENT_DELIVERY_POISONED */);
+    cr_assert_str_eq(r->incidents[0].subject_id, id);
+    cr_assert_str_eq(r->incidents[0].topic, "t");
+    cr_assert_str_eq(r->incidents[0].error.code, "DELIVERY_POISONED");
+    engine_reply_free(r);
+    h_advance(100000);
+    cr_assert_eq(h_stats().tasks, 0, "poisoned deliveries are not retried by themselves");
+}
+
+Test(r4_park_retry, poisoned_deliveries_survive_a_restart_and_can_be_retried)
+{
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 3);
+    char id[ENGINE_ID_STR];
+    h_submit("t", "p", id);
+    h_advance(100);
+    h_advance(200);
+    h_reopen();
+    cr_assert_eq(h_stats().poisoned, 1);
+    engine_request req = {.op = ENGINE_OP_RETRY_DELIVERY};
+    req.u.retry_delivery.id = id;
+    engine_reply *r = h_exec(&req);
+    h_expect_ok(r);
+    engine_reply_free(r);
+    engine_tick(H.e);
+    engine_stats s = h_stats();
+    cr_assert_eq(s.poisoned, 0);
+    cr_assert_eq(s.tasks, 1, "retried by the operator, it parks");
+    r = h_exec(&req);
+    h_expect_code(r, ENGINE_CODE_NOT_FOUND);
+    engine_reply_free(r);
+}
+
+Test(r4_park_retry, a_failed_park_write_is_a_failed_attempt)
+{
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 1);
+    h_submit("t", "p", NULL); /* attempts 1 */
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    h_advance(100); /* the park's write fails: attempts 2, written next turn */
+    h_reopen();
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 1);
+    h_advance(10000); /* attempts 3: the ceiling */
+    cr_assert_eq(h_stats().poisoned, 1, "the failed write counted as an attempt, durably");
+}
+
+Test(r4_park_retry, retry_delivery_refuses_a_delivery_that_is_not_poisoned)
+{
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 1);
+    char id[ENGINE_ID_STR];
+    h_submit("t", "p", id);
+    engine_request req = {.op = ENGINE_OP_RETRY_DELIVERY};
+    req.u.retry_delivery.id = id;
+    engine_reply *r = h_exec(&req);
+    h_expect_code(r, ENGINE_CODE_FAILED_PRECONDITION);
+    engine_reply_free(r);
+}

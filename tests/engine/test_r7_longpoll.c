@@ -1,0 +1,176 @@
+/* R7 the long poll wakes and cannot miss; a waiting fetch holds no thread. */
+#include <string.h>
+
+#include "tests/support/harness.h"
+
+TestSuite(r7_longpoll, .init = h_setup, .fini = h_teardown);
+
+static const char *T[] = {"t"};
+
+Test(r7_longpoll, a_park_wakes_a_waiting_fetch)
+{
+    h_async a;
+    h_fetch_async("w", T, 1, 30000, &a);
+    engine_tick(H.e); /* the fetch is now waiting */
+    cr_assert_null(h_async_peek(&a));
+    cr_assert_eq(h_stats().waiting_fetches, 1);
+    char id[ENGINE_ID_STR];
+    h_submit("t", "p", id); /* no clock movement: the doorbell alone wakes it */
+    engine_reply *r = h_async_wait(&a);
+    h_expect_ok(r);
+    cr_assert_eq(r->n_tasks, 1);
+    cr_assert_str_eq(r->tasks[0].id, id);
+    h_async_free(&a);
+    cr_assert_eq(h_stats().waiting_fetches, 0);
+}
+
+Test(r7_longpoll, a_wait_ends_empty_and_ok_at_wait_ms)
+{
+    h_async a;
+    h_fetch_async("w", T, 1, 5000, &a);
+    h_advance(4999);
+    cr_assert_null(h_async_peek(&a));
+    h_advance(1);
+    engine_reply *r = h_async_wait(&a);
+    h_expect_ok(r);
+    cr_assert_eq(r->n_tasks, 0);
+    h_async_free(&a);
+}
+
+Test(r7_longpoll, wait_zero_answers_at_once)
+{
+    engine_reply *r = h_fetch("w", "t", 1, 0);
+    h_expect_ok(r);
+    cr_assert_eq(r->n_tasks, 0);
+    engine_reply_free(r);
+    cr_assert_eq(h_stats().waiting_fetches, 0);
+}
+
+Test(r7_longpoll, a_park_on_another_topic_does_not_answer)
+{
+    h_async a;
+    h_fetch_async("w", T, 1, 5000, &a);
+    h_submit("other", "p", NULL);
+    engine_tick(H.e);
+    cr_assert_null(h_async_peek(&a), "woken only by its own topics");
+    h_advance(5000);
+    cr_assert_eq(h_async_wait(&a)->n_tasks, 0);
+    h_async_free(&a);
+    cr_assert_eq(h_stats().ready, 1, "the other topic's task was not claimed");
+}
+
+Test(r7_longpoll, a_submit_in_the_same_turn_reaches_the_waiter)
+{
+    /* Queue the fetch and the submit back to back: whichever turn they
+     * share, the fetch must end up with the task. */
+    h_async a, s;
+    engine_request fetch = {.op = ENGINE_OP_FETCH};
+    fetch.u.fetch = (engine_fetch_args){.worker_id = "w", .topics = T, .n_topics = 1,
+                                        .has_wait_ms = true, .wait_ms = 30000};
+    h_exec_async(&fetch, &a);
+    engine_request sub = {.op = ENGINE_OP_SUBMIT};
+    sub.u.submit = (engine_submit_args){.topic = "t"};
+    h_exec_async(&sub, &s);
+    h_expect_ok(h_async_wait(&s));
+    engine_reply *r = h_async_wait(&a);
+    cr_assert_eq(r->n_tasks, 1);
+    cr_assert_str_eq(r->tasks[0].id, h_async_peek(&s)->submitted[0].id);
+    h_async_free(&a);
+    h_async_free(&s);
+}
+
+Test(r7_longpoll, an_expiring_lock_wakes_a_waiter_at_the_expiry)
+{
+    char id[ENGINE_ID_STR];
+    h_submit("t", "p", id);
+    h_fetch_one("w1", "t", 1000, NULL, NULL);
+    h_async a;
+    h_fetch_async("w2", T, 1, 30000, &a);
+    h_advance(999);
+    cr_assert_null(h_async_peek(&a));
+    h_advance(1);
+    engine_reply *r = h_async_wait(&a);
+    cr_assert_eq(r->n_tasks, 1);
+    cr_assert_str_eq(r->tasks[0].id, id);
+    h_async_free(&a);
+}
+
+Test(r7_longpoll, a_release_wakes_a_waiter)
+{
+    char id[ENGINE_ID_STR], tok[ENGINE_ID_STR];
+    h_submit("t", "p", id);
+    h_fetch_one("w1", "t", 60000, NULL, tok);
+    h_async a;
+    h_fetch_async("w2", T, 1, 30000, &a);
+    engine_tick(H.e);
+    engine_reply_free(h_guarded(ENGINE_OP_RELEASE, id, "w1", tok));
+    engine_reply *r = h_async_wait(&a);
+    cr_assert_eq(r->n_tasks, 1);
+    h_async_free(&a);
+}
+
+Test(r7_longpoll, waiters_are_served_oldest_first)
+{
+    h_async a, b;
+    h_fetch_async("first", T, 1, 30000, &a);
+    engine_tick(H.e);
+    h_fetch_async("second", T, 1, 30000, &b);
+    engine_tick(H.e);
+    h_submit("t", "p", NULL);
+    engine_reply *r = h_async_wait(&a);
+    cr_assert_eq(r->n_tasks, 1);
+    cr_assert_null(h_async_peek(&b), "one task, one waiter");
+    h_submit("t", "q", NULL);
+    cr_assert_eq(h_async_wait(&b)->n_tasks, 1);
+    h_async_free(&a);
+    h_async_free(&b);
+}
+
+Test(r7_longpoll, a_waiter_on_several_topics_wakes_for_any)
+{
+    static const char *two[] = {"x", "y"};
+    h_async a;
+    h_fetch_async("w", two, 2, 30000, &a);
+    engine_tick(H.e);
+    h_submit("y", "p", NULL);
+    cr_assert_eq(h_async_wait(&a)->n_tasks, 1);
+    h_async_free(&a);
+}
+
+Test(r7_longpoll, many_waiters_hold_no_threads_and_all_end)
+{
+    enum { N = 200 };
+    static h_async a[N];
+    for (int i = 0; i < N; i++)
+        h_fetch_async("w", T, 1, 1000, &a[i]);
+    engine_tick(H.e);
+    cr_assert_eq(h_stats().waiting_fetches, N);
+    /* The engine still serves other requests while they wait. */
+    char id[ENGINE_ID_STR];
+    h_submit("other", "p", id);
+    engine_reply *f = h_fetch("x", "other", 1, 0);
+    cr_assert_eq(f->n_tasks, 1);
+    engine_reply *c = h_complete(id, "x", f->tasks[0].lock_token);
+    h_expect_ok(c);
+    engine_reply_free(c);
+    engine_reply_free(f);
+    h_advance(1000);
+    for (int i = 0; i < N; i++) {
+        h_expect_ok(h_async_wait(&a[i]));
+        h_async_free(&a[i]);
+    }
+    cr_assert_eq(h_stats().waiting_fetches, 0);
+}
+
+Test(r7_longpoll, closing_answers_waiters_unavailable)
+{
+    h_async a;
+    h_fetch_async("w", T, 1, 30000, &a);
+    engine_tick(H.e);
+    h_close();
+    engine_reply *r = h_async_wait(&a);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    cr_assert(r->status.retryable);
+    h_async_free(&a);
+    h_open();
+}
