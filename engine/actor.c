@@ -279,8 +279,8 @@ static void *actor_main(void *arg)
     engine *e = arg;
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (e->q_head == NULL && !e->stopping) {
-            uint64_t due = e->halted ? UINT64_MAX : next_due(e);
+        while ((e->q_head == NULL || e->held) && !e->stopping) {
+            uint64_t due = e->halted || e->held ? UINT64_MAX : next_due(e);
             if (due <= engine_now(e))
                 break;
             sleep_until(e, due);
@@ -547,4 +547,12 @@ void engine_failpoint_set(engine *e, engine_failpoint fp, int n)
         store_failpoint_reads(e->store, n);
         break;
     }
+}
+
+void engine_hold(engine *e, bool hold)
+{
+    pthread_mutex_lock(&e->mu);
+    e->held = hold;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
 }

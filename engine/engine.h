@@ -418,5 +418,8 @@ typedef enum engine_failpoint {
 
 /* The next n hits of fp fail. */
 void engine_failpoint_set(engine *e, engine_failpoint fp, int n);
+/* Holds the actor between turns (true), so that requests queued meanwhile
+ * share the next turn; false releases it. */
+void engine_hold(engine *e, bool hold);
 
 #endif

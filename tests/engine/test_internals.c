@@ -1,0 +1,98 @@
+/* The engine's indexes: the ordered heap and the hash table. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <sodium.h>
+
+#include "engine/heap.h"
+#include "engine/table.h"
+#include "store/err.h"
+
+typedef struct item {
+    heap_node n;
+    uint8_t key[16];
+    bool in;
+} item;
+
+Test(heap, pops_in_at_then_seq_order_through_random_updates)
+{
+    enum { N = 2000 };
+    static item it[N];
+    heap h;
+    heap_init(&h);
+    srand(7);
+    for (int i = 0; i < N; i++) {
+        heap_node_init(&it[i].n);
+        it[i].n.at = (uint64_t)(rand() % 100);
+        it[i].n.seq = (uint64_t)i;
+        cr_assert_eq(heap_push(&h, &it[i].n), BERTH_OK);
+        it[i].in = true;
+    }
+    for (int k = 0; k < 3000; k++) {
+        item *x = &it[rand() % N];
+        if (!x->in)
+            continue;
+        if (rand() % 3 == 0) {
+            heap_remove(&h, &x->n);
+            x->in = false;
+            cr_assert_not(heap_has(&x->n));
+        } else {
+            x->n.at = (uint64_t)(rand() % 100);
+            heap_fix(&h, &x->n);
+        }
+        if (k % 500 == 0)
+            cr_assert(heap_valid(&h));
+    }
+    uint64_t last_at = 0, last_seq = 0;
+    bool first = true;
+    heap_node *m;
+    while ((m = heap_min(&h)) != NULL) {
+        cr_assert(first || m->at > last_at || (m->at == last_at && m->seq > last_seq));
+        last_at = m->at;
+        last_seq = m->seq;
+        first = false;
+        heap_remove(&h, m);
+    }
+    heap_fini(&h);
+}
+
+Test(table, puts_gets_and_deletes_many_keys)
+{
+    cr_assert_geq(sodium_init(), 0);
+    enum { N = 5000 };
+    static item it[N];
+    table t;
+    cr_assert_eq(table_init(&t), BERTH_OK);
+    for (int i = 0; i < N; i++) {
+        randombytes_buf(it[i].key, 16);
+        cr_assert_eq(table_put(&t, it[i].key, 16, &it[i]), BERTH_OK);
+    }
+    cr_assert_eq(t.n, N);
+    for (int i = 0; i < N; i += 2)
+        cr_assert_eq(table_del(&t, it[i].key, 16), &it[i]);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(table_get(&t, it[i].key, 16), i % 2 ? &it[i] : NULL, "key %d", i);
+    size_t i = 0, seen = 0;
+    while (table_next(&t, &i) != NULL)
+        seen++;
+    cr_assert_eq(seen, N / 2);
+    table_fini(&t);
+}
+
+Test(table, string_keys_of_different_lengths_do_not_collide)
+{
+    cr_assert_geq(sodium_init(), 0);
+    table t;
+    table_init(&t);
+    int a, b;
+    table_put(&t, "ab", 2, &a);
+    table_put(&t, "abc", 3, &b);
+    cr_assert_eq(table_get(&t, "ab", 2), &a);
+    cr_assert_eq(table_get(&t, "abc", 3), &b);
+    cr_assert_null(table_get(&t, "a", 1));
+    table_put(&t, "ab", 2, &b);
+    cr_assert_eq(table_get(&t, "ab", 2), &b, "put replaces");
+    cr_assert_eq(t.n, 2);
+    table_fini(&t);
+}

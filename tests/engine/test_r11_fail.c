@@ -1,0 +1,213 @@
+/* R11 the failure budget: backoff, explicit pauses and budgets, terminal. */
+#include <string.h>
+
+#include "tests/support/harness.h"
+
+TestSuite(r11_failure_budget, .init = h_setup, .fini = h_teardown);
+
+static char id[ENGINE_ID_STR], tok[ENGINE_ID_STR];
+
+static bool fetchable(void)
+{
+    engine_reply *r = h_fetch("w", "t", 1, 60000);
+    bool got = r->n_tasks == 1;
+    if (got)
+        memcpy(tok, r->tasks[0].lock_token, ENGINE_ID_STR);
+    engine_reply_free(r);
+    return got;
+}
+
+Test(r11_failure_budget, failures_back_off_exponentially)
+{
+    h_submit("t", "p", id);
+    cr_assert(fetchable());
+    uint64_t want[] = {1000, 2000};
+    for (int i = 0; i < 2; i++) {
+        engine_reply *r = h_fail(id, "w", tok, "E");
+        h_expect_ok(r);
+        cr_assert_not(r->terminal);
+        cr_assert_eq(r->retries_left, 2 - i);
+        cr_assert_eq(r->available_at_ms, h_now() + want[i]);
+        engine_reply_free(r);
+        h_advance(want[i] - 1);
+        cr_assert_not(fetchable(), "not before the pause ends");
+        h_advance(1);
+        cr_assert(fetchable());
+    }
+    cr_assert_eq(h_events(ENGINE_EVENT_TASK_FAILED), 2);
+}
+
+Test(r11_failure_budget, the_pause_is_capped)
+{
+    H.o.backoff_initial_ms = 1000;
+    H.o.backoff_max_ms = 1500;
+    H.o.retries = 10;
+    h_reopen();
+    h_submit("t", "p", id);
+    cr_assert(fetchable());
+    engine_reply_free(h_fail(id, "w", tok, "E"));
+    h_advance(1000);
+    cr_assert(fetchable());
+    engine_reply *r = h_fail(id, "w", tok, "E");
+    cr_assert_eq(r->available_at_ms, h_now() + 1500, "2000 capped at 1500");
+    engine_reply_free(r);
+}
+
+Test(r11_failure_budget, jitter_shortens_a_pause_within_its_bound)
+{
+    H.o.backoff_jitter = 0.5;
+    H.o.retries = 100;
+    h_reopen();
+    h_submit("t", "p", id);
+    bool varied = false;
+    uint64_t base = 1000;
+    for (int i = 0; i < 20; i++, base = base * 2 > 600000 ? 600000 : base * 2) {
+        cr_assert(fetchable());
+        engine_reply *r = h_fail(id, "w", tok, "E");
+        uint64_t pause = r->available_at_ms - h_now();
+        engine_reply_free(r);
+        cr_assert_leq(pause, base, "failure %d: %lu over %lu", i + 1, (unsigned long)pause,
+                      (unsigned long)base);
+        cr_assert_geq(pause, base / 2, "failure %d: %lu under half of %lu", i + 1,
+                      (unsigned long)pause, (unsigned long)base);
+        varied |= pause != base;
+        h_advance(pause);
+    }
+    cr_assert(varied, "twenty pauses all at the full curve: no jitter");
+}
+
+Test(r11_failure_budget, a_worker_may_choose_the_pause_and_the_budget)
+{
+    h_submit("t", "p", id);
+    cr_assert(fetchable());
+    engine_request req = {.op = ENGINE_OP_FAIL};
+    req.u.fail.guard = (engine_guard){id, "w", tok};
+    req.u.fail.has_retry_in_ms = true;
+    req.u.fail.retry_in_ms = 0;
+    req.u.fail.has_retries_left = true;
+    req.u.fail.retries_left = 7;
+    engine_reply *r = h_exec(&req);
+    h_expect_ok(r);
+    cr_assert_eq(r->retries_left, 7);
+    engine_reply_free(r);
+    cr_assert(fetchable(), "retry_in_ms 0: fetchable at once");
+    engine_reply *g = h_get_task(id);
+    cr_assert_eq(g->task.retries_left, 7);
+    cr_assert_eq(g->task.failures, 1);
+    engine_reply_free(g);
+}
+
+Test(r11_failure_budget, at_the_budget_the_task_is_terminal_with_its_error_and_incident)
+{
+    h_submit("t", "p", id);
+    for (int i = 0; i < 3; i++) {
+        h_advance(600000);
+        cr_assert(fetchable());
+        engine_request req = {.op = ENGINE_OP_FAIL};
+        req.u.fail.guard = (engine_guard){id, "w", tok};
+        req.u.fail.error = (engine_error){"E_UPSTREAM", "upstream down", "{\"try\":1}"};
+        engine_reply *r = h_exec(&req);
+        h_expect_ok(r);
+        cr_assert_eq(r->terminal, i == 2);
+        engine_reply_free(r);
+    }
+    h_advance(100000000);
+    cr_assert_not(fetchable(), "terminal: never fetchable by itself");
+    engine_reply *g = h_get_task(id);
+    cr_assert_eq(g->task.state, ENGINE_TASK_TERMINAL);
+    cr_assert_str_eq(g->task.last_error.code, "E_UPSTREAM");
+    cr_assert_str_eq(g->task.last_error.details, "{\"try\":1}");
+    engine_reply_free(g);
+    cr_assert_eq(h_events(ENGINE_EVENT_TASK_TERMINAL), 1);
+    engine_request req = {.op = ENGINE_OP_LIST_INCIDENTS};
+    engine_reply *r = h_exec(&req);
+    cr_assert_eq(r->n_incidents, 1);
+    cr_assert_eq(r->incidents[0].kind, 2 /* TASK_TERMINAL */);
+    cr_assert_str_eq(r->incidents[0].subject_id, id);
+    cr_assert_str_eq(r->incidents[0].error.code, "E_UPSTREAM");
+    engine_reply_free(r);
+    engine_stats s = h_stats();
+    cr_assert_eq(s.terminal, 1);
+    cr_assert_eq(s.ready, 0);
+}
+
+Test(r11_failure_budget, retries_left_zero_is_terminal_at_once)
+{
+    h_submit("t", "p", id);
+    cr_assert(fetchable());
+    engine_request req = {.op = ENGINE_OP_FAIL};
+    req.u.fail.guard = (engine_guard){id, "w", tok};
+    req.u.fail.has_retries_left = true;
+    req.u.fail.retries_left = 0;
+    engine_reply *r = h_exec(&req);
+    cr_assert(r->terminal);
+    engine_reply_free(r);
+}
+
+Test(r11_failure_budget, an_operator_retry_makes_a_terminal_task_fetchable)
+{
+    H.o.retries = 1;
+    h_reopen();
+    h_submit("t", "p", id);
+    cr_assert(fetchable());
+    engine_reply_free(h_fail(id, "w", tok, "E"));
+    cr_assert_not(fetchable());
+    engine_request req = {.op = ENGINE_OP_RETRY_TERMINAL};
+    req.u.retry_terminal.id = id;
+    engine_reply *r = h_exec(&req);
+    h_expect_ok(r);
+    engine_reply_free(r);
+    cr_assert(fetchable());
+    engine_reply *g = h_get_task(id);
+    cr_assert_eq(g->task.retries_left, 1, "the budget is given back");
+    engine_reply_free(g);
+    r = h_exec(&req);
+    h_expect_code(r, ENGINE_CODE_FAILED_PRECONDITION);
+    engine_reply_free(r);
+}
+
+Test(r11_failure_budget, an_operator_may_discard_a_terminal_task)
+{
+    H.o.retries = 1;
+    h_reopen();
+    h_submit("t", "p", id);
+    cr_assert(fetchable());
+    engine_request req = {.op = ENGINE_OP_DISCARD_TERMINAL};
+    req.u.discard_terminal.id = id;
+    engine_reply *r = h_exec(&req);
+    h_expect_code(r, ENGINE_CODE_FAILED_PRECONDITION);
+    engine_reply_free(r);
+    engine_reply_free(h_fail(id, "w", tok, "E"));
+    r = h_exec(&req);
+    h_expect_ok(r);
+    engine_reply_free(r);
+    h_reopen();
+    cr_assert_eq(h_stats().tasks, 0);
+}
+
+Test(r11_failure_budget, a_failed_worker_loses_its_lock)
+{
+    h_submit("t", "p", id);
+    cr_assert(fetchable());
+    char old[ENGINE_ID_STR];
+    memcpy(old, tok, sizeof(old));
+    engine_reply_free(h_fail(id, "w", tok, "E"));
+    engine_reply *r = h_complete(id, "w", old);
+    cr_assert_eq(r->status.verdict, ENGINE_VERDICT_LOCK_LOST);
+    engine_reply_free(r);
+}
+
+Test(r11_failure_budget, error_fields_are_bounded)
+{
+    h_submit("t", "p", id);
+    cr_assert(fetchable());
+    static char big[70000];
+    memset(big, 'x', sizeof(big) - 1);
+    engine_request req = {.op = ENGINE_OP_FAIL};
+    req.u.fail.guard = (engine_guard){id, "w", tok};
+    req.u.fail.error.details = big;
+    engine_reply *r = h_exec(&req);
+    h_expect_code(r, ENGINE_CODE_INVALID_ARGUMENT);
+    cr_assert_str_eq(r->status.field, "error.details");
+    engine_reply_free(r);
+}

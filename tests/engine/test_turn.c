@@ -1,0 +1,107 @@
+/* Group commit: one synced write per turn; a failed write undoes the turn. */
+#include <string.h>
+
+#include "tests/support/harness.h"
+
+TestSuite(group_commit, .init = h_setup, .fini = h_teardown);
+
+enum { N = 25 };
+static h_async a[N];
+static engine_request subs[N];
+
+static void queue_submits(int n)
+{
+    for (int i = 0; i < n; i++) {
+        subs[i] = (engine_request){.op = ENGINE_OP_SUBMIT};
+        subs[i].u.submit.topic = "t";
+        h_exec_async(&subs[i], &a[i]);
+    }
+}
+
+Test(group_commit, requests_queued_together_share_one_synced_write)
+{
+    uint64_t before = h_stats().turns;
+    engine_hold(H.e, true);
+    queue_submits(N);
+    engine_hold(H.e, false);
+    for (int i = 0; i < N; i++) {
+        h_expect_ok(h_async_wait(&a[i]));
+        h_async_free(&a[i]);
+    }
+    cr_assert_eq(h_stats().turns - before, 1, "%d submits, one write", N);
+    cr_assert_eq(h_stats().tasks, N);
+}
+
+Test(group_commit, a_turn_takes_at_most_turn_max_requests)
+{
+    H.o.turn_max_requests = 10;
+    h_reopen();
+    uint64_t before = h_stats().turns;
+    engine_hold(H.e, true);
+    queue_submits(N);
+    engine_hold(H.e, false);
+    for (int i = 0; i < N; i++) {
+        h_expect_ok(h_async_wait(&a[i]));
+        h_async_free(&a[i]);
+    }
+    cr_assert_eq(h_stats().turns - before, 3, "25 requests by 10: three turns");
+}
+
+Test(group_commit, a_failed_write_answers_every_request_of_its_turn_unavailable)
+{
+    char id[ENGINE_ID_STR];
+    h_submit("t", "p", id);
+    engine_hold(H.e, true);
+    queue_submits(5);
+    static const char *T[] = {"t"};
+    engine_request fetch = {.op = ENGINE_OP_FETCH};
+    fetch.u.fetch = (engine_fetch_args){.worker_id = "w", .topics = T, .n_topics = 1,
+                                        .has_wait_ms = true};
+    h_async f;
+    h_exec_async(&fetch, &f);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    size_t events = H.n_ev;
+    engine_hold(H.e, false);
+    for (int i = 0; i < 5; i++) {
+        engine_reply *r = h_async_wait(&a[i]);
+        h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+        cr_assert(r->status.retryable);
+        h_async_free(&a[i]);
+    }
+    engine_reply *r = h_async_wait(&f);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    cr_assert_eq(r->n_tasks, 0, "no task handed out by a turn that did not commit");
+    h_async_free(&f);
+    cr_assert_eq(H.n_ev, events, "a failed turn publishes no events");
+    engine_stats s = h_stats();
+    cr_assert_eq(s.tasks, 1, "memory matches disk");
+    cr_assert_eq(s.ready, 1, "the claim was undone");
+    cr_assert_eq(s.commits_failed, 1);
+}
+
+Test(group_commit, a_turn_with_nothing_to_write_does_not_write)
+{
+    uint64_t before = h_stats().turns;
+    engine_reply_free(h_fetch("w", "t", 1, 0));
+    engine_tick(H.e);
+    cr_assert_eq(h_stats().turns, before);
+}
+
+Test(group_commit, unknown_requests_are_refused_not_fatal)
+{
+    engine_request req = {.op = (engine_op)999};
+    engine_reply *r = h_exec(&req);
+    h_expect_code(r, ENGINE_CODE_UNIMPLEMENTED);
+    engine_reply_free(r);
+    h_submit("t", "p", NULL);
+}
+
+Test(group_commit, requests_after_close_are_not_queued)
+{
+    engine *e = H.e;
+    h_close();
+    (void)e;
+    h_open();
+    engine_request req = {.op = ENGINE_OP_TICK};
+    cr_assert_not_null(engine_exec_sync(H.e, &req) ? (void *)1 : NULL);
+}
