@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs what berth builds and tests with: Debian 12 packages only.
+# Run as root on a fresh machine (CI does exactly this).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends \
+  build-essential cmake pkg-config \
+  protobuf-c-compiler libprotobuf-c-dev \
+  libnng-dev librocksdb-dev libsodium-dev \
+  libcriterion-dev

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds berth twice and runs every suite in both builds:
+#   build/       optimised with debug info, -Werror
+#   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, with the
+#                whole-state invariant checks (BERTH_CHECKS) after every turn
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure
+
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DBERTH_SANITIZE=ON -DBERTH_CHECKS=ON
+cmake --build build-asan -j"$jobs"
+ctest --test-dir build-asan --output-on-failure
