@@ -250,7 +250,12 @@ void task_reindex(engine *e, task *t);
 int task_put_state(engine *e, task *t);
 /* Deletes t's rows in the batch and frees it. */
 void task_delete(engine *e, task *t);
+/* A task as the pull sink parks it: ready since created_at_ms, the whole
+ * failure budget, never claimed, not yet in any index or table. */
+task *task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t seq,
+               uint64_t created_at_ms);
 void task_set_error(task *t, const engine_error *err);
+char *strdup_or_null(const char *s);
 void task_free(task *t);
 task *task_find(engine *e, const char *id_str, const char *field, engine_status *st);
 int delivery_put_state(engine *e, delivery *d);

@@ -39,22 +39,13 @@ static int load_task_body(load_ctx *c, const uint8_t *id, const void *v, size_t 
     if (store_body_decode(v, vl, &b) != BERTH_OK)
         return corrupt(c, "task body", id);
     engine *e = c->e;
-    task *t = calloc(1, sizeof(*t));
-    topic *tp = t ? topic_get(e, b.topic, strlen(b.topic), true) : NULL;
-    if (tp == NULL) {
-        free(t);
+    /* Without a state row the task was never claimed. */
+    topic *tp = topic_get(e, b.topic, strlen(b.topic), true);
+    task *t = tp ? task_new(e, id, tp, b.seq, b.created_at_ms) : NULL;
+    if (t == NULL) {
         store_body_clear(&b);
         return BERTH_ENOMEM;
     }
-    memcpy(t->id, id, BERTH_ID_LEN);
-    t->topic = tp;
-    t->seq = b.seq;
-    t->created_at_ms = b.created_at_ms;
-    /* Without a state row the task was never claimed: ready since it was
-     * parked, with the whole failure budget. */
-    t->available_at_ms = b.created_at_ms;
-    t->retries_left = e->o.retries;
-    heap_node_init(&t->ready);
     if (b.seq > c->max_seq)
         c->max_seq = b.seq;
     store_body_clear(&b);
@@ -63,11 +54,6 @@ static int load_task_body(load_ctx *c, const uint8_t *id, const void *v, size_t 
         return BERTH_ENOMEM;
     }
     return BERTH_OK;
-}
-
-static char *dup_or_null(const char *s)
-{
-    return s ? strdup(s) : NULL;
 }
 
 static int load_task_state(load_ctx *c, const uint8_t *id, const void *v, size_t vl)
@@ -81,7 +67,7 @@ static int load_task_state(load_ctx *c, const uint8_t *id, const void *v, size_t
     t->available_at_ms = s.available_at_ms;
     t->has_lock = s.has_lock_token && s.worker_id != NULL;
     memcpy(t->lock_token, s.lock_token, BERTH_ID_LEN);
-    t->worker_id = dup_or_null(s.worker_id);
+    t->worker_id = strdup_or_null(s.worker_id);
     t->lock_expires_at_ms = s.lock_expires_at_ms;
     t->claims = s.claims;
     t->retries_left = s.retries_left;
@@ -134,7 +120,7 @@ static int load_delivery_state(load_ctx *c, const uint8_t *id, const void *v, si
     d->attempts = s.attempts;
     d->due.at = s.next_attempt_at_ms;
     d->poisoned = s.poisoned;
-    d->err_message = dup_or_null(s.last_error.message);
+    d->err_message = strdup_or_null(s.last_error.message);
     d->has_state_row = true;
     store_delivery_state_clear(&s);
     return BERTH_OK;

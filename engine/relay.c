@@ -96,38 +96,19 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
         body = v.data;
         body_len = v.len;
     }
-    task *t = calloc(1, sizeof(*t));
-    if (t == NULL || (!d->fresh && !parked_push(e, d->id))) {
-        free(t);
-        store_value_free(&v);
-        *reason = "park failed: out of memory";
-        return SINK_RETRY;
-    }
-    memcpy(t->id, d->id, BERTH_ID_LEN);
-    t->topic = d->topic;
-    t->seq = d->seq;
-    t->created_at_ms = d->created_at_ms;
-    t->available_at_ms = d->created_at_ms; /* as recover.c reads a row without state */
-    t->retries_left = e->o.retries;
-    heap_node_init(&t->ready);
-    t->ready.at = task_fetchable_at(t);
-    t->ready.seq = t->seq;
-    if (table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK) {
-        free(t);
-        store_value_free(&v);
-        if (!d->fresh)
-            e->t.n_parked--;
-        *reason = "park failed: out of memory";
-        return SINK_RETRY;
-    }
+    task *t = task_new(e, d->id, d->topic, d->seq, d->created_at_ms);
+    if (t == NULL)
+        goto oom;
+    if (table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK)
+        goto oom_free;
     if (heap_push(&d->topic->ready, &t->ready) != BERTH_OK) {
         table_del(&e->tasks, t->id, BERTH_ID_LEN);
-        free(t);
-        store_value_free(&v);
-        if (!d->fresh)
-            e->t.n_parked--;
-        *reason = "park failed: out of memory";
-        return SINK_RETRY;
+        goto oom_free;
+    }
+    if (!d->fresh && !parked_push(e, d->id)) {
+        heap_remove(&d->topic->ready, &t->ready);
+        table_del(&e->tasks, t->id, BERTH_ID_LEN);
+        goto oom_free;
     }
 
     store_batch_put(e->batch, STORE_CF_TASKS, key, sizeof(key), body, body_len);
@@ -142,6 +123,13 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
     turn_event(e, ENGINE_EVENT_TASK_PARKED, t->topic, t->id, NULL, 0);
     doorbell_ring(e, t->topic);
     return SINK_DELIVERED;
+
+oom_free:
+    free(t);
+oom:
+    store_value_free(&v);
+    *reason = "park failed: out of memory";
+    return SINK_RETRY;
 }
 
 static void relay_poison(engine *e, delivery *d, const char *reason)

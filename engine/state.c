@@ -101,9 +101,27 @@ void task_delete(engine *e, task *t)
     task_free(t);
 }
 
-static char *dup_or_null(const char *s)
+char *strdup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
+}
+
+task *task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t seq,
+               uint64_t created_at_ms)
+{
+    task *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    memcpy(t->id, id, BERTH_ID_LEN);
+    t->topic = tp;
+    t->seq = seq;
+    t->created_at_ms = created_at_ms;
+    t->available_at_ms = created_at_ms;
+    t->retries_left = e->o.retries;
+    heap_node_init(&t->ready);
+    t->ready.at = task_fetchable_at(t);
+    t->ready.seq = seq;
+    return t;
 }
 
 void task_set_error(task *t, const engine_error *err)
@@ -111,9 +129,9 @@ void task_set_error(task *t, const engine_error *err)
     free(t->err_code);
     free(t->err_message);
     free(t->err_details);
-    t->err_code = dup_or_null(err->code);
-    t->err_message = dup_or_null(err->message);
-    t->err_details = dup_or_null(err->details);
+    t->err_code = strdup_or_null(err->code);
+    t->err_message = strdup_or_null(err->message);
+    t->err_details = strdup_or_null(err->details);
 }
 
 task *task_find(engine *e, const char *id_str, const char *field, engine_status *st)
