@@ -307,7 +307,8 @@ static void *actor_main(void *arg)
     e->q_head = e->q_tail = NULL;
     pthread_mutex_unlock(&e->mu);
     /* Retry accounting left by a failed turn: one last try to keep it. */
-    if (!e->halted && store_batch_count(e->batch) > 0 && store_write(e->store, e->batch) != BERTH_OK)
+    if (!e->halted && store_batch_count(e->batch) > 0 &&
+        store_write(e->store, e->batch) != BERTH_OK)
         fprintf(stderr, "berth: closing: %s\n", store_last_error(e->store));
     store_batch_clear(e->batch);
     e->t.answered = e->t.answered_tail = NULL;
@@ -346,8 +347,8 @@ static int channels_copy(engine *e, const engine_options *o)
         channel *c = &e->chans[i];
         c->name = strdup(src->name);
         c->reply_max_bytes = src->reply_max_bytes;
-        c->content_types = calloc(src->n_content_types ? src->n_content_types : 1,
-                                  sizeof(*c->content_types));
+        c->content_types =
+            calloc(src->n_content_types ? src->n_content_types : 1, sizeof(*c->content_types));
         if (c->name == NULL || c->content_types == NULL)
             return BERTH_ENOMEM;
         c->n_content_types = src->n_content_types;

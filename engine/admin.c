@@ -97,8 +97,8 @@ void op_retry_terminal(engine *e, pending *p)
 void op_discard_terminal(engine *e, pending *p)
 {
     engine_status *st = &p->reply->status;
-    task *t = find_terminal(e, p->req.u.discard_terminal.id, st,
-                            "a terminal task can be discarded");
+    task *t =
+        find_terminal(e, p->req.u.discard_terminal.id, st, "a terminal task can be discarded");
     if (t != NULL)
         task_delete(e, t);
 }
@@ -108,8 +108,8 @@ void op_list_incidents(engine *e, pending *p)
     engine_reply *r = p->reply;
     uint64_t limit;
     uint32_t asked = p->req.u.list_incidents.limit;
-    if (!check_bound(asked != 0, asked, e->o.batch_default, e->o.batch_max, false, "limit",
-                     &limit, &r->status))
+    if (!check_bound(asked != 0, asked, e->o.batch_default, e->o.batch_max, false, "limit", &limit,
+                     &r->status))
         return;
     r->incidents = reply_mem(r, limit * sizeof(*r->incidents));
     store_iter *it;

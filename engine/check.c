@@ -27,8 +27,8 @@ bool check_topic(const char *s, const char *field, engine_status *st)
     }
     if (n > BERTH_TOPIC_MAX) {
         status_over_ceiling(st, field, n, BERTH_TOPIC_MAX);
-        snprintf(st->message, sizeof(st->message), "%s: %zu bytes is over the ceiling %d", field,
-                 n, BERTH_TOPIC_MAX);
+        snprintf(st->message, sizeof(st->message), "%s: %zu bytes is over the ceiling %d", field, n,
+                 BERTH_TOPIC_MAX);
         return false;
     }
     for (size_t i = 0; i < n; i++) {
@@ -52,8 +52,8 @@ bool check_text(const char *s, size_t max, bool required, const char *field, eng
     }
     if (n > max) {
         status_over_ceiling(st, field, n, max);
-        snprintf(st->message, sizeof(st->message),
-                 "%s: %zu bytes is over the ceiling of %zu bytes", field, n, max);
+        snprintf(st->message, sizeof(st->message), "%s: %zu bytes is over the ceiling of %zu bytes",
+                 field, n, max);
         return false;
     }
     return true;
@@ -70,8 +70,10 @@ bool check_headers(const engine_header *h, size_t n, const char *field, engine_s
             !check_text(h[i].value, ENGINE_HEADER_VALUE_MAX, false, field, st))
             return false;
         if (strncasecmp(h[i].name, ENGINE_RESERVED_PREFIX, strlen(ENGINE_RESERVED_PREFIX)) == 0) {
-            reject(st, field, "%s: \"%.64s\" is reserved: names beginning \"berth-\" are set by "
-                              "berth alone", h[i].name);
+            reject(st, field,
+                   "%s: \"%.64s\" is reserved: names beginning \"berth-\" are set by "
+                   "berth alone",
+                   h[i].name);
             return false;
         }
     }

@@ -41,8 +41,8 @@ static bool node_less(const heap_node *a, const heap_node *b)
 
 /* Claims up to max fetchable tasks of the given topics, oldest fetchable
  * instant first across them, into r->tasks. */
-static void claim(engine *e, topic *const *topics, size_t n_topics, uint32_t max,
-                  uint64_t lock_ms, const char *worker_id, engine_reply *r)
+static void claim(engine *e, topic *const *topics, size_t n_topics, uint32_t max, uint64_t lock_ms,
+                  const char *worker_id, engine_reply *r)
 {
     uint64_t now = e->t.now_ms;
     while (r->n_tasks < max) {

@@ -70,9 +70,9 @@ typedef struct engine_status {
     engine_verdict verdict;
     const char *engine_code; /* static string (ENGINE_EC_*), or NULL */
     bool retryable;
-    bool has_limit;     /* a bound was exceeded: field and limit name it */
+    bool has_limit; /* a bound was exceeded: field and limit name it */
     uint64_t limit;
-    char field[64];     /* the offending request field, "" if none */
+    char field[64]; /* the offending request field, "" if none */
     char message[256];
 } engine_status;
 
@@ -216,9 +216,9 @@ typedef struct engine_task {
     size_t payload_len;
     const engine_header *headers;
     size_t n_headers;
-    const char *content_type;          /* NULL: none */
-    char instance_id[ENGINE_ID_STR];   /* "" for a task that is not a call */
-    uint32_t attempt;                  /* 1 on the first fetch */
+    const char *content_type;        /* NULL: none */
+    char instance_id[ENGINE_ID_STR]; /* "" for a task that is not a call */
+    uint32_t attempt;                /* 1 on the first fetch */
     uint32_t retries_left;
     char lock_token[ENGINE_ID_STR];
     uint64_t lock_expires_at_ms;
@@ -265,7 +265,7 @@ typedef struct engine_stats {
     uint64_t outbox_pending;
     uint64_t poisoned;
     uint64_t waiting_fetches;
-    uint64_t turns;   /* turns that committed a write */
+    uint64_t turns; /* turns that committed a write */
     uint64_t commits_failed;
 } engine_stats;
 
@@ -331,8 +331,8 @@ typedef void (*engine_event_fn)(void *ctx, const engine_event *ev);
  * topics are pull channels with the defaults (unless strict_channels). */
 typedef struct engine_channel {
     const char *name;
-    const char *transport;    /* NULL or "pull": the sink its deliveries go to */
-    uint64_t reply_max_bytes; /* 0: payload_max_bytes */
+    const char *transport;            /* NULL or "pull": the sink its deliveries go to */
+    uint64_t reply_max_bytes;         /* 0: payload_max_bytes */
     const char *const *content_types; /* allowed reply content types; none: any */
     size_t n_content_types;
 } engine_channel;
@@ -348,15 +348,15 @@ typedef struct engine_options {
     uint64_t wait_max_ms;
     uint32_t batch_default;
     uint32_t batch_max;
-    uint32_t retries;       /* the failure budget (R11) */
-    uint32_t retries_max;   /* ceiling for Fail's explicit retries_left */
-    uint64_t retry_max_ms;  /* ceiling for Fail's retry_in_ms */
+    uint32_t retries;      /* the failure budget (R11) */
+    uint32_t retries_max;  /* ceiling for Fail's explicit retries_left */
+    uint64_t retry_max_ms; /* ceiling for Fail's retry_in_ms */
     uint64_t backoff_initial_ms;
     uint64_t backoff_max_ms;
-    double backoff_jitter;  /* 0..1: a pause is cut by up to this fraction */
+    double backoff_jitter; /* 0..1: a pause is cut by up to this fraction */
     uint64_t dedup_horizon_ms;
     uint32_t payload_max_bytes;
-    uint32_t topics_max;    /* topics one fetch may name */
+    uint32_t topics_max; /* topics one fetch may name */
 
     /* The outbox relay (R4): sink retries and the poison horizon. */
     uint32_t delivery_attempts; /* poisoned after this many failed attempts */

@@ -161,8 +161,8 @@ void op_fail(engine *e, pending *p)
     engine_reply *r = p->reply;
     engine_status *st = &r->status;
     uint64_t retry_in = 0, retries_left = 0;
-    if (!check_bound(a->has_retry_in_ms, a->retry_in_ms, 0, e->o.retry_max_ms, true,
-                     "retry_in_ms", &retry_in, st) ||
+    if (!check_bound(a->has_retry_in_ms, a->retry_in_ms, 0, e->o.retry_max_ms, true, "retry_in_ms",
+                     &retry_in, st) ||
         !check_bound(a->has_retries_left, a->retries_left, 0, e->o.retries_max, true,
                      "retries_left", &retries_left, st) ||
         !check_error(&a->error, st))

@@ -23,9 +23,8 @@
 
 #include "engine/internal.h"
 
-__attribute__((format(printf, 5, 6))) static int refuse(engine_status *st, engine_code code,
-                                                        const char *ec, bool retryable,
-                                                        const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) static int
+refuse(engine_status *st, engine_code code, const char *ec, bool retryable, const char *fmt, ...)
 {
     memset(st, 0, sizeof(*st));
     st->code = code;

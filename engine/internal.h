@@ -33,18 +33,18 @@
 #include "store/records.h"
 #include "store/store.h"
 
-#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+#define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 
 /* Input limits that are not operator settings. */
-#define ENGINE_WORKER_ID_MAX    128
-#define ENGINE_HEADERS_MAX      64
-#define ENGINE_HEADER_NAME_MAX  128
-#define ENGINE_HEADER_VALUE_MAX 4096
-#define ENGINE_CONTENT_TYPE_MAX 256
-#define ENGINE_ERROR_CODE_MAX   128
-#define ENGINE_ERROR_TEXT_MAX   4096  /* message */
+#define ENGINE_WORKER_ID_MAX     128
+#define ENGINE_HEADERS_MAX       64
+#define ENGINE_HEADER_NAME_MAX   128
+#define ENGINE_HEADER_VALUE_MAX  4096
+#define ENGINE_CONTENT_TYPE_MAX  256
+#define ENGINE_ERROR_CODE_MAX    128
+#define ENGINE_ERROR_TEXT_MAX    4096 /* message */
 #define ENGINE_ERROR_DETAILS_MAX 65536
-#define ENGINE_RESERVED_PREFIX  "berth-"
+#define ENGINE_RESERVED_PREFIX   "berth-"
 
 /* After a failed write the relay and timers pause (requests still run),
  * doubling from the first to the last value, so a full disk is not a busy
@@ -77,7 +77,7 @@ typedef struct topic {
     wait_link *waiters_tail;
     size_t n_waiters;
     struct topic *watch_prev, *watch_next; /* in e->watched while n_waiters > 0 */
-    bool rung;              /* doorbell rang this turn */
+    bool rung;                             /* doorbell rang this turn */
     struct topic *rung_next;
 } topic;
 
@@ -91,8 +91,8 @@ typedef struct task {
     uint64_t lock_expires_at_ms; /* the lock is live while now < this */
     bool has_lock;               /* lock_token and worker_id are set */
     uint8_t lock_token[BERTH_ID_LEN];
-    char *worker_id;             /* owned */
-    uint32_t claims;             /* fetches so far */
+    char *worker_id; /* owned */
+    uint32_t claims; /* fetches so far */
     uint32_t retries_left;
     uint32_t failures;
     bool terminal;
@@ -112,10 +112,10 @@ typedef struct delivery {
     char *err_message; /* last sink failure, owned */
     /* in memory only */
     bool has_state_row;
-    heap_node due;  /* in e->outbox unless poisoned; .at = next attempt */
-    uint8_t *body;  /* encoded Body while fresh, owned */
+    heap_node due; /* in e->outbox unless poisoned; .at = next attempt */
+    uint8_t *body; /* encoded Body while fresh, owned */
     size_t body_len;
-    bool fresh;     /* submitted this turn: its outbox row is not written yet */
+    bool fresh;       /* submitted this turn: its outbox row is not written yet */
     size_t fresh_idx; /* its slot in e->t.fresh while fresh */
 } delivery;
 
@@ -151,7 +151,7 @@ typedef struct turn {
     pending *answered, *answered_tail; /* replies staged this turn */
     staged_event *events;
     size_t n_events, cap_events;
-    topic *rung; /* doorbells rung this turn */
+    topic *rung;      /* doorbells rung this turn */
     delivery **fresh; /* submitted this turn, outbox row not yet written */
     size_t n_fresh, cap_fresh;
     uint8_t (*parked)[BERTH_ID_LEN]; /* parked from the outbox on disk */
@@ -181,8 +181,8 @@ struct engine {
     table channels;   /* name → channel */
     channel *chans;
     size_t n_chans;
-    heap outbox; /* pending deliveries by next attempt */
-    heap waits;  /* waiting fetches by deadline */
+    heap outbox;    /* pending deliveries by next attempt */
+    heap waits;     /* waiting fetches by deadline */
     topic *watched; /* topics with waiters */
     uint64_t next_seq;
     uint64_t n_poisoned;
@@ -241,8 +241,7 @@ const channel *channel_find(engine *e, const char *name);
 /* The instant t becomes fetchable: max(available_at, lock_expires_at). */
 static inline uint64_t task_fetchable_at(const task *t)
 {
-    return t->available_at_ms > t->lock_expires_at_ms ? t->available_at_ms
-                                                       : t->lock_expires_at_ms;
+    return t->available_at_ms > t->lock_expires_at_ms ? t->available_at_ms : t->lock_expires_at_ms;
 }
 /* Re-keys t in its topic's ready index after its times changed. */
 void task_reindex(engine *e, task *t);

@@ -58,8 +58,7 @@ int engine_options_check(const engine_options *o, char *msg, size_t msglen)
     CHECK(o->retries > 0, "retries must be greater than zero");
     CHECK_DEFAULT(o->retries, o->retries_max, "retries", "retries-max");
     CHECK(o->backoff_initial_ms > 0, "backoff-initial-ms must be greater than zero");
-    CHECK_DEFAULT(o->backoff_initial_ms, o->backoff_max_ms, "backoff-initial-ms",
-                  "backoff-max-ms");
+    CHECK_DEFAULT(o->backoff_initial_ms, o->backoff_max_ms, "backoff-initial-ms", "backoff-max-ms");
     CHECK(o->backoff_jitter >= 0 && o->backoff_jitter < 1,
           "backoff-jitter must be at least 0 and below 1");
     CHECK(o->dedup_horizon_ms > 0, "dedup-horizon-ms must be greater than zero");

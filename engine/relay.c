@@ -158,9 +158,9 @@ static void relay_retry(engine *e, delivery *d, const char *reason)
         relay_poison(e, d, reason);
         return;
     }
-    d->due.at = e->t.now_ms + engine_backoff(e->o.delivery_backoff_initial_ms,
-                                             e->o.delivery_backoff_max_ms, d->attempts,
-                                             e->o.backoff_jitter);
+    d->due.at =
+        e->t.now_ms + engine_backoff(e->o.delivery_backoff_initial_ms, e->o.delivery_backoff_max_ms,
+                                     d->attempts, e->o.backoff_jitter);
     write_fresh_body(e, d);
     if (heap_push(&e->outbox, &d->due) != BERTH_OK || delivery_put_state(e, d) != BERTH_OK)
         e->t.abort = true;
@@ -172,9 +172,8 @@ void relay_run(engine *e)
     if (now < e->write_retry_at_ms)
         return; /* the store is failing: do not pile up attempts */
     heap_node *x;
-    for (uint32_t n = 0; n < e->o.relay_max_per_turn && (x = heap_min(&e->outbox)) != NULL &&
-                         x->at <= now;
-         n++) {
+    for (uint32_t n = 0;
+         n < e->o.relay_max_per_turn && (x = heap_min(&e->outbox)) != NULL && x->at <= now; n++) {
         delivery *d = container_of(x, delivery, due);
         heap_remove(&e->outbox, x);
         const char *reason = NULL;

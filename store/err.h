@@ -15,9 +15,9 @@ enum {
     BERTH_EIO = -2,      /* a store read or write failed; nothing was applied */
     BERTH_ECORRUPT = -3, /* a stored record or key did not decode */
     BERTH_ENOTFOUND = -4,
-    BERTH_EINVAL = -5,   /* an argument or a setting is out of its range */
-    BERTH_ECLOSED = -6,  /* the engine is closing or has halted */
-    BERTH_EFORMAT = -7,  /* the on-disk format version is not one this build reads */
+    BERTH_EINVAL = -5,  /* an argument or a setting is out of its range */
+    BERTH_ECLOSED = -6, /* the engine is closing or has halted */
+    BERTH_EFORMAT = -7, /* the on-disk format version is not one this build reads */
 };
 
 const char *berth_strerror(int rv);

@@ -62,9 +62,9 @@ typedef struct store_body {
 } store_body;
 
 typedef struct store_task_state {
-    uint64_t available_at_ms;    /* a failure's backoff ends here */
-    const char *worker_id;       /* last claim's worker; NULL if never claimed */
-    bool has_lock_token;         /* false if never claimed */
+    uint64_t available_at_ms; /* a failure's backoff ends here */
+    const char *worker_id;    /* last claim's worker; NULL if never claimed */
+    bool has_lock_token;      /* false if never claimed */
     uint8_t lock_token[BERTH_ID_LEN];
     uint64_t lock_expires_at_ms; /* the lock is live while now < this */
     uint32_t claims;             /* fetches so far */

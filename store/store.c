@@ -145,8 +145,8 @@ static int cf_index(const char *name)
     return -1;
 }
 
-__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen,
-                                                           const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen, const char *fmt,
+                                                          ...)
 {
     if (err == NULL || errlen == 0)
         return;

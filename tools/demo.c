@@ -46,8 +46,11 @@ int main(int argc, char **argv)
 
     const char *topics[] = {"demo"};
     engine_request fetch = {.op = ENGINE_OP_FETCH};
-    fetch.u.fetch = (engine_fetch_args){.worker_id = "demo-worker", .topics = topics,
-                                        .n_topics = 1, .has_wait_ms = true, .wait_ms = 0};
+    fetch.u.fetch = (engine_fetch_args){.worker_id = "demo-worker",
+                                        .topics = topics,
+                                        .n_topics = 1,
+                                        .has_wait_ms = true,
+                                        .wait_ms = 0};
     r = engine_exec_sync(e, &fetch);
     if (r == NULL || r->status.code != ENGINE_CODE_OK)
         return fail("fetch", r);

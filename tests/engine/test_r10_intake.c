@@ -23,8 +23,11 @@ static char id[ENGINE_ID_STR], tok[ENGINE_ID_STR];
 static engine_reply *complete_with(const char *payload, const char *ct, const engine_header *hs,
                                    size_t nh)
 {
-    engine_result res = {.payload = (const uint8_t *)payload, .payload_len = strlen(payload),
-                         .content_type = ct, .headers = hs, .n_headers = nh};
+    engine_result res = {.payload = (const uint8_t *)payload,
+                         .payload_len = strlen(payload),
+                         .content_type = ct,
+                         .headers = hs,
+                         .n_headers = nh};
     engine_request req = {.op = ENGINE_OP_COMPLETE};
     req.u.complete = (engine_complete_args){{id, "w", tok}, &res};
     return h_exec(&req);

@@ -61,7 +61,7 @@ Test(r11_failure_budget, jitter_shortens_a_pause_within_its_bound)
     h_submit("t", "p", id);
     bool varied = false;
     uint64_t base = 1000;
-    for (int i = 0; i < 20; i++, base = base * 2 > 600000 ? 600000 : base * 2) {
+    for (int i = 0; i<20; i++, base = base * 2> 600000 ? 600000 : base * 2) {
         cr_assert(fetchable());
         engine_reply *r = h_fail(id, "w", tok, "E");
         uint64_t pause = r->available_at_ms - h_now();

@@ -168,9 +168,12 @@ Test(submit_checks, headers_and_content_type_reach_the_worker)
 {
     engine_header hs[] = {{"trace", "abc"}, {"tenant", "7"}};
     engine_request req = {.op = ENGINE_OP_SUBMIT};
-    req.u.submit = (engine_submit_args){.topic = "t", .headers = hs, .n_headers = 2,
+    req.u.submit = (engine_submit_args){.topic = "t",
+                                        .headers = hs,
+                                        .n_headers = 2,
                                         .content_type = "application/json",
-                                        .payload = (const uint8_t *)"{}", .payload_len = 2};
+                                        .payload = (const uint8_t *)"{}",
+                                        .payload_len = 2};
     engine_reply_free(h_exec(&req));
     engine_reply *r = h_fetch("w", "t", 1, 0);
     cr_assert_eq(r->n_tasks, 1);

@@ -59,8 +59,11 @@ Test(r5_claim, order_is_by_fetchable_instant_across_topics)
     h_submit("x", "3", c);
     const char *topics[] = {"y", "x"};
     engine_request req = {.op = ENGINE_OP_FETCH};
-    req.u.fetch = (engine_fetch_args){.worker_id = "w", .topics = topics, .n_topics = 2,
-                                      .has_max_tasks = true, .max_tasks = 3,
+    req.u.fetch = (engine_fetch_args){.worker_id = "w",
+                                      .topics = topics,
+                                      .n_topics = 2,
+                                      .has_max_tasks = true,
+                                      .max_tasks = 3,
                                       .has_wait_ms = true};
     engine_reply *r = h_exec(&req);
     cr_assert_eq(r->n_tasks, 3);

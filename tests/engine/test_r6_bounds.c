@@ -11,10 +11,15 @@ static engine_reply *fetch_with(bool has_max, uint32_t max, bool has_lock, uint6
 {
     static const char *topics[] = {"t"};
     engine_request req = {.op = ENGINE_OP_FETCH};
-    req.u.fetch = (engine_fetch_args){.worker_id = "w", .topics = topics, .n_topics = 1,
-                                      .has_max_tasks = has_max, .max_tasks = max,
-                                      .has_lock_ms = has_lock, .lock_ms = lock,
-                                      .has_wait_ms = has_wait, .wait_ms = wait};
+    req.u.fetch = (engine_fetch_args){.worker_id = "w",
+                                      .topics = topics,
+                                      .n_topics = 1,
+                                      .has_max_tasks = has_max,
+                                      .max_tasks = max,
+                                      .has_lock_ms = has_lock,
+                                      .lock_ms = lock,
+                                      .has_wait_ms = has_wait,
+                                      .wait_ms = wait};
     return h_exec(&req);
 }
 

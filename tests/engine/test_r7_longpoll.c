@@ -65,8 +65,8 @@ Test(r7_longpoll, a_submit_in_the_same_turn_reaches_the_waiter)
      * share, the fetch must end up with the task. */
     h_async a, s;
     engine_request fetch = {.op = ENGINE_OP_FETCH};
-    fetch.u.fetch = (engine_fetch_args){.worker_id = "w", .topics = T, .n_topics = 1,
-                                        .has_wait_ms = true, .wait_ms = 30000};
+    fetch.u.fetch = (engine_fetch_args){
+        .worker_id = "w", .topics = T, .n_topics = 1, .has_wait_ms = true, .wait_ms = 30000};
     h_exec_async(&fetch, &a);
     engine_request sub = {.op = ENGINE_OP_SUBMIT};
     sub.u.submit = (engine_submit_args){.topic = "t"};

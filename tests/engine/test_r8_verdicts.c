@@ -86,9 +86,9 @@ Test(r8_verdicts, terminal_when_the_budget_is_spent)
 
 Test(r8_verdicts, not_found_for_an_unknown_or_finished_task)
 {
-    expect_verdict(h_complete("0123456789abcdef0123456789abcdef", "w1",
-                              "0123456789abcdef0123456789abcdef"),
-                   ENGINE_VERDICT_NOT_FOUND);
+    expect_verdict(
+        h_complete("0123456789abcdef0123456789abcdef", "w1", "0123456789abcdef0123456789abcdef"),
+        ENGINE_VERDICT_NOT_FOUND);
     one_locked(60000);
     engine_reply *r = h_complete(id, "w1", tok);
     h_expect_ok(r);

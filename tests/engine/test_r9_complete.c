@@ -28,8 +28,11 @@ Test(r9_complete, a_completion_with_a_result_is_accepted)
     h_submit("t", "p", id);
     h_fetch_one("w", "t", 0, NULL, tok);
     engine_header hs[] = {{"x-result", "1"}};
-    engine_result res = {.payload = (const uint8_t *)"done", .payload_len = 4,
-                         .content_type = "text/plain", .headers = hs, .n_headers = 1};
+    engine_result res = {.payload = (const uint8_t *)"done",
+                         .payload_len = 4,
+                         .content_type = "text/plain",
+                         .headers = hs,
+                         .n_headers = 1};
     engine_request req = {.op = ENGINE_OP_COMPLETE};
     req.u.complete = (engine_complete_args){{id, "w", tok}, &res};
     engine_reply *r = h_exec(&req);

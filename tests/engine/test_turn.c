@@ -55,8 +55,8 @@ Test(group_commit, a_failed_write_answers_every_request_of_its_turn_unavailable)
     queue_submits(5);
     static const char *T[] = {"t"};
     engine_request fetch = {.op = ENGINE_OP_FETCH};
-    fetch.u.fetch = (engine_fetch_args){.worker_id = "w", .topics = T, .n_topics = 1,
-                                        .has_wait_ms = true};
+    fetch.u.fetch =
+        (engine_fetch_args){.worker_id = "w", .topics = T, .n_topics = 1, .has_wait_ms = true};
     h_async f;
     h_exec_async(&fetch, &f);
     engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);

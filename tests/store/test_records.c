@@ -11,9 +11,14 @@ Test(store_records, body_round_trips_with_headers_and_binary_payload)
 {
     const uint8_t payload[] = {0, 1, 2, 0, 255};
     store_header hs[] = {{"a", "1"}, {"trace", "xyz"}};
-    store_body in = {.topic = "orders.archive", .payload = payload, .payload_len = sizeof(payload),
-                     .headers = hs, .n_headers = 2, .content_type = "application/octet-stream",
-                     .seq = 77, .created_at_ms = 1234567};
+    store_body in = {.topic = "orders.archive",
+                     .payload = payload,
+                     .payload_len = sizeof(payload),
+                     .headers = hs,
+                     .n_headers = 2,
+                     .content_type = "application/octet-stream",
+                     .seq = 77,
+                     .created_at_ms = 1234567};
     store_buf buf = {0};
     cr_assert_eq(store_body_encode(&in, &buf), BERTH_OK);
     store_body out;
@@ -40,8 +45,8 @@ Test(store_records, body_with_many_headers_and_an_instance)
         snprintf(names[i], sizeof(names[i]), "h%d", i);
         hs[i] = (store_header){names[i], "v"};
     }
-    store_body in = {.topic = "t", .headers = hs, .n_headers = 20, .has_instance = true,
-                     .call_attempt = 3};
+    store_body in = {
+        .topic = "t", .headers = hs, .n_headers = 20, .has_instance = true, .call_attempt = 3};
     memset(in.instance_id, 0xAB, BERTH_ID_LEN);
     store_buf buf = {0};
     cr_assert_eq(store_body_encode(&in, &buf), BERTH_OK);
@@ -59,9 +64,14 @@ Test(store_records, body_with_many_headers_and_an_instance)
 
 Test(store_records, task_state_round_trips)
 {
-    store_task_state in = {.available_at_ms = 5, .worker_id = "w-1", .has_lock_token = true,
-                           .lock_expires_at_ms = 99, .claims = 4, .retries_left = 2,
-                           .failures = 1, .terminal = true,
+    store_task_state in = {.available_at_ms = 5,
+                           .worker_id = "w-1",
+                           .has_lock_token = true,
+                           .lock_expires_at_ms = 99,
+                           .claims = 4,
+                           .retries_left = 2,
+                           .failures = 1,
+                           .terminal = true,
                            .last_error = {"E_DB", "db down", "{\"x\":1}"}};
     memset(in.lock_token, 7, BERTH_ID_LEN);
     store_buf buf = {0};
@@ -85,7 +95,9 @@ Test(store_records, task_state_round_trips)
 
 Test(store_records, delivery_state_and_incident_round_trip)
 {
-    store_delivery_state d = {.attempts = 3, .next_attempt_at_ms = 42, .poisoned = true,
+    store_delivery_state d = {.attempts = 3,
+                              .next_attempt_at_ms = 42,
+                              .poisoned = true,
                               .last_error = {.message = "park failed"}};
     store_buf buf = {0};
     cr_assert_eq(store_delivery_state_encode(&d, &buf), BERTH_OK);
@@ -98,8 +110,8 @@ Test(store_records, delivery_state_and_incident_round_trip)
     cr_assert_null(dout.last_error.code);
     store_delivery_state_clear(&dout);
 
-    store_incident in = {.kind = STORE_INCIDENT_TASK_TERMINAL, .topic = "t",
-                         .error = {.code = "X"}, .at_ms = 9};
+    store_incident in = {
+        .kind = STORE_INCIDENT_TASK_TERMINAL, .topic = "t", .error = {.code = "X"}, .at_ms = 9};
     memset(in.subject_id, 1, BERTH_ID_LEN);
     cr_assert_eq(store_incident_encode(&in, &buf), BERTH_OK);
     store_incident iout;

@@ -268,8 +268,11 @@ void h_fetch_async(const char *worker, const char *const *topics, size_t n, uint
 {
     /* The engine copies the request; worker and topics must outlive it. */
     engine_request req = {.op = ENGINE_OP_FETCH};
-    req.u.fetch = (engine_fetch_args){.worker_id = worker, .topics = topics, .n_topics = n,
-                                      .has_wait_ms = true, .wait_ms = wait_ms};
+    req.u.fetch = (engine_fetch_args){.worker_id = worker,
+                                      .topics = topics,
+                                      .n_topics = n,
+                                      .has_wait_ms = true,
+                                      .wait_ms = wait_ms};
     h_exec_async(&req, a);
     engine_tick(H.e); /* served (or waiting) as of the current clock */
 }

@@ -17,7 +17,7 @@
 
 #include "engine/engine.h"
 
-#define H_T0 1700000000000ull /* the manual clock's start, Unix ms */
+#define H_T0         1700000000000ull /* the manual clock's start, Unix ms */
 #define H_MAX_EVENTS 1024
 
 typedef struct h_event {
@@ -45,7 +45,7 @@ extern harness H;
 void h_setup(void);
 void h_teardown(void);
 
-void h_open(void);  /* opens H.e on H.dir with H.o; fails the test on error */
+void h_open(void); /* opens H.e on H.dir with H.o; fails the test on error */
 void h_close(void);
 void h_reopen(void); /* close and open again: a restart */
 
