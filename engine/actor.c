@@ -450,15 +450,23 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     return BERTH_OK;
 }
 
+void engine_stop(engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    bool join = !e->joined;
+    e->stopping = true;
+    e->joined = true;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (join)
+        pthread_join(e->thread, NULL);
+}
+
 void engine_close(engine *e)
 {
     if (e == NULL)
         return;
-    pthread_mutex_lock(&e->mu);
-    e->stopping = true;
-    pthread_cond_signal(&e->cv);
-    pthread_mutex_unlock(&e->mu);
-    pthread_join(e->thread, NULL);
+    engine_stop(e);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     engine_free(e);

@@ -386,7 +386,11 @@ int engine_options_check(const engine_options *o, char *msg, size_t msglen);
  * message goes to err. */
 int engine_open(const engine_options *o, engine **out, char *err, size_t errlen);
 /* Finishes the turn in flight, answers everything still queued or waiting
- * UNAVAILABLE, stops the actor and closes the store. NULL is a no-op. */
+ * UNAVAILABLE and stops the actor; from then on engine_exec() returns
+ * BERTH_ECLOSED. The handle stays valid until engine_close(). Idempotent. */
+void engine_stop(engine *e);
+/* engine_stop(), then closes the store and frees the engine. No call on e
+ * may be in progress or follow. NULL is a no-op. */
 void engine_close(engine *e);
 
 typedef void (*engine_done_fn)(void *arg, engine_reply *reply);

@@ -172,7 +172,8 @@ struct engine {
     pthread_cond_t cv;
     pending *q_head, *q_tail;
     bool stopping;
-    bool held; /* engine_hold(): take no request until released */
+    bool joined; /* the actor thread has been joined */
+    bool held;   /* engine_hold(): take no request until released */
 
     /* state: engine thread only */
     table tasks;      /* id → task */

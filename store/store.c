@@ -233,9 +233,11 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
     char *rerr = NULL;
     size_t n_existing = 0;
     char **existing = rocksdb_list_column_families(s->db_opts, dir, &n_existing, &rerr);
-    if (rerr != NULL) { /* no database yet */
+    if (rerr != NULL) { /* no database yet (the empty list is allocated all the same) */
         rocksdb_free(rerr);
         rerr = NULL;
+        if (existing != NULL)
+            rocksdb_list_column_families_destroy(existing, 0);
         existing = NULL;
         n_existing = 0;
     }

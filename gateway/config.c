@@ -1,0 +1,294 @@
+/* config.c — see config.h. One table lists every setting once; flags,
+ * environment and config file all go through it. */
+#include "gateway/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/err.h"
+
+typedef enum { S_U64, S_U32, S_DBL, S_STR, S_BOOL } stype;
+
+typedef struct setting {
+    const char *name;
+    stype type;
+    size_t off; /* offset in gw_config */
+    const char *help;
+} setting;
+
+#define E(f) offsetof(gw_config, eng.f)
+#define G(f) offsetof(gw_config, f)
+
+static const setting settings[] = {
+    {"data", S_STR, E(data_dir), "data directory (the embedded store)"},
+    {"operate", S_STR, G(operate_url), "operate surface URL (producers and workers)"},
+    {"events", S_STR, G(events_url), "events surface URL (PUB)"},
+    {"lock-default-ms", S_U64, E(lock_default_ms), "lock when a fetch names none; grace window"},
+    {"lock-max-ms", S_U64, E(lock_max_ms), "ceiling for lock_ms"},
+    {"wait-default-ms", S_U64, E(wait_default_ms), "long-poll wait when a fetch names none"},
+    {"wait-max-ms", S_U64, E(wait_max_ms), "ceiling for wait_ms (below nng's 60 s REQ resend)"},
+    {"batch-default", S_U32, E(batch_default), "max_tasks when a fetch names none"},
+    {"batch-max", S_U32, E(batch_max), "ceiling for max_tasks and for batch items"},
+    {"retries", S_U32, E(retries), "failure budget of a task"},
+    {"retries-max", S_U32, E(retries_max), "ceiling for a failure's explicit retries_left"},
+    {"retry-max-ms", S_U64, E(retry_max_ms), "ceiling for a failure's retry_in_ms"},
+    {"backoff-initial-ms", S_U64, E(backoff_initial_ms), "first pause after a failure"},
+    {"backoff-max-ms", S_U64, E(backoff_max_ms), "longest pause after a failure"},
+    {"backoff-jitter", S_DBL, E(backoff_jitter), "fraction a pause may be cut by, 0 to <1"},
+    {"dedup-horizon-ms", S_U64, E(dedup_horizon_ms), "how long idempotency keys are kept"},
+    {"payload-max-bytes", S_U32, E(payload_max_bytes), "ceiling for a payload"},
+    {"topics-max", S_U32, E(topics_max), "ceiling for the topics of one fetch"},
+    {"delivery-attempts", S_U32, E(delivery_attempts), "failed parks before poisoning"},
+    {"delivery-backoff-initial-ms", S_U64, E(delivery_backoff_initial_ms),
+     "first pause after a failed park"},
+    {"delivery-backoff-max-ms", S_U64, E(delivery_backoff_max_ms),
+     "longest pause after a failed park"},
+    {"strict-channels", S_BOOL, E(strict_channels), "undeclared topics are NOT_FOUND"},
+    {"max-message-bytes", S_U64, G(max_message_bytes), "ceiling for one request message"},
+    {"contexts", S_U32, G(contexts), "request contexts started at once"},
+    {"contexts-max", S_U32, G(contexts_max), "ceiling the context pool grows to"},
+    {"tls-cert", S_STR, G(tls_cert), "PEM certificate for tls+tcp:// URLs"},
+    {"tls-key", S_STR, G(tls_key), "PEM private key for tls+tcp:// URLs"},
+    {"config", S_STR, G(config_file), "a config file of \"name = value\" lines"},
+};
+
+#define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+void gw_config_default(gw_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    engine_options_default(&c->eng);
+    c->operate_url = "tcp://127.0.0.1:7450";
+    c->events_url = "tcp://127.0.0.1:7452";
+    c->max_message_bytes = 8u << 20;
+    c->contexts = 64;
+    c->contexts_max = 16384;
+}
+
+static const setting *find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        if (strlen(settings[i].name) == len && strncmp(settings[i].name, name, len) == 0)
+            return &settings[i];
+    return NULL;
+}
+
+static char *keep(const char *s)
+{
+    /* Values from the config file outlive its buffer: kept for the
+     * process's lifetime, by design (a handful of small strings). */
+    return strdup(s);
+}
+
+static int set(gw_config *c, const setting *s, const char *v, const char *from, char *err,
+               size_t errlen)
+{
+    void *p = (char *)c + s->off;
+    char *end = NULL;
+    errno = 0;
+    switch (s->type) {
+    case S_U64:
+    case S_U32: {
+        if (v == NULL || !isdigit((unsigned char)v[0]))
+            goto bad;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (errno != 0 || *end != '\0' || (s->type == S_U32 && n > UINT32_MAX))
+            goto bad;
+        if (s->type == S_U64)
+            *(uint64_t *)p = n;
+        else
+            *(uint32_t *)p = (uint32_t)n;
+        return GW_CONFIG_OK;
+    }
+    case S_DBL: {
+        if (v == NULL)
+            goto bad;
+        double d = strtod(v, &end);
+        if (errno != 0 || end == v || *end != '\0')
+            goto bad;
+        *(double *)p = d;
+        return GW_CONFIG_OK;
+    }
+    case S_BOOL:
+        if (v == NULL || strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "yes") == 0)
+            *(bool *)p = true;
+        else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0 || strcmp(v, "no") == 0)
+            *(bool *)p = false;
+        else
+            goto bad;
+        return GW_CONFIG_OK;
+    case S_STR:
+        if (v == NULL || v[0] == '\0')
+            goto bad;
+        *(const char **)p = v;
+        return GW_CONFIG_OK;
+    }
+bad:
+    snprintf(err, errlen, "%s: %s: \"%s\" is not a valid value", from, s->name, v ? v : "");
+    return GW_CONFIG_ERROR;
+}
+
+static void env_name(const char *name, char *out, size_t len)
+{
+    size_t i = 0;
+    for (const char *p = "BERTH_"; *p && i + 1 < len; p++)
+        out[i++] = *p;
+    for (const char *p = name; *p && i + 1 < len; p++)
+        out[i++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    out[i] = '\0';
+}
+
+static int load_file(gw_config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "config: cannot read %s: %s", path, strerror(errno));
+        return GW_CONFIG_ERROR;
+    }
+    char line[4096];
+    int lineno = 0, rv = GW_CONFIG_OK;
+    while (rv == GW_CONFIG_OK && fgets(line, sizeof(line), f) != NULL) {
+        lineno++;
+        char *p = line;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (*p == '\0' || *p == '#')
+            continue;
+        char *name = p;
+        while (*p && !isspace((unsigned char)*p) && *p != '=')
+            p++;
+        size_t nlen = (size_t)(p - name);
+        while (isspace((unsigned char)*p) || *p == '=')
+            p++;
+        char *v = p, *e = v + strlen(v);
+        while (e > v && isspace((unsigned char)e[-1]))
+            *--e = '\0';
+        const setting *s = find(name, nlen);
+        char from[64];
+        snprintf(from, sizeof(from), "%s:%d", path, lineno);
+        if (s == NULL) {
+            snprintf(err, errlen, "%s: unknown setting \"%.*s\"", from, (int)nlen, name);
+            rv = GW_CONFIG_ERROR;
+        } else {
+            rv = set(c, s, s->type == S_STR ? keep(v) : v, from, err, errlen);
+        }
+    }
+    fclose(f);
+    return rv;
+}
+
+int gw_config_load(gw_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+    /* The config file first (named by flag or environment), then the
+     * environment, then the flags: each overrides what came before. */
+    const char *file = getenv("BERTH_CONFIG");
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return GW_CONFIG_HELP;
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            file = argv[i + 1];
+        else if (strncmp(argv[i], "--config=", 9) == 0)
+            file = argv[i] + 9;
+    }
+    if (file != NULL && load_file(c, file, err, errlen) != GW_CONFIG_OK)
+        return GW_CONFIG_ERROR;
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        char name[96];
+        env_name(settings[i].name, name, sizeof(name));
+        const char *v = getenv(name);
+        if (v != NULL && set(c, &settings[i], v, name, err, errlen) != GW_CONFIG_OK)
+            return GW_CONFIG_ERROR;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) {
+            snprintf(err, errlen, "unexpected argument \"%s\" (see --help)", a);
+            return GW_CONFIG_ERROR;
+        }
+        a += 2;
+        const char *eq = strchr(a, '=');
+        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+        const setting *s = find(a, nlen);
+        if (s == NULL) {
+            snprintf(err, errlen, "unknown flag --%.*s (see --help)", (int)nlen, a);
+            return GW_CONFIG_ERROR;
+        }
+        const char *v = eq ? eq + 1 : NULL;
+        if (v == NULL && s->type != S_BOOL) {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "--%s needs a value", s->name);
+                return GW_CONFIG_ERROR;
+            }
+            v = argv[++i];
+        }
+        if (set(c, s, v, "flag", err, errlen) != GW_CONFIG_OK)
+            return GW_CONFIG_ERROR;
+    }
+
+    if (engine_options_check(&c->eng, err, errlen) != BERTH_OK)
+        return GW_CONFIG_ERROR;
+    if (c->eng.wait_max_ms >= 60000) {
+        snprintf(err, errlen,
+                 "wait-max-ms (%" PRIu64 ") must stay below 60000: nng REQ clients re-send a "
+                 "request unanswered for 60 s",
+                 c->eng.wait_max_ms);
+        return GW_CONFIG_ERROR;
+    }
+    if (c->max_message_bytes <= c->eng.payload_max_bytes) {
+        snprintf(err, errlen, "max-message-bytes (%" PRIu64 ") must exceed payload-max-bytes (%u)",
+                 c->max_message_bytes, c->eng.payload_max_bytes);
+        return GW_CONFIG_ERROR;
+    }
+    if (c->contexts == 0 || c->contexts > c->contexts_max) {
+        snprintf(err, errlen, "contexts (%u) must be at least 1 and at most contexts-max (%u)",
+                 c->contexts, c->contexts_max);
+        return GW_CONFIG_ERROR;
+    }
+    if ((c->tls_cert == NULL) != (c->tls_key == NULL)) {
+        snprintf(err, errlen, "tls-cert and tls-key go together");
+        return GW_CONFIG_ERROR;
+    }
+    return GW_CONFIG_OK;
+}
+
+void gw_config_usage(FILE *f)
+{
+    gw_config d;
+    gw_config_default(&d);
+    fprintf(f, "usage: berthd [--setting value | --setting=value]...\n\n"
+               "Serves berth's operate surface and events over nng, on the embedded store.\n"
+               "Every setting also reads from the environment (BERTH_<NAME>) and from a\n"
+               "config file (--config FILE); flags win over the environment, which wins\n"
+               "over the file.\n\n");
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const setting *s = &settings[i];
+        const void *p = (const char *)&d + s->off;
+        char def[64] = "";
+        switch (s->type) {
+        case S_U64:
+            snprintf(def, sizeof(def), "%" PRIu64, *(const uint64_t *)p);
+            break;
+        case S_U32:
+            snprintf(def, sizeof(def), "%u", *(const uint32_t *)p);
+            break;
+        case S_DBL:
+            snprintf(def, sizeof(def), "%g", *(const double *)p);
+            break;
+        case S_BOOL:
+            snprintf(def, sizeof(def), "%s", *(const bool *)p ? "true" : "false");
+            break;
+        case S_STR:
+            snprintf(def, sizeof(def), "%s",
+                     *(const char *const *)p ? *(const char *const *)p : "");
+            break;
+        }
+        char env[96];
+        env_name(s->name, env, sizeof(env));
+        fprintf(f, "  --%-28s %s\n  %-30s default %s; env %s\n", s->name, s->help, "",
+                def[0] ? def : "(none)", env);
+    }
+}

@@ -1,0 +1,46 @@
+/*
+ * config.h — berthd's settings: flags, their environment twins and an
+ * optional config file, in that order of precedence over the defaults.
+ *
+ *   --lock-max-ms 60000      --lock-max-ms=60000
+ *   BERTH_LOCK_MAX_MS=60000  (the flag's name, upper case, - as _)
+ *   --config FILE / BERTH_CONFIG: lines "lock-max-ms = 60000", # comments
+ *
+ * The names are part of the operator contract. A setting that does not
+ * parse, or options that contradict themselves, are refused with a message
+ * naming the setting (berthd exits 2).
+ */
+#ifndef BERTH_GATEWAY_CONFIG_H
+#define BERTH_GATEWAY_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/engine.h"
+
+typedef struct gw_config {
+    engine_options eng;
+    const char *operate_url;
+    const char *events_url;
+    const char *tls_cert; /* PEM files for tls+tcp:// URLs */
+    const char *tls_key;
+    uint64_t max_message_bytes;
+    uint32_t contexts;
+    uint32_t contexts_max;
+    const char *config_file;
+} gw_config;
+
+enum {
+    GW_CONFIG_OK = 0,
+    GW_CONFIG_HELP = 1,  /* --help was asked for: usage printed */
+    GW_CONFIG_ERROR = 2, /* the message is in err */
+};
+
+void gw_config_default(gw_config *c);
+/* Applies the config file, the environment and argv, then checks. Strings
+ * point into argv, the environment or memory kept for the process. */
+int gw_config_load(gw_config *c, int argc, char **argv, char *err, size_t errlen);
+void gw_config_usage(FILE *f);
+
+#endif

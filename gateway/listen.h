@@ -1,0 +1,22 @@
+/*
+ * listen.h — binds an nng socket to a URL: tcp://, ipc://, or tls+tcp://
+ * with a server certificate. A tcp port of 0 takes a free port; the URL
+ * actually bound (the one clients dial) is written back.
+ */
+#ifndef BERTH_GATEWAY_LISTEN_H
+#define BERTH_GATEWAY_LISTEN_H
+
+#include <stddef.h>
+
+#include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
+
+/* tls may be NULL (then a tls+tcp:// URL is refused). */
+int gw_listen(nng_socket s, const char *url, nng_tls_config *tls, char *bound, size_t boundlen,
+              char *err, size_t errlen);
+
+/* A server TLS configuration from PEM files: cert (chain) and private key. */
+int gw_tls_server(const char *cert_file, const char *key_file, nng_tls_config **out, char *err,
+                  size_t errlen);
+
+#endif

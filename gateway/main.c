@@ -1,0 +1,92 @@
+/*
+ * berthd — the berth daemon: the engine on its embedded store, served over
+ * nng. Prints one line when ready; SIGTERM or SIGINT finish the turn in
+ * flight, answer what is waiting, close the store and exit 0.
+ *
+ * Exit codes: 0 clean stop, 1 could not start (store, sockets), 2 refused
+ * configuration (the message names the setting).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <pthread.h>
+
+#include "gateway/config.h"
+#include "gateway/events.h"
+#include "gateway/listen.h"
+#include "gateway/server.h"
+#include "store/err.h"
+
+int main(int argc, char **argv)
+{
+    gw_config cfg;
+    gw_config_default(&cfg);
+    char err[512] = "";
+    switch (gw_config_load(&cfg, argc, argv, err, sizeof(err))) {
+    case GW_CONFIG_HELP:
+        gw_config_usage(stdout);
+        return 0;
+    case GW_CONFIG_ERROR:
+        fprintf(stderr, "berthd: %s\n", err);
+        return 2;
+    }
+
+    /* Signals are taken by sigwait() below; every thread started from
+     * here on (engine, nng) inherits the mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    nng_tls_config *tls = NULL;
+    if (cfg.tls_cert != NULL && gw_tls_server(cfg.tls_cert, cfg.tls_key, &tls, err, sizeof(err))) {
+        fprintf(stderr, "berthd: %s\n", err);
+        return 2;
+    }
+    gw_events *events = NULL;
+    if (gw_events_open(cfg.events_url, tls, &events, err, sizeof(err)) != BERTH_OK) {
+        fprintf(stderr, "berthd: %s\n", err);
+        return 1;
+    }
+    cfg.eng.on_event = gw_events_publish;
+    cfg.eng.event_ctx = events;
+    engine *e = NULL;
+    int rv = engine_open(&cfg.eng, &e, err, sizeof(err));
+    if (rv != BERTH_OK) {
+        fprintf(stderr, "berthd: %s\n", err);
+        gw_events_close(events);
+        return rv == BERTH_EINVAL ? 2 : 1;
+    }
+    gw_server_options so = {
+        .url = cfg.operate_url,
+        .max_message_bytes = cfg.max_message_bytes,
+        .contexts = cfg.contexts,
+        .contexts_max = cfg.contexts_max,
+        .tls = tls,
+    };
+    gw_server *server = NULL;
+    if (gw_server_start(e, &so, &server, err, sizeof(err)) != BERTH_OK) {
+        fprintf(stderr, "berthd: %s\n", err);
+        engine_close(e);
+        gw_events_close(events);
+        return 1;
+    }
+    printf("berthd ready operate=%s events=%s data=%s\n", gw_server_url(server),
+           gw_events_url(events), cfg.eng.data_dir);
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "berthd: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    engine_stop(e); /* the turn in flight finishes; waiters are answered */
+    gw_server_close(server);
+    engine_close(e); /* the store is closed */
+    gw_events_close(events);
+    if (tls != NULL)
+        nng_tls_config_free(tls);
+    return 0;
+}

@@ -1,0 +1,291 @@
+/*
+ * server.c — see server.h. All of it runs on nng's threads except
+ * engine_done(), which the engine thread calls: it only stores the reply
+ * and schedules the context's callback (nng_sleep_aio(0)), so encoding
+ * and sending never cost the engine's time.
+ */
+#include "gateway/server.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+
+#include "gateway/convert.h"
+#include "gateway/listen.h"
+#include "store/err.h"
+
+typedef enum ctx_state {
+    CTX_RECV,
+    CTX_ENGINE,
+    CTX_ENCODE,
+    CTX_SEND,
+} ctx_state;
+
+typedef struct gw_ctx {
+    struct gw_server *s;
+    nng_ctx ctx;
+    nng_aio *aio;
+    ctx_state state;
+    Berth__V1__Request *req; /* unpacked; the engine request points into it */
+    engine_request ereq;
+    gw_arena arena;
+    engine_reply *reply;
+    struct gw_ctx *next;
+} gw_ctx;
+
+struct gw_server {
+    engine *e;
+    nng_socket sock;
+    size_t max_msg;
+    uint32_t ctx_max;
+    pthread_mutex_t mu; /* guards the context list */
+    gw_ctx *all;
+    uint32_t n_ctx;
+    atomic_int idle; /* contexts waiting in RECV */
+    atomic_int busy; /* contexts holding a request not yet answered */
+    atomic_bool closing;
+    char url[256];
+};
+
+static void ctx_cb(void *arg);
+
+static void ctx_recv(gw_ctx *c)
+{
+    c->state = CTX_RECV;
+    atomic_fetch_add(&c->s->idle, 1);
+    nng_ctx_recv(c->ctx, c->aio);
+}
+
+static void ctx_send(gw_ctx *c, nng_msg *m)
+{
+    c->state = CTX_SEND;
+    nng_aio_set_msg(c->aio, m);
+    nng_ctx_send(c->ctx, c->aio);
+}
+
+static void ctx_release_request(gw_ctx *c)
+{
+    if (c->req != NULL)
+        berth__v1__request__free_unpacked(c->req, NULL);
+    c->req = NULL;
+    gw_arena_reset(&c->arena);
+}
+
+/* The request is answered (or dropped): back to receiving. */
+static void ctx_finish(gw_ctx *c)
+{
+    ctx_release_request(c);
+    atomic_fetch_sub(&c->s->busy, 1);
+    if (!atomic_load(&c->s->closing))
+        ctx_recv(c);
+}
+
+/* Answers with a status alone; if even that cannot be built the request
+ * is dropped and the context receives again. */
+static void ctx_answer_status(gw_ctx *c, const engine_status *st)
+{
+    nng_msg *m;
+    if (gw_encode_status(st, &m) != BERTH_OK) {
+        ctx_finish(c);
+        return;
+    }
+    ctx_send(c, m);
+}
+
+static int ctx_add(gw_server *s)
+{
+    gw_ctx *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return BERTH_ENOMEM;
+    c->s = s;
+    if (nng_aio_alloc(&c->aio, ctx_cb, c) != 0) {
+        free(c);
+        return BERTH_ENOMEM;
+    }
+    if (nng_ctx_open(&c->ctx, s->sock) != 0) {
+        nng_aio_free(c->aio);
+        free(c);
+        return BERTH_ENOMEM;
+    }
+    c->next = s->all;
+    s->all = c;
+    s->n_ctx++;
+    ctx_recv(c);
+    return BERTH_OK;
+}
+
+static void grow(gw_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!atomic_load(&s->closing) && s->n_ctx < s->ctx_max)
+        ctx_add(s);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void engine_done(void *arg, engine_reply *r)
+{
+    gw_ctx *c = arg;
+    c->reply = r;
+    c->state = CTX_ENCODE;
+    nng_sleep_aio(0, c->aio); /* continue on nng's thread */
+}
+
+static void ctx_handle(gw_ctx *c, nng_msg *m)
+{
+    gw_server *s = c->s;
+    engine_status st;
+    memset(&st, 0, sizeof(st));
+    size_t len = nng_msg_len(m);
+    if (len > s->max_msg) {
+        nng_msg_free(m);
+        st.code = ENGINE_CODE_RESOURCE_EXHAUSTED;
+        snprintf(st.message, sizeof(st.message),
+                 "request: %zu bytes is over the ceiling of %zu bytes", len, s->max_msg);
+        snprintf(st.field, sizeof(st.field), "request");
+        st.has_limit = true;
+        st.limit = s->max_msg;
+        ctx_answer_status(c, &st);
+        return;
+    }
+    c->req = berth__v1__request__unpack(NULL, len, nng_msg_body(m));
+    nng_msg_free(m);
+    if (c->req == NULL) {
+        st.code = ENGINE_CODE_INVALID_ARGUMENT;
+        snprintf(st.message, sizeof(st.message),
+                 "the request is not a berth.v1.Request (malformed protobuf)");
+        ctx_answer_status(c, &st);
+        return;
+    }
+    if (gw_request_from_wire(c->req, &c->ereq, &c->arena, &st) != BERTH_OK) {
+        ctx_answer_status(c, &st);
+        return;
+    }
+    c->state = CTX_ENGINE;
+    if (engine_exec(s->e, &c->ereq, engine_done, c) != BERTH_OK) {
+        st.code = ENGINE_CODE_UNAVAILABLE;
+        st.engine_code = ENGINE_EC_ENGINE_UNAVAILABLE;
+        st.retryable = true;
+        snprintf(st.message, sizeof(st.message), "berthd is shutting down");
+        ctx_answer_status(c, &st);
+    }
+}
+
+static void ctx_cb(void *arg)
+{
+    gw_ctx *c = arg;
+    gw_server *s = c->s;
+    switch (c->state) {
+    case CTX_RECV: {
+        atomic_fetch_sub(&s->idle, 1);
+        int rv = nng_aio_result(c->aio);
+        if (rv != 0) {
+            if (rv != NNG_ECLOSED && rv != NNG_ECANCELED && !atomic_load(&s->closing))
+                ctx_recv(c); /* a transient failure: keep serving */
+            return;
+        }
+        atomic_fetch_add(&s->busy, 1);
+        if (atomic_load(&s->idle) == 0)
+            grow(s); /* the last idle context is busy now */
+        ctx_handle(c, nng_aio_get_msg(c->aio));
+        return;
+    }
+    case CTX_ENCODE: {
+        nng_msg *m;
+        int rv = gw_encode_reply(c->reply, &c->arena, &m);
+        engine_reply_free(c->reply);
+        c->reply = NULL;
+        if (rv != BERTH_OK) {
+            ctx_finish(c);
+            return;
+        }
+        ctx_send(c, m);
+        return;
+    }
+    case CTX_SEND:
+        if (nng_aio_result(c->aio) != 0)
+            nng_msg_free(nng_aio_get_msg(c->aio));
+        ctx_finish(c);
+        return;
+    case CTX_ENGINE:
+        return; /* not reached: the engine answers through engine_done() */
+    }
+}
+
+int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char *err,
+                    size_t errlen)
+{
+    *out = NULL;
+    gw_server *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return BERTH_ENOMEM;
+    s->e = e;
+    s->max_msg = o->max_message_bytes;
+    s->ctx_max = o->contexts_max;
+    pthread_mutex_init(&s->mu, NULL);
+    int rv = nng_rep0_open(&s->sock);
+    if (rv == 0)
+        rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, 2 * o->max_message_bytes);
+    if (rv != 0) {
+        snprintf(err, errlen, "cannot open the operate socket: %s", nng_strerror(rv));
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return BERTH_EIO;
+    }
+    pthread_mutex_lock(&s->mu);
+    for (uint32_t i = 0; i < o->contexts && rv == 0; i++)
+        rv = ctx_add(s);
+    pthread_mutex_unlock(&s->mu);
+    if (rv == 0)
+        rv = gw_listen(s->sock, o->url, o->tls, s->url, sizeof(s->url), err, errlen);
+    else
+        snprintf(err, errlen, "out of memory");
+    if (rv != 0) {
+        gw_server_close(s);
+        return rv;
+    }
+    *out = s;
+    return BERTH_OK;
+}
+
+const char *gw_server_url(const gw_server *s)
+{
+    return s->url;
+}
+
+void gw_server_close(gw_server *s)
+{
+    if (s == NULL)
+        return;
+    atomic_store(&s->closing, true);
+    /* Answers owed (the engine's last ones, UNAVAILABLE to waiting fetches)
+     * go out before the socket closes: wait for them, boundedly. */
+    struct timespec tick = {0, 5 * 1000000L};
+    for (int i = 0; i < 400 && atomic_load(&s->busy) > 0; i++)
+        nanosleep(&tick, NULL);
+    nng_close(s->sock);
+    /* No context grows the list now; stop each (waiting for its callback),
+     * then free. */
+    pthread_mutex_lock(&s->mu);
+    gw_ctx *c = s->all;
+    s->all = NULL;
+    pthread_mutex_unlock(&s->mu);
+    for (gw_ctx *x = c; x != NULL; x = x->next)
+        nng_aio_stop(x->aio);
+    while (c != NULL) {
+        gw_ctx *next = c->next;
+        nng_ctx_close(c->ctx);
+        nng_aio_free(c->aio);
+        engine_reply_free(c->reply);
+        ctx_release_request(c);
+        free(c);
+        c = next;
+    }
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

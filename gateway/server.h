@@ -1,0 +1,49 @@
+/*
+ * server.h — the operate surface: an nng REP socket served asynchronously
+ * on contexts.
+ *
+ * Each context runs one request at a time through the states of its
+ * callback: RECV (decode, check, hand to the engine) → ENGINE (nothing runs:
+ * the request waits in the engine, a long poll as data, holding no thread)
+ * → ENCODE (the engine's answer, moved off the engine thread) → SEND → RECV.
+ * Parked long polls hold their contexts, so the pool grows: whenever the
+ * last idle context takes a request, a new one starts receiving, up to
+ * contexts_max. Completions and submits keep flowing while every worker
+ * long-polls.
+ *
+ * Every request gets an answer: malformed protobuf, an empty envelope, an
+ * unknown method and a message over max_message_bytes are answered with a
+ * Status, and the connection stays up. The socket's hard receive limit is
+ * twice max_message_bytes; a message over that is dropped by nng with its
+ * connection (the memory bound).
+ */
+#ifndef BERTH_GATEWAY_SERVER_H
+#define BERTH_GATEWAY_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
+
+#include "engine/engine.h"
+
+typedef struct gw_server gw_server;
+
+typedef struct gw_server_options {
+    const char *url;
+    size_t max_message_bytes;
+    uint32_t contexts;     /* receiving at start */
+    uint32_t contexts_max; /* the pool's ceiling */
+    nng_tls_config *tls;   /* for tls+tcp://; NULL otherwise */
+} gw_server_options;
+
+int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char *err,
+                    size_t errlen);
+/* The URL bound (a tcp port 0 resolved). */
+const char *gw_server_url(const gw_server *s);
+/* Closes the socket and frees every context. Call after engine_stop(): no
+ * engine answer may still be owed. */
+void gw_server_close(gw_server *s);
+
+#endif

@@ -1,0 +1,160 @@
+/* berthd as a process: durability across kill -9, restarts, boot refusal,
+ * clean shutdown. */
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "tests/support/daemon.h"
+
+static daemon_proc D;
+
+static void teardown(void)
+{
+    d_cleanup(&D);
+}
+
+TestSuite(process, .fini = teardown, .timeout = 120);
+
+Test(process, kill_9_right_after_acknowledged_submits_loses_none)
+{
+    d_start(&D, NULL);
+    bc *c = d_client(&D);
+    enum { N = 300 };
+    static char ids[N][33];
+    for (int i = 0; i < N; i++) {
+        Berth__V1__Response *r = w_submit(c, "durable", "payload", NULL);
+        w_expect_code(r, BERTH__V1__CODE__OK);
+        memcpy(ids[i], r->submit->id, 33);
+        w_free(r);
+    }
+    bc_close(c);
+    cr_assert_eq(d_signal(&D, SIGKILL), 128 + SIGKILL); /* no chance to flush anything */
+    d_restart(&D);
+    c = d_client(&D);
+    Berth__V1__Response *f = w_fetch(c, "w", "durable", 1000, 0, 0);
+    w_expect_code(f, BERTH__V1__CODE__OK);
+    cr_assert_eq(f->fetch->n_tasks, N, "every acknowledged submit survived kill -9");
+    for (int i = 0; i < N; i++) {
+        bool found = false;
+        for (size_t k = 0; k < f->fetch->n_tasks && !found; k++)
+            found = strcmp(f->fetch->tasks[k]->id, ids[i]) == 0;
+        cr_assert(found, "task %s lost", ids[i]);
+    }
+    w_free(f);
+    bc_close(c);
+}
+
+Test(process, a_live_lock_survives_kill_9)
+{
+    d_start(&D, NULL);
+    bc *c = d_client(&D);
+    w_free(w_submit(c, "locked", "p", NULL));
+    Berth__V1__Response *f = w_fetch(c, "w1", "locked", 1, 600000, 0);
+    cr_assert_eq(f->fetch->n_tasks, 1);
+    char *id = strdup(f->fetch->tasks[0]->id), *tok = strdup(f->fetch->tasks[0]->lock_token);
+    w_free(f);
+    bc_close(c);
+    d_signal(&D, SIGKILL);
+    d_restart(&D);
+    c = d_client(&D);
+    f = w_fetch(c, "w2", "locked", 1, 0, 0);
+    cr_assert_eq(f->fetch->n_tasks, 0, "the lock survived the crash");
+    w_free(f);
+    Berth__V1__Response *r = w_guarded(c, BERTH__V1__REQUEST__METHOD_COMPLETE, id, "w1", tok);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    w_free(r);
+    bc_close(c);
+    free(id);
+    free(tok);
+}
+
+static void *waiter(void *arg)
+{
+    bc *c = d_client(&D);
+    *(Berth__V1__Response **)arg = w_fetch(c, "w", "none", 1, 0, 20000);
+    bc_close(c);
+    return NULL;
+}
+
+Test(process, sigterm_answers_waiting_fetches_and_exits_cleanly)
+{
+    d_start(&D, NULL);
+    Berth__V1__Response *r = NULL;
+    pthread_t th;
+    pthread_create(&th, NULL, waiter, &r);
+    struct timespec pause = {0, 300 * 1000000L};
+    nanosleep(&pause, NULL);
+    bc *c = d_client(&D);
+    w_free(w_submit(c, "kept", "p", NULL));
+    bc_close(c);
+    cr_assert_eq(d_signal(&D, SIGTERM), 0, "SIGTERM exits 0");
+    pthread_join(th, NULL);
+    w_expect_code(r, BERTH__V1__CODE__UNAVAILABLE);
+    cr_assert(r->status->retryable);
+    w_free(r);
+    d_restart(&D); /* the store was closed cleanly and reopens */
+    c = d_client(&D);
+    Berth__V1__Response *f = w_fetch(c, "w", "kept", 10, 0, 0);
+    cr_assert_eq(f->fetch->n_tasks, 1);
+    w_free(f);
+    bc_close(c);
+}
+
+static void expect_refused(const char *const *flags, const char *names)
+{
+    char err[1024];
+    int status = d_refused(flags, err, sizeof(err));
+    cr_assert_eq(status, 2, "exit %d, expected 2 (stderr: %s)", status, err);
+    cr_assert(strstr(err, names) != NULL, "the message names %s: %s", names, err);
+}
+
+Test(process, contradictory_settings_are_refused_at_boot)
+{
+    memset(&D, 0, sizeof(D));
+    expect_refused((const char *const[]){"--lock-default-ms", "7200000", NULL}, "lock-default-ms");
+    expect_refused((const char *const[]){"--lock-default-ms", "0", NULL}, "lock-default-ms");
+    expect_refused((const char *const[]){"--wait-default-ms", "40000", NULL}, "wait-default-ms");
+    expect_refused((const char *const[]){"--batch-default", "2000", NULL}, "batch-default");
+    expect_refused(
+        (const char *const[]){"--wait-max-ms", "60000", "--wait-default-ms", "1000", NULL},
+        "wait-max-ms");
+    expect_refused((const char *const[]){"--lock-max-ms", "ten", NULL}, "lock-max-ms");
+    expect_refused((const char *const[]){"--no-such-flag", "1", NULL}, "no-such-flag");
+}
+
+Test(process, environment_twins_configure_like_flags)
+{
+    setenv("BERTH_LOCK_DEFAULT_MS", "7200000", 1);
+    memset(&D, 0, sizeof(D));
+    char err[1024];
+    int status = d_refused(NULL, err, sizeof(err));
+    unsetenv("BERTH_LOCK_DEFAULT_MS");
+    cr_assert_eq(status, 2);
+    cr_assert(strstr(err, "lock-default-ms") != NULL, "%s", err);
+}
+
+Test(process, a_config_file_configures_and_flags_win_over_it)
+{
+    char path[] = "/tmp/berthd-conf-XXXXXX";
+    int fd = mkstemp(path);
+    const char conf[] = "# bounds\nbatch-default = 3\nbatch-max = 5\n";
+    cr_assert_eq(write(fd, conf, sizeof(conf) - 1), (ssize_t)(sizeof(conf) - 1));
+    close(fd);
+    d_start(&D, (const char *const[]){"--config", path, "--batch-max", "4", NULL});
+    bc *c = d_client(&D);
+    for (int i = 0; i < 6; i++)
+        w_free(w_submit(c, "cfg", "p", NULL));
+    Berth__V1__Response *f = w_fetch(c, "w", "cfg", 0, 0, 0);
+    cr_assert_eq(f->fetch->n_tasks, 3, "batch-default from the file");
+    w_free(f);
+    f = w_fetch(c, "w", "cfg", 5, 0, 0);
+    w_expect_code(f, BERTH__V1__CODE__INVALID_ARGUMENT);
+    cr_assert_eq(f->status->limit, 4, "batch-max from the flag, over the file's 5");
+    w_free(f);
+    bc_close(c);
+    unlink(path);
+}

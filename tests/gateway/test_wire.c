@@ -1,0 +1,399 @@
+/* The operate surface over real sockets: berthd as a process, the wire
+ * contract of proto/berth/v1/operate.proto. */
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include <criterion/criterion.h>
+#include <nng/nng.h>
+#include <nng/protocol/pubsub0/sub.h>
+
+#include "tests/support/daemon.h"
+
+static daemon_proc D;
+static bc *C;
+
+static void setup(void)
+{
+    static const char *const extra[] = {"--retries", "2", "--contexts", "4", NULL};
+    d_start(&D, extra);
+    C = d_client(&D);
+}
+
+static void teardown(void)
+{
+    bc_close(C);
+    d_cleanup(&D);
+}
+
+TestSuite(wire, .init = setup, .fini = teardown, .timeout = 120);
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static Berth__V1__Task *fetch_one(const char *worker, const char *topic, uint64_t lock_ms,
+                                  Berth__V1__Response **keep)
+{
+    Berth__V1__Response *r = w_fetch(C, worker, topic, 1, lock_ms, 0);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_not_null(r->fetch);
+    cr_assert_eq(r->fetch->n_tasks, 1);
+    *keep = r;
+    return r->fetch->tasks[0];
+}
+
+static char *submit_id(const char *topic, const char *payload)
+{
+    Berth__V1__Response *r = w_submit(C, topic, payload, NULL);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    char *id = strdup(r->submit->id);
+    w_free(r);
+    return id;
+}
+
+static void expect_verdict(Berth__V1__Response *r, Berth__V1__Status__Verdict v)
+{
+    cr_assert_neq(r->status->code, BERTH__V1__CODE__OK);
+    cr_assert(r->status->has_verdict);
+    cr_assert_eq(r->status->verdict, v, "verdict %d, expected %d: %s", r->status->verdict, v,
+                 r->status->message);
+    cr_assert_eq(r->method_case, BERTH__V1__RESPONSE__METHOD__NOT_SET,
+                 "a failure carries no payload");
+    w_free(r);
+}
+
+Test(wire, submit_fetch_complete_round_trip)
+{
+    char *id = submit_id("orders", "{\"n\":1}");
+    Berth__V1__Response *f;
+    Berth__V1__Task *t = fetch_one("w1", "orders", 0, &f);
+    cr_assert_str_eq(t->id, id);
+    cr_assert_str_eq(t->topic, "orders");
+    cr_assert_eq(t->payload.len, 7);
+    cr_assert_eq(memcmp(t->payload.data, "{\"n\":1}", 7), 0);
+    cr_assert_eq(t->attempt, 1);
+    cr_assert_eq(t->retries_left, 2);
+    cr_assert_eq(strlen(t->lock_token), 32);
+    Berth__V1__Response *c =
+        w_guarded(C, BERTH__V1__REQUEST__METHOD_COMPLETE, t->id, "w1", t->lock_token);
+    w_expect_code(c, BERTH__V1__CODE__OK);
+    cr_assert_eq(c->method_case, BERTH__V1__RESPONSE__METHOD_COMPLETE);
+    w_free(c);
+    w_free(f);
+    free(id);
+}
+
+Test(wire, every_verdict_over_the_wire)
+{
+    char *id = submit_id("v", "p");
+    Berth__V1__Response *f1;
+    Berth__V1__Task *t = fetch_one("w1", "v", 60000, &f1);
+    char *tok1 = strdup(t->lock_token);
+    w_free(f1);
+    /* LOCK_LOST: released. */
+    w_free(w_guarded(C, BERTH__V1__REQUEST__METHOD_RELEASE, id, "w1", tok1));
+    expect_verdict(w_guarded(C, BERTH__V1__REQUEST__METHOD_COMPLETE, id, "w1", tok1),
+                   BERTH__V1__STATUS__VERDICT__LOCK_LOST);
+    /* LOCK_HELD: another worker claimed it. */
+    Berth__V1__Response *f2;
+    t = fetch_one("w2", "v", 60000, &f2);
+    char *tok2 = strdup(t->lock_token);
+    w_free(f2);
+    expect_verdict(w_guarded(C, BERTH__V1__REQUEST__METHOD_EXTEND_LOCK, id, "w1", tok1),
+                   BERTH__V1__STATUS__VERDICT__LOCK_HELD);
+    /* TERMINAL: the budget (2) is spent. The first failure asks to be
+     * retried at once, so the second claim needs no waiting. */
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    Berth__V1__FailRequest fr = BERTH__V1__FAIL_REQUEST__INIT;
+    fr.task_id = id;
+    fr.worker_id = "w2";
+    fr.lock_token = tok2;
+    fr.has_retry_in_ms = 1;
+    fr.retry_in_ms = 0;
+    req.method_case = BERTH__V1__REQUEST__METHOD_FAIL;
+    req.fail = &fr;
+    Berth__V1__Response *r = w_call(C, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_not(r->fail->terminal);
+    cr_assert_eq(r->fail->retries_left, 1);
+    w_free(r);
+    Berth__V1__Response *f3;
+    t = fetch_one("w3", "v", 60000, &f3);
+    char *tok3 = strdup(t->lock_token);
+    w_free(f3);
+    fr.worker_id = "w3";
+    fr.lock_token = tok3;
+    r = w_call(C, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert(r->fail->terminal);
+    w_free(r);
+    expect_verdict(w_guarded(C, BERTH__V1__REQUEST__METHOD_COMPLETE, id, "w3", tok3),
+                   BERTH__V1__STATUS__VERDICT__TERMINAL);
+    /* NOT_FOUND. */
+    expect_verdict(w_guarded(C, BERTH__V1__REQUEST__METHOD_COMPLETE,
+                             "00000000000000000000000000000000", "w1", tok1),
+                   BERTH__V1__STATUS__VERDICT__NOT_FOUND);
+    free(id);
+    free(tok1);
+    free(tok2);
+    free(tok3);
+}
+
+Test(wire, bounds_are_rejected_with_field_and_limit)
+{
+    Berth__V1__Response *r = w_fetch(C, "w", "b", 1001, 0, 0);
+    w_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
+    cr_assert_str_eq(r->status->field, "max_tasks");
+    cr_assert(r->status->has_limit);
+    cr_assert_eq(r->status->limit, 1000);
+    w_free(r);
+    r = w_fetch(C, "w", "b", 1, 3600001, 0);
+    cr_assert_str_eq(r->status->field, "lock_ms");
+    cr_assert_eq(r->status->limit, 3600000);
+    w_free(r);
+    r = w_fetch(C, "w", "b", 1, 0, 30001);
+    cr_assert_str_eq(r->status->field, "wait_ms");
+    cr_assert_eq(r->status->limit, 30000);
+    w_free(r);
+}
+
+Test(wire, omitted_bounds_take_the_defaults)
+{
+    for (int i = 0; i < 12; i++)
+        free(submit_id("d", "p"));
+    uint64_t before = now_ms();
+    Berth__V1__Response *r = w_fetch(C, "w", "d", 0, 0, 0);
+    uint64_t after = now_ms();
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_eq(r->fetch->n_tasks, 10, "the default batch");
+    uint64_t exp = r->fetch->tasks[0]->lock_expires_at_ms;
+    cr_assert_geq(exp, before + 30000 - 1000, "the default lock (30 s), not the ceiling");
+    cr_assert_leq(exp, after + 30000 + 1000);
+    w_free(r);
+}
+
+static void *poll_thread(void *arg)
+{
+    *(Berth__V1__Response **)arg = w_fetch(C, "w", "lp", 1, 0, 25000);
+    return NULL;
+}
+
+Test(wire, a_long_poll_is_woken_by_a_park_not_by_its_deadline)
+{
+    Berth__V1__Response *r = NULL;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, poll_thread, &r), 0);
+    struct timespec pause = {0, 200 * 1000000L};
+    nanosleep(&pause, NULL); /* sequencing only: let the fetch start waiting */
+    uint64_t t0 = now_ms();
+    free(submit_id("lp", "wake"));
+    pthread_join(th, NULL);
+    uint64_t waited = now_ms() - t0;
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_eq(r->fetch->n_tasks, 1);
+    cr_assert_lt(waited, 10000, "answered by the park, long before its 25 s deadline");
+    w_free(r);
+}
+
+Test(wire, a_long_poll_ends_empty_and_ok_at_wait_ms)
+{
+    uint64_t t0 = now_ms();
+    Berth__V1__Response *r = w_fetch(C, "w", "empty", 1, 0, 300);
+    uint64_t took = now_ms() - t0;
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_not_null(r->fetch);
+    cr_assert_eq(r->fetch->n_tasks, 0);
+    cr_assert_geq(took, 290, "it waited its wait_ms");
+    w_free(r);
+}
+
+#define N_POLLERS 200
+
+static void *idle_poller(void *arg)
+{
+    Berth__V1__Response **out = arg;
+    *out = w_fetch(C, "idle", "nothing-here", 1, 0, 4000);
+    return NULL;
+}
+
+Test(wire, completions_flow_while_200_workers_long_poll)
+{
+    static pthread_t th[N_POLLERS];
+    static Berth__V1__Response *rs[N_POLLERS];
+    for (int i = 0; i < N_POLLERS; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, idle_poller, &rs[i]), 0);
+    struct timespec pause = {0, 300 * 1000000L};
+    nanosleep(&pause, NULL);
+    /* berthd started with 4 contexts: these need the pool to have grown. */
+    for (int i = 0; i < 20; i++) {
+        char *id = submit_id("busy", "p");
+        Berth__V1__Response *f;
+        Berth__V1__Task *t = fetch_one("worker", "busy", 0, &f);
+        cr_assert_str_eq(t->id, id);
+        Berth__V1__Response *c =
+            w_guarded(C, BERTH__V1__REQUEST__METHOD_COMPLETE, t->id, "worker", t->lock_token);
+        w_expect_code(c, BERTH__V1__CODE__OK);
+        w_free(c);
+        w_free(f);
+        free(id);
+    }
+    for (int i = 0; i < N_POLLERS; i++) {
+        pthread_join(th[i], NULL);
+        w_expect_code(rs[i], BERTH__V1__CODE__OK);
+        cr_assert_eq(rs[i]->fetch->n_tasks, 0);
+        w_free(rs[i]);
+    }
+}
+
+Test(wire, complete_batch_answers_in_order)
+{
+    char *a = submit_id("cb", "1"), *b = submit_id("cb", "2");
+    Berth__V1__Response *f = w_fetch(C, "w", "cb", 2, 0, 0);
+    cr_assert_eq(f->fetch->n_tasks, 2);
+    Berth__V1__CompleteRequest items[3] = {BERTH__V1__COMPLETE_REQUEST__INIT,
+                                           BERTH__V1__COMPLETE_REQUEST__INIT,
+                                           BERTH__V1__COMPLETE_REQUEST__INIT};
+    Berth__V1__CompleteRequest *ip[3] = {&items[0], &items[1], &items[2]};
+    items[0].task_id = f->fetch->tasks[1]->id;
+    items[0].worker_id = "w";
+    items[0].lock_token = f->fetch->tasks[1]->lock_token;
+    items[1].task_id = "ffffffffffffffffffffffffffffffff";
+    items[1].worker_id = "w";
+    items[1].lock_token = f->fetch->tasks[1]->lock_token;
+    items[2].task_id = f->fetch->tasks[0]->id;
+    items[2].worker_id = "w";
+    items[2].lock_token = "00000000000000000000000000000000";
+    Berth__V1__CompleteBatchRequest cb = BERTH__V1__COMPLETE_BATCH_REQUEST__INIT;
+    cb.n_items = 3;
+    cb.items = ip;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE_BATCH;
+    req.complete_batch = &cb;
+    Berth__V1__Response *r = w_call(C, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_eq(r->complete_batch->n_statuses, 3);
+    cr_assert_eq(r->complete_batch->statuses[0]->code, BERTH__V1__CODE__OK);
+    cr_assert_eq(r->complete_batch->statuses[1]->verdict, BERTH__V1__STATUS__VERDICT__NOT_FOUND);
+    cr_assert_eq(r->complete_batch->statuses[2]->verdict, BERTH__V1__STATUS__VERDICT__LOCK_HELD);
+    w_free(r);
+    w_free(f);
+    free(a);
+    free(b);
+}
+
+Test(wire, submit_batch_and_idempotency_keys)
+{
+    Berth__V1__SubmitRequest items[2] = {BERTH__V1__SUBMIT_REQUEST__INIT,
+                                         BERTH__V1__SUBMIT_REQUEST__INIT};
+    Berth__V1__SubmitRequest *ip[2] = {&items[0], &items[1]};
+    items[0].topic = "sb";
+    items[1].topic = "sb";
+    items[1].idempotency_key = "k";
+    Berth__V1__SubmitBatchRequest sb = BERTH__V1__SUBMIT_BATCH_REQUEST__INIT;
+    sb.n_items = 2;
+    sb.items = ip;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT_BATCH;
+    req.submit_batch = &sb;
+    Berth__V1__Response *r = w_call(C, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_eq(r->submit_batch->n_items, 2);
+    char *keyed = strdup(r->submit_batch->items[1]->id);
+    w_free(r);
+    r = w_submit(C, "sb", NULL, "k");
+    cr_assert(r->submit->duplicate);
+    cr_assert_str_eq(r->submit->id, keyed);
+    w_free(r);
+    free(keyed);
+}
+
+static Berth__V1__Response *raw(const void *buf, size_t len)
+{
+    Berth__V1__Response *r;
+    int rv = bc_call_raw(C, buf, len, 10000, &r);
+    cr_assert_eq(rv, BC_OK, "no answer to a bad request: %s", bc_strerror(rv));
+    cr_assert_not_null(r->status);
+    return r;
+}
+
+Test(wire, garbage_gets_an_error_and_the_daemon_keeps_serving)
+{
+    const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x12, 0x99};
+    Berth__V1__Response *r = raw(junk, sizeof(junk));
+    w_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
+    cr_assert(strstr(r->status->message, "malformed") != NULL);
+    w_free(r);
+    r = raw("", 0); /* a valid, empty envelope */
+    w_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
+    cr_assert(strstr(r->status->message, "no method") != NULL);
+    w_free(r);
+    /* Field 99, length-delimited, empty: tag (99 << 3 | 2) = 794 as a varint. */
+    const uint8_t unknown[] = {0x9A, 0x06, 0x00};
+    r = raw(unknown, sizeof(unknown));
+    w_expect_code(r, BERTH__V1__CODE__UNIMPLEMENTED);
+    w_free(r);
+    free(submit_id("alive", "still"));
+}
+
+Test(wire, an_oversize_message_gets_an_error_and_the_connection_stays)
+{
+    /* berthd's default ceiling is 8 MiB; its socket takes up to twice that. */
+    size_t n = 9u << 20;
+    uint8_t *big = calloc(1, n);
+    Berth__V1__Response *r = raw(big, n);
+    w_expect_code(r, BERTH__V1__CODE__RESOURCE_EXHAUSTED);
+    cr_assert_str_eq(r->status->field, "request");
+    cr_assert_eq(r->status->limit, 8u << 20);
+    w_free(r);
+    free(big);
+    free(submit_id("alive", "same connection")); /* same client, same pipe */
+}
+
+Test(wire, calls_are_refused_as_unimplemented)
+{
+    Berth__V1__CallRequest call = BERTH__V1__CALL_REQUEST__INIT;
+    call.topic = "x";
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_CALL;
+    req.call = &call;
+    Berth__V1__Response *r = w_call(C, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__UNIMPLEMENTED);
+    w_free(r);
+}
+
+Test(wire, events_are_published_with_their_subjects)
+{
+    nng_socket s;
+    cr_assert_eq(nng_sub0_open(&s), 0);
+    cr_assert_eq(nng_socket_set(s, NNG_OPT_SUB_SUBSCRIBE, "task.", 5), 0);
+    cr_assert_eq(nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 5000), 0);
+    cr_assert_eq(nng_dial(s, D.events, NULL, 0), 0);
+    struct timespec pause = {0, 200 * 1000000L};
+    nanosleep(&pause, NULL); /* a subscription needs its connection first */
+    char *id = submit_id("ev", "p");
+    Berth__V1__Response *f;
+    Berth__V1__Task *t = fetch_one("w", "ev", 0, &f);
+    w_free(w_guarded(C, BERTH__V1__REQUEST__METHOD_COMPLETE, t->id, "w", t->lock_token));
+    w_free(f);
+    const char *want[] = {"task.parked.ev", "task.completed.ev"};
+    for (int i = 0; i < 2; i++) {
+        nng_msg *m;
+        cr_assert_eq(nng_recvmsg(s, &m, 0), 0, "event %s not received", want[i]);
+        const char *body = nng_msg_body(m);
+        size_t sl = strnlen(body, nng_msg_len(m));
+        cr_assert_str_eq(body, want[i]);
+        Berth__V1__Event *ev =
+            berth__v1__event__unpack(NULL, nng_msg_len(m) - sl - 1, (const uint8_t *)body + sl + 1);
+        cr_assert_not_null(ev);
+        cr_assert_str_eq(ev->task_id, id);
+        cr_assert_str_eq(ev->topic, "ev");
+        berth__v1__event__free_unpacked(ev, NULL);
+        nng_msg_free(m);
+    }
+    nng_close(s);
+    free(id);
+}

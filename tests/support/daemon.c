@@ -1,0 +1,282 @@
+/* daemon.c — see daemon.h. */
+#define _XOPEN_SOURCE 700
+#include "tests/support/daemon.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void build_argv(const daemon_proc *d, const char **argv)
+{
+    int n = 0;
+    argv[n++] = BERTHD_PATH;
+    argv[n++] = "--data";
+    argv[n++] = d->dir;
+    argv[n++] = "--operate";
+    argv[n++] = "tcp://127.0.0.1:0";
+    argv[n++] = "--events";
+    argv[n++] = "tcp://127.0.0.1:0";
+    for (int i = 0; i < d->n_extra; i++)
+        argv[n++] = d->extra[i];
+    argv[n] = NULL;
+}
+
+/* Reads the readiness line from fd within 20 s. */
+static bool read_ready(int fd, char *line, size_t len)
+{
+    size_t n = 0;
+    time_t end = time(NULL) + 20;
+    while (n + 1 < len && time(NULL) < end) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        ssize_t got = read(fd, line + n, 1);
+        if (got <= 0)
+            return false;
+        if (line[n] == '\n') {
+            line[n] = '\0';
+            return true;
+        }
+        n++;
+    }
+    return false;
+}
+
+static void spawn(daemon_proc *d)
+{
+    int out[2];
+    cr_assert_eq(pipe(out), 0);
+    const char *argv[48];
+    build_argv(d, argv);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        int err = open(d->stderr_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (err >= 0)
+            dup2(err, STDERR_FILENO);
+        close(out[0]);
+        execv(argv[0], (char **)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    char line[512];
+    bool ok = read_ready(out[0], line, sizeof(line));
+    close(out[0]);
+    if (!ok) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        cr_assert_fail("berthd did not become ready (see %s)", d->stderr_path);
+    }
+    d->pid = pid;
+    const char *o = strstr(line, "operate="), *e = strstr(line, "events=");
+    cr_assert(o && e, "readiness line: %s", line);
+    sscanf(o, "operate=%127s", d->operate);
+    sscanf(e, "events=%127s", d->events);
+}
+
+void d_start(daemon_proc *d, const char *const *extra)
+{
+    memset(d, 0, sizeof(*d));
+    snprintf(d->dir, sizeof(d->dir), "/tmp/berthd-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(d->dir));
+    snprintf(d->stderr_path, sizeof(d->stderr_path), "%s.stderr", d->dir);
+    for (; extra != NULL && *extra != NULL; extra++)
+        d->extra[d->n_extra++] = *extra;
+    spawn(d);
+}
+
+void d_restart(daemon_proc *d)
+{
+    spawn(d);
+}
+
+int d_signal(daemon_proc *d, int sig)
+{
+    if (d->pid <= 0)
+        return -1;
+    kill(d->pid, sig);
+    int status = 0;
+    waitpid(d->pid, &status, 0);
+    d->pid = 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int rm_one(const char *p, const struct stat *s, int f, struct FTW *w)
+{
+    (void)s, (void)f, (void)w;
+    return remove(p);
+}
+
+void d_cleanup(daemon_proc *d)
+{
+    /* A daemon still running is stopped as an operator would; it must exit
+     * 0 (under the sanitizers that also means: nothing leaked). */
+    int status = 0;
+    if (d->pid > 0) {
+        kill(d->pid, SIGTERM);
+        struct timespec tick = {0, 10 * 1000000L};
+        for (int i = 0; i < 1500 && waitpid(d->pid, &status, WNOHANG) == 0; i++)
+            nanosleep(&tick, NULL);
+        if (waitpid(d->pid, &status, WNOHANG) == 0) {
+            kill(d->pid, SIGKILL);
+            waitpid(d->pid, &status, 0);
+        }
+        d->pid = 0;
+        status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    nftw(d->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    if (status != 0) {
+        char tail[2048] = "";
+        FILE *f = fopen(d->stderr_path, "r");
+        if (f != NULL) {
+            size_t n = fread(tail, 1, sizeof(tail) - 1, f);
+            tail[n] = '\0';
+            fclose(f);
+        }
+        unlink(d->stderr_path);
+        cr_assert_fail("berthd exited %d on SIGTERM; stderr:\n%s", status, tail);
+    }
+    unlink(d->stderr_path);
+}
+
+int d_refused(const char *const *flags, char *err, size_t errlen)
+{
+    char path[] = "/tmp/berthd-refused-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    const char *argv[48];
+    int n = 0;
+    argv[n++] = BERTHD_PATH;
+    argv[n++] = "--data";
+    argv[n++] = "/tmp/berthd-refused-never-created";
+    for (; flags != NULL && *flags != NULL; flags++)
+        argv[n++] = *flags;
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, STDERR_FILENO);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, STDOUT_FILENO);
+        execv(argv[0], (char **)argv);
+        _exit(127);
+    }
+    int status = 0;
+    /* It must refuse, not serve: kill it after 10 s if it started. */
+    struct timespec tick = {0, 10 * 1000000L};
+    for (int i = 0; i < 1000 && waitpid(pid, &status, WNOHANG) == 0; i++)
+        nanosleep(&tick, NULL);
+    if (waitpid(pid, &status, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    ssize_t got = pread(fd, err, errlen - 1, 0);
+    err[got > 0 ? got : 0] = '\0';
+    close(fd);
+    unlink(path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bc *d_client(const daemon_proc *d)
+{
+    bc *c;
+    char err[256];
+    cr_assert_eq(bc_open(d->operate, &c, err, sizeof(err)), BC_OK, "%s", err);
+    return c;
+}
+
+Berth__V1__Response *w_call(bc *c, Berth__V1__Request *req, int timeout_ms)
+{
+    Berth__V1__Response *r;
+    int rv = bc_call(c, req, timeout_ms, &r);
+    cr_assert_eq(rv, BC_OK, "call failed: %s", bc_strerror(rv));
+    cr_assert_not_null(r->status, "every response carries a status");
+    return r;
+}
+
+Berth__V1__Response *w_submit(bc *c, const char *topic, const char *payload, const char *key)
+{
+    Berth__V1__SubmitRequest s = BERTH__V1__SUBMIT_REQUEST__INIT;
+    s.topic = (char *)topic;
+    if (payload != NULL) {
+        s.has_payload = 1;
+        s.payload.data = (uint8_t *)payload;
+        s.payload.len = strlen(payload);
+    }
+    s.idempotency_key = (char *)key;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT;
+    req.submit = &s;
+    return w_call(c, &req, 0);
+}
+
+Berth__V1__Response *w_fetch(bc *c, const char *worker, const char *topic, uint32_t max,
+                             uint64_t lock_ms, long wait_ms)
+{
+    char *topics[] = {(char *)topic};
+    Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
+    f.worker_id = (char *)worker;
+    f.n_topics = 1;
+    f.topics = topics;
+    f.has_max_tasks = max != 0;
+    f.max_tasks = max;
+    f.has_lock_ms = lock_ms != 0;
+    f.lock_ms = lock_ms;
+    f.has_wait_ms = wait_ms >= 0;
+    f.wait_ms = wait_ms >= 0 ? (uint64_t)wait_ms : 0;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
+    req.fetch = &f;
+    return w_call(c, &req, wait_ms > 0 ? (int)wait_ms + 15000 : 45000);
+}
+
+Berth__V1__Response *w_guarded(bc *c, Berth__V1__Request__MethodCase m, const char *id,
+                               const char *worker, const char *token)
+{
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    Berth__V1__CompleteRequest comp = BERTH__V1__COMPLETE_REQUEST__INIT;
+    Berth__V1__FailRequest fail = BERTH__V1__FAIL_REQUEST__INIT;
+    Berth__V1__RefuseRequest ref = BERTH__V1__REFUSE_REQUEST__INIT;
+    Berth__V1__ExtendLockRequest ext = BERTH__V1__EXTEND_LOCK_REQUEST__INIT;
+    Berth__V1__ReleaseRequest rel = BERTH__V1__RELEASE_REQUEST__INIT;
+    req.method_case = m;
+    switch (m) {
+    case BERTH__V1__REQUEST__METHOD_COMPLETE:
+        comp.task_id = (char *)id, comp.worker_id = (char *)worker, comp.lock_token = (char *)token;
+        req.complete = &comp;
+        break;
+    case BERTH__V1__REQUEST__METHOD_FAIL:
+        fail.task_id = (char *)id, fail.worker_id = (char *)worker, fail.lock_token = (char *)token;
+        req.fail = &fail;
+        break;
+    case BERTH__V1__REQUEST__METHOD_REFUSE:
+        ref.task_id = (char *)id, ref.worker_id = (char *)worker, ref.lock_token = (char *)token;
+        req.refuse = &ref;
+        break;
+    case BERTH__V1__REQUEST__METHOD_EXTEND_LOCK:
+        ext.task_id = (char *)id, ext.worker_id = (char *)worker, ext.lock_token = (char *)token;
+        req.extend_lock = &ext;
+        break;
+    case BERTH__V1__REQUEST__METHOD_RELEASE:
+        rel.task_id = (char *)id, rel.worker_id = (char *)worker, rel.lock_token = (char *)token;
+        req.release = &rel;
+        break;
+    default:
+        cr_assert_fail("not a guarded method");
+    }
+    return w_call(c, &req, 0);
+}
+
+void w_free(Berth__V1__Response *r)
+{
+    berth__v1__response__free_unpacked(r, NULL);
+}

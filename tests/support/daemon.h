@@ -1,0 +1,57 @@
+/*
+ * daemon.h — runs berthd as a real process for the integration suites:
+ * a temp data directory, free loopback ports (port 0, read back from the
+ * readiness line), kill and restart on the same directory. Clients dial
+ * the URLs berthd printed.
+ */
+#ifndef BERTH_TESTS_DAEMON_H
+#define BERTH_TESTS_DAEMON_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "tools/client.h"
+
+typedef struct daemon_proc {
+    pid_t pid;
+    char dir[64];
+    char operate[128];
+    char events[128];
+    const char *extra[32]; /* extra flags, kept for restarts */
+    int n_extra;
+    char stderr_path[96];
+} daemon_proc;
+
+/* Makes a fresh data directory and starts berthd on it with the extra
+ * flags (NULL-terminated). Fails the test if it does not become ready. */
+void d_start(daemon_proc *d, const char *const *extra);
+/* Starts berthd again on the same directory and flags. */
+void d_restart(daemon_proc *d);
+/* Sends sig and reaps the process; returns its exit status (or 128+signal). */
+int d_signal(daemon_proc *d, int sig);
+/* Stops it with SIGTERM (if running), removes its directory, and fails
+ * the test unless it exited 0. */
+void d_cleanup(daemon_proc *d);
+/* Runs berthd with the given flags expecting it to refuse to start:
+ * returns its exit status; its stderr goes to err. */
+int d_refused(const char *const *flags, char *err, size_t errlen);
+
+/* A client for the daemon's operate URL. */
+bc *d_client(const daemon_proc *d);
+
+/* Request helpers: each returns the Response (never NULL; asserts a
+ * transport success). Zero/NULL arguments are omitted from the request. */
+Berth__V1__Response *w_call(bc *c, Berth__V1__Request *req, int timeout_ms);
+Berth__V1__Response *w_submit(bc *c, const char *topic, const char *payload, const char *key);
+Berth__V1__Response *w_fetch(bc *c, const char *worker, const char *topic, uint32_t max,
+                             uint64_t lock_ms, long wait_ms /* -1: omitted */);
+Berth__V1__Response *w_guarded(bc *c, Berth__V1__Request__MethodCase m, const char *id,
+                               const char *worker, const char *token);
+void w_free(Berth__V1__Response *r);
+
+#define w_expect_code(r, c)                                                                        \
+    cr_assert_eq((int)(r)->status->code, (int)(c), "status %d (%s), expected %d",                  \
+                 (int)(r)->status->code, (r)->status->message ? (r)->status->message : "",         \
+                 (int)(c))
+
+#endif

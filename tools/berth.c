@@ -1,0 +1,801 @@
+/*
+ * berth — the command line for berthd's operate surface and events.
+ *
+ *   berth [--operate URL] [--json] COMMAND [ARGS]    (berth COMMAND --help)
+ *
+ * Output is for people by default and for scripts with --json (one JSON
+ * object on stdout). fetch prints one tab-separated line per task
+ * (id, lock token, topic, attempt, payload), so a shell loop can read it.
+ *
+ * Exit codes (stable):
+ *   0  OK
+ *   1  internal error
+ *   2  usage error
+ *   3  berthd refused the request (the status is printed)
+ *   4  berthd is unreachable, or did not answer in time
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/pubsub0/sub.h>
+#include <sodium.h>
+
+#include "tools/client.h"
+
+enum { EX_OK = 0, EX_INTERNAL = 1, EX_USAGE = 2, EX_REFUSED = 3, EX_UNREACHABLE = 4 };
+
+#define MAX_HEADERS 64
+
+typedef struct opts {
+    const char *operate;
+    const char *events;
+    bool json;
+    int timeout_ms;
+    /* command arguments */
+    const char *pos[256];
+    int npos;
+    const char *worker, *token, *content_type, *key, *result, *code, *message, *details;
+    const char *hnames[MAX_HEADERS], *hvalues[MAX_HEADERS];
+    int nheaders;
+    bool has_max, has_lock, has_wait, has_retry_in, has_retries_left, has_count;
+    uint64_t max, lock_ms, wait_ms, retry_in_ms, retries_left, count;
+    bool help;
+} opts;
+
+typedef struct command {
+    const char *name;
+    int (*run)(opts *o);
+    const char *usage;
+} command;
+
+/* ---- output helpers ---- */
+
+static void json_str(FILE *f, const char *s, size_t n)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_cstr(FILE *f, const char *s)
+{
+    if (s == NULL)
+        fputs("null", f);
+    else
+        json_str(f, s, strlen(s));
+}
+
+/* Valid UTF-8 with no control bytes but tab and newline: printable as text. */
+static bool is_text(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        uint8_t c = p[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (len == 0 || i + len > n || (c < 0x20 && c != '\n' && c != '\t'))
+            return false;
+        for (size_t k = 1; k < len; k++)
+            if ((p[i + k] & 0xC0) != 0x80)
+                return false;
+        i += len;
+    }
+    return true;
+}
+
+static char *base64(const uint8_t *p, size_t n)
+{
+    size_t len = sodium_base64_encoded_len(n, sodium_base64_VARIANT_ORIGINAL);
+    char *out = malloc(len);
+    if (out != NULL)
+        sodium_bin2base64(out, len, p, n, sodium_base64_VARIANT_ORIGINAL);
+    return out;
+}
+
+static const char *code_name(int code)
+{
+    static const char *names[] = {"OK",
+                                  "CANCELLED",
+                                  "UNKNOWN",
+                                  "INVALID_ARGUMENT",
+                                  "DEADLINE_EXCEEDED",
+                                  "NOT_FOUND",
+                                  "ALREADY_EXISTS",
+                                  "PERMISSION_DENIED",
+                                  "RESOURCE_EXHAUSTED",
+                                  "FAILED_PRECONDITION",
+                                  "ABORTED",
+                                  "OUT_OF_RANGE",
+                                  "UNIMPLEMENTED",
+                                  "INTERNAL",
+                                  "UNAVAILABLE",
+                                  "DATA_LOSS",
+                                  "UNAUTHENTICATED"};
+    return code >= 0 && code <= 16 ? names[code] : "?";
+}
+
+static const char *verdict_name(int v)
+{
+    static const char *names[] = {"", "LOCK_LOST", "LOCK_HELD", "TERMINAL", "NOT_FOUND"};
+    return v >= 0 && v <= 4 ? names[v] : "?";
+}
+
+static void print_status_json(FILE *f, const Berth__V1__Status *s)
+{
+    fprintf(f, "{\"code\":%d,\"code_name\":\"%s\",\"message\":", s->code, code_name(s->code));
+    json_cstr(f, s->message);
+    if (s->has_verdict && s->verdict)
+        fprintf(f, ",\"verdict\":\"%s\"", verdict_name(s->verdict));
+    if (s->engine_code != NULL) {
+        fputs(",\"engine_code\":", f);
+        json_cstr(f, s->engine_code);
+    }
+    if (s->has_retryable)
+        fprintf(f, ",\"retryable\":%s", s->retryable ? "true" : "false");
+    if (s->field != NULL) {
+        fputs(",\"field\":", f);
+        json_cstr(f, s->field);
+    }
+    if (s->has_limit)
+        fprintf(f, ",\"limit\":%" PRIu64, s->limit);
+    fputc('}', f);
+}
+
+/* Prints a refusal; returns the exit code for it. */
+static int refused(const opts *o, const Berth__V1__Status *s)
+{
+    if (o->json) {
+        fputs("{\"status\":", stdout);
+        print_status_json(stdout, s);
+        fputs("}\n", stdout);
+        return EX_REFUSED;
+    }
+    fprintf(stderr, "berth: %s: %s", code_name(s->code), s->message ? s->message : "");
+    if (s->has_verdict && s->verdict)
+        fprintf(stderr, " [verdict %s]", verdict_name(s->verdict));
+    if (s->field != NULL)
+        fprintf(stderr, " [field %s", s->field);
+    if (s->field != NULL && s->has_limit)
+        fprintf(stderr, ", limit %" PRIu64, s->limit);
+    if (s->field != NULL)
+        fputc(']', stderr);
+    if (s->engine_code != NULL)
+        fprintf(stderr, " [%s, %s]", s->engine_code,
+                s->retryable ? "retryable" : "retrying will not help");
+    fputc('\n', stderr);
+    return EX_REFUSED;
+}
+
+/* ---- calling berthd ---- */
+
+static int call(const opts *o, Berth__V1__Request *req, int timeout_ms, Berth__V1__Response **out)
+{
+    bc *c;
+    char err[256];
+    if (bc_open(o->operate, &c, err, sizeof(err)) != BC_OK) {
+        fprintf(stderr, "berth: cannot reach berthd: %s\n", err);
+        return EX_UNREACHABLE;
+    }
+    int rv = bc_call(c, req, timeout_ms > 0 ? timeout_ms : o->timeout_ms, out);
+    bc_close(c);
+    if (rv != BC_OK) {
+        fprintf(stderr, "berth: %s (%s)\n", bc_strerror(rv), o->operate);
+        return rv == BC_EPROTO ? EX_INTERNAL : EX_UNREACHABLE;
+    }
+    if ((*out)->status == NULL) {
+        fprintf(stderr, "berth: the answer carries no status\n");
+        berth__v1__response__free_unpacked(*out, NULL);
+        return EX_INTERNAL;
+    }
+    if ((*out)->status->code != BERTH__V1__CODE__OK) {
+        int ex = refused(o, (*out)->status);
+        berth__v1__response__free_unpacked(*out, NULL);
+        *out = NULL;
+        return ex;
+    }
+    return EX_OK;
+}
+
+/* Reads all of stdin when the argument is "-". */
+static uint8_t *read_arg(const char *arg, size_t *len)
+{
+    if (arg == NULL) {
+        *len = 0;
+        return NULL;
+    }
+    if (strcmp(arg, "-") != 0) {
+        *len = strlen(arg);
+        return (uint8_t *)strdup(arg);
+    }
+    size_t cap = 65536, n = 0;
+    uint8_t *buf = malloc(cap);
+    size_t got;
+    while (buf != NULL && (got = fread(buf + n, 1, cap - n, stdin)) > 0) {
+        n += got;
+        if (n == cap) {
+            uint8_t *b = realloc(buf, cap *= 2);
+            if (b == NULL)
+                free(buf);
+            buf = b;
+        }
+    }
+    *len = n;
+    return buf;
+}
+
+static int need(const opts *o, const char *what, const char *v)
+{
+    if (v == NULL) {
+        fprintf(stderr, "berth: %s is required (see --help)\n", what);
+        return EX_USAGE;
+    }
+    (void)o;
+    return EX_OK;
+}
+
+/* ---- commands ---- */
+
+static int cmd_submit(opts *o)
+{
+    if (o->npos < 1 || o->npos > 2) {
+        fprintf(stderr, "berth submit: TOPIC [PAYLOAD | -]\n");
+        return EX_USAGE;
+    }
+    size_t len;
+    uint8_t *payload = read_arg(o->npos == 2 ? o->pos[1] : NULL, &len);
+    Berth__V1__SubmitRequest s = BERTH__V1__SUBMIT_REQUEST__INIT;
+    Berth__V1__SubmitRequest__HeadersEntry hs[MAX_HEADERS], *hp[MAX_HEADERS];
+    for (int i = 0; i < o->nheaders; i++) {
+        berth__v1__submit_request__headers_entry__init(&hs[i]);
+        hs[i].key = (char *)o->hnames[i];
+        hs[i].value = (char *)o->hvalues[i];
+        hp[i] = &hs[i];
+    }
+    s.topic = (char *)o->pos[0];
+    s.has_payload = 1;
+    s.payload.data = payload;
+    s.payload.len = len;
+    s.n_headers = (size_t)o->nheaders;
+    s.headers = hp;
+    s.content_type = (char *)o->content_type;
+    s.idempotency_key = (char *)o->key;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT;
+    req.submit = &s;
+    Berth__V1__Response *r;
+    int ex = call(o, &req, 0, &r);
+    free(payload);
+    if (ex != EX_OK)
+        return ex;
+    const Berth__V1__SubmitResponse *sr = r->submit;
+    if (o->json) {
+        printf("{\"id\":");
+        json_cstr(stdout, sr ? sr->id : NULL);
+        printf(",\"duplicate\":%s}\n", sr && sr->duplicate ? "true" : "false");
+    } else {
+        printf("%s%s\n", sr && sr->id ? sr->id : "", sr && sr->duplicate ? " (duplicate)" : "");
+    }
+    berth__v1__response__free_unpacked(r, NULL);
+    return EX_OK;
+}
+
+static void print_task_json(const Berth__V1__Task *t)
+{
+    printf("{\"id\":");
+    json_cstr(stdout, t->id);
+    printf(",\"topic\":");
+    json_cstr(stdout, t->topic);
+    printf(",\"attempt\":%u,\"retries_left\":%u,\"lock_token\":", t->attempt, t->retries_left);
+    json_cstr(stdout, t->lock_token);
+    printf(",\"lock_expires_at_ms\":%" PRIu64 ",\"created_at_ms\":%" PRIu64, t->lock_expires_at_ms,
+           t->created_at_ms);
+    if (t->content_type) {
+        printf(",\"content_type\":");
+        json_cstr(stdout, t->content_type);
+    }
+    if (t->instance_id) {
+        printf(",\"instance_id\":");
+        json_cstr(stdout, t->instance_id);
+    }
+    printf(",\"headers\":{");
+    for (size_t i = 0; i < t->n_headers; i++) {
+        if (i)
+            putchar(',');
+        json_cstr(stdout, t->headers[i]->key);
+        putchar(':');
+        json_cstr(stdout, t->headers[i]->value);
+    }
+    putchar('}');
+    if (is_text(t->payload.data, t->payload.len)) {
+        printf(",\"payload\":");
+        json_str(stdout, (const char *)t->payload.data, t->payload.len);
+    }
+    char *b64 = base64(t->payload.data, t->payload.len);
+    printf(",\"payload_base64\":");
+    json_cstr(stdout, b64 ? b64 : "");
+    free(b64);
+    putchar('}');
+}
+
+static int cmd_fetch(opts *o)
+{
+    if (o->npos < 1 || need(o, "--worker", o->worker) != EX_OK) {
+        fprintf(stderr, "berth fetch: TOPIC... --worker ID\n");
+        return EX_USAGE;
+    }
+    Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
+    f.worker_id = (char *)o->worker;
+    f.n_topics = (size_t)o->npos;
+    f.topics = (char **)o->pos;
+    f.has_max_tasks = o->has_max;
+    f.max_tasks = (uint32_t)o->max;
+    f.has_lock_ms = o->has_lock;
+    f.lock_ms = o->lock_ms;
+    f.has_wait_ms = o->has_wait;
+    f.wait_ms = o->wait_ms;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
+    req.fetch = &f;
+    /* Wait for the server's own deadline, and some. Omitted: its default
+     * (at most its ceiling, 30 s unless configured higher). */
+    int timeout = (int)(o->has_wait ? o->wait_ms : 60000) + 10000;
+    Berth__V1__Response *r;
+    int ex = call(o, &req, timeout, &r);
+    if (ex != EX_OK)
+        return ex;
+    const Berth__V1__FetchResponse *fr = r->fetch;
+    size_t n = fr ? fr->n_tasks : 0;
+    if (o->json) {
+        printf("{\"tasks\":[");
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                putchar(',');
+            print_task_json(fr->tasks[i]);
+        }
+        printf("]}\n");
+    } else {
+        if (isatty(STDOUT_FILENO))
+            printf("# id\tlock_token\ttopic\tattempt\tpayload\n");
+        for (size_t i = 0; i < n; i++) {
+            const Berth__V1__Task *t = fr->tasks[i];
+            printf("%s\t%s\t%s\t%u\t", t->id, t->lock_token, t->topic, t->attempt);
+            if (is_text(t->payload.data, t->payload.len)) {
+                for (size_t k = 0; k < t->payload.len; k++) {
+                    char c = (char)t->payload.data[k];
+                    putchar(c == '\n' || c == '\t' ? ' ' : c);
+                }
+            } else {
+                char *b64 = base64(t->payload.data, t->payload.len);
+                printf("base64:%s", b64 ? b64 : "");
+                free(b64);
+            }
+            putchar('\n');
+        }
+    }
+    berth__v1__response__free_unpacked(r, NULL);
+    return EX_OK;
+}
+
+static int guard_args(const opts *o, const char *cmd)
+{
+    if (o->npos != 1 || o->worker == NULL || o->token == NULL) {
+        fprintf(stderr, "berth %s: TASK_ID --worker ID --token TOKEN (see --help)\n", cmd);
+        return EX_USAGE;
+    }
+    return EX_OK;
+}
+
+static Berth__V1__Error *error_arg(const opts *o, Berth__V1__Error *e)
+{
+    if (o->code == NULL && o->message == NULL && o->details == NULL)
+        return NULL;
+    berth__v1__error__init(e);
+    e->code = (char *)o->code;
+    e->message = (char *)o->message;
+    e->details = (char *)o->details;
+    return e;
+}
+
+static int print_ok(const opts *o, const char *what, const char *extra_json)
+{
+    if (o->json)
+        printf("{\"ok\":true%s%s}\n", extra_json ? "," : "", extra_json ? extra_json : "");
+    else
+        printf("%s\n", what);
+    return EX_OK;
+}
+
+static int cmd_complete(opts *o)
+{
+    if (guard_args(o, "complete") != EX_OK)
+        return EX_USAGE;
+    Berth__V1__CompleteRequest c = BERTH__V1__COMPLETE_REQUEST__INIT;
+    Berth__V1__Result res = BERTH__V1__RESULT__INIT;
+    c.task_id = (char *)o->pos[0];
+    c.worker_id = (char *)o->worker;
+    c.lock_token = (char *)o->token;
+    size_t len = 0;
+    uint8_t *data = read_arg(o->result, &len);
+    if (o->result != NULL || o->content_type != NULL) {
+        res.has_payload = 1;
+        res.payload.data = data;
+        res.payload.len = len;
+        res.content_type = (char *)o->content_type;
+        c.result = &res;
+    }
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE;
+    req.complete = &c;
+    Berth__V1__Response *r;
+    int ex = call(o, &req, 0, &r);
+    free(data);
+    if (ex != EX_OK)
+        return ex;
+    bool dup = r->complete && r->complete->duplicate;
+    berth__v1__response__free_unpacked(r, NULL);
+    return print_ok(o, dup ? "completed (duplicate, absorbed)" : "completed",
+                    dup ? "\"duplicate\":true" : "\"duplicate\":false");
+}
+
+static int cmd_fail(opts *o)
+{
+    if (guard_args(o, "fail") != EX_OK)
+        return EX_USAGE;
+    Berth__V1__FailRequest f = BERTH__V1__FAIL_REQUEST__INIT;
+    Berth__V1__Error e;
+    f.task_id = (char *)o->pos[0];
+    f.worker_id = (char *)o->worker;
+    f.lock_token = (char *)o->token;
+    f.error = error_arg(o, &e);
+    f.has_retry_in_ms = o->has_retry_in;
+    f.retry_in_ms = o->retry_in_ms;
+    f.has_retries_left = o->has_retries_left;
+    f.retries_left = (uint32_t)o->retries_left;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_FAIL;
+    req.fail = &f;
+    Berth__V1__Response *r;
+    int ex = call(o, &req, 0, &r);
+    if (ex != EX_OK)
+        return ex;
+    const Berth__V1__FailResponse *fr = r->fail;
+    char human[160], js[160];
+    if (fr && fr->terminal) {
+        snprintf(human, sizeof(human), "failed: terminal (kept for an operator)");
+        snprintf(js, sizeof(js), "\"terminal\":true,\"retries_left\":0");
+    } else {
+        snprintf(human, sizeof(human), "failed: %u retries left, fetchable at %" PRIu64,
+                 fr ? fr->retries_left : 0, fr ? fr->available_at_ms : 0);
+        snprintf(js, sizeof(js),
+                 "\"terminal\":false,\"retries_left\":%u,\"available_at_ms\":%" PRIu64,
+                 fr ? fr->retries_left : 0, fr ? fr->available_at_ms : 0);
+    }
+    berth__v1__response__free_unpacked(r, NULL);
+    return print_ok(o, human, js);
+}
+
+static int cmd_refuse(opts *o)
+{
+    if (guard_args(o, "refuse") != EX_OK)
+        return EX_USAGE;
+    Berth__V1__RefuseRequest f = BERTH__V1__REFUSE_REQUEST__INIT;
+    Berth__V1__Error e;
+    f.task_id = (char *)o->pos[0];
+    f.worker_id = (char *)o->worker;
+    f.lock_token = (char *)o->token;
+    f.error = error_arg(o, &e);
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_REFUSE;
+    req.refuse = &f;
+    Berth__V1__Response *r;
+    int ex = call(o, &req, 0, &r);
+    if (ex != EX_OK)
+        return ex;
+    berth__v1__response__free_unpacked(r, NULL);
+    return print_ok(o, "refused", NULL);
+}
+
+static int cmd_extend(opts *o)
+{
+    if (guard_args(o, "extend") != EX_OK)
+        return EX_USAGE;
+    Berth__V1__ExtendLockRequest f = BERTH__V1__EXTEND_LOCK_REQUEST__INIT;
+    f.task_id = (char *)o->pos[0];
+    f.worker_id = (char *)o->worker;
+    f.lock_token = (char *)o->token;
+    f.has_lock_ms = o->has_lock;
+    f.lock_ms = o->lock_ms;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_EXTEND_LOCK;
+    req.extend_lock = &f;
+    Berth__V1__Response *r;
+    int ex = call(o, &req, 0, &r);
+    if (ex != EX_OK)
+        return ex;
+    uint64_t at = r->extend_lock ? r->extend_lock->lock_expires_at_ms : 0;
+    berth__v1__response__free_unpacked(r, NULL);
+    char human[96], js[96];
+    snprintf(human, sizeof(human), "lock expires at %" PRIu64, at);
+    snprintf(js, sizeof(js), "\"lock_expires_at_ms\":%" PRIu64, at);
+    return print_ok(o, human, js);
+}
+
+static int cmd_release(opts *o)
+{
+    if (guard_args(o, "release") != EX_OK)
+        return EX_USAGE;
+    Berth__V1__ReleaseRequest f = BERTH__V1__RELEASE_REQUEST__INIT;
+    f.task_id = (char *)o->pos[0];
+    f.worker_id = (char *)o->worker;
+    f.lock_token = (char *)o->token;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_RELEASE;
+    req.release = &f;
+    Berth__V1__Response *r;
+    int ex = call(o, &req, 0, &r);
+    if (ex != EX_OK)
+        return ex;
+    berth__v1__response__free_unpacked(r, NULL);
+    return print_ok(o, "released", NULL);
+}
+
+static volatile sig_atomic_t stop_watch;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    stop_watch = 1;
+}
+
+static int cmd_watch(opts *o)
+{
+    nng_socket s;
+    int rv = nng_sub0_open(&s);
+    if (rv == 0)
+        rv = nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 200);
+    for (int i = 0; rv == 0 && i < o->npos; i++)
+        rv = nng_socket_set(s, NNG_OPT_SUB_SUBSCRIBE, o->pos[i], strlen(o->pos[i]));
+    if (rv == 0 && o->npos == 0)
+        rv = nng_socket_set(s, NNG_OPT_SUB_SUBSCRIBE, "", 0);
+    if (rv == 0)
+        rv = nng_dial(s, o->events, NULL, 0);
+    if (rv != 0) {
+        fprintf(stderr, "berth: cannot watch %s: %s\n", o->events, nng_strerror(rv));
+        nng_close(s);
+        return EX_UNREACHABLE;
+    }
+    if (!o->json && isatty(STDERR_FILENO))
+        fprintf(stderr, "watching %s (Ctrl-C to stop)\n", o->events);
+    signal(SIGINT, on_sigint);
+    signal(SIGTERM, on_sigint);
+    uint64_t seen = 0;
+    while (!stop_watch && (!o->has_count || seen < o->count)) {
+        nng_msg *m;
+        if (nng_recvmsg(s, &m, 0) != 0)
+            continue;
+        const char *body = nng_msg_body(m);
+        size_t len = nng_msg_len(m), sl = strnlen(body, len);
+        Berth__V1__Event *ev =
+            sl < len ? berth__v1__event__unpack(NULL, len - sl - 1, (const uint8_t *)body + sl + 1)
+                     : NULL;
+        if (o->json) {
+            printf("{\"subject\":");
+            json_str(stdout, body, sl);
+            if (ev != NULL) {
+                printf(",\"topic\":");
+                json_cstr(stdout, ev->topic);
+                printf(",\"task_id\":");
+                json_cstr(stdout, ev->task_id);
+                printf(",\"at_ms\":%" PRIu64, ev->at_ms);
+                if (ev->has_retries_left)
+                    printf(",\"retries_left\":%u", ev->retries_left);
+                if (ev->error != NULL) {
+                    printf(",\"error\":{\"code\":");
+                    json_cstr(stdout, ev->error->code);
+                    printf(",\"message\":");
+                    json_cstr(stdout, ev->error->message);
+                    putchar('}');
+                }
+            }
+            printf("}\n");
+        } else {
+            printf("%.*s\t%s", (int)sl, body, ev && ev->task_id ? ev->task_id : "");
+            if (ev != NULL && ev->error != NULL)
+                printf("\t%s\t%s", ev->error->code ? ev->error->code : "",
+                       ev->error->message ? ev->error->message : "");
+            putchar('\n');
+        }
+        fflush(stdout);
+        if (ev != NULL)
+            berth__v1__event__free_unpacked(ev, NULL);
+        nng_msg_free(m);
+        seen++;
+    }
+    nng_close(s);
+    return EX_OK;
+}
+
+static const command commands[] = {
+    {"submit", cmd_submit,
+     "berth submit TOPIC [PAYLOAD | -] [--header NAME=VALUE]... [--content-type CT] [--key KEY]\n"
+     "  Hands berthd a task; prints its id once it is on disk. '-' reads the payload from\n"
+     "  stdin. --key is an idempotency key: a repeat returns the original id.\n"},
+    {"fetch", cmd_fetch,
+     "berth fetch TOPIC... --worker ID [--max N] [--lock-ms MS] [--wait-ms MS]\n"
+     "  Claims up to N tasks and locks each; waits up to MS for work (long poll).\n"
+     "  Prints one line per task: id, lock token, topic, attempt, payload (tab-separated).\n"},
+    {"complete", cmd_complete,
+     "berth complete TASK_ID --worker ID --token TOKEN [--result DATA | -] [--content-type CT]\n"
+     "  Completes a task you hold. Without --result the original payload is re-delivered.\n"},
+    {"fail", cmd_fail,
+     "berth fail TASK_ID --worker ID --token TOKEN [--code C] [--message M] [--details D]\n"
+     "                   [--retry-in-ms MS] [--retries-left N]\n"
+     "  Reports a failure: retried after a growing pause, terminal when the budget is spent.\n"},
+    {"refuse", cmd_refuse,
+     "berth refuse TASK_ID --worker ID --token TOKEN [--code C] [--message M] [--details D]\n"
+     "  Ends a task for good (a refusal is final).\n"},
+    {"extend", cmd_extend,
+     "berth extend TASK_ID --worker ID --token TOKEN [--lock-ms MS]\n"
+     "  Extends your lock to MS from now.\n"},
+    {"release", cmd_release,
+     "berth release TASK_ID --worker ID --token TOKEN\n"
+     "  Gives a task back: fetchable at once, no failure counted.\n"},
+    {"watch", cmd_watch,
+     "berth watch [SUBJECT_PREFIX...] [--events URL] [--count N]\n"
+     "  Prints events (task.parked.<topic>, task.completed.<topic>, ...) as they happen.\n"},
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: berth [--operate URL] [--events URL] [--json] [--timeout-ms MS] COMMAND ...\n\n"
+            "commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %s", commands[i].usage);
+    fprintf(f, "\nenvironment: BERTH_OPERATE, BERTH_EVENTS\n"
+               "exit codes: 0 ok, 1 internal error, 2 usage, 3 refused by berthd, "
+               "4 berthd unreachable\n");
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    if (s == NULL || *s < '0' || *s > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    if (sodium_init() < 0)
+        return EX_INTERNAL;
+    opts o = {
+        .operate = getenv("BERTH_OPERATE"), .events = getenv("BERTH_EVENTS"), .timeout_ms = 10000};
+    if (o.operate == NULL)
+        o.operate = "tcp://127.0.0.1:7450";
+    if (o.events == NULL)
+        o.events = "tcp://127.0.0.1:7452";
+    const command *cmd = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define STR_OPT(flag, field)                                                                       \
+    if (strcmp(a, flag) == 0) {                                                                    \
+        if (v == NULL)                                                                             \
+            goto missing;                                                                          \
+        o.field = v;                                                                               \
+        i++;                                                                                       \
+        continue;                                                                                  \
+    }
+#define NUM_OPT(flag, field, has)                                                                  \
+    if (strcmp(a, flag) == 0) {                                                                    \
+        if (!parse_u64(v, &o.field))                                                               \
+            goto badnum;                                                                           \
+        o.has = true;                                                                              \
+        i++;                                                                                       \
+        continue;                                                                                  \
+    }
+        STR_OPT("--operate", operate)
+        STR_OPT("--events", events)
+        STR_OPT("--worker", worker)
+        STR_OPT("--token", token)
+        STR_OPT("--content-type", content_type)
+        STR_OPT("--key", key)
+        STR_OPT("--result", result)
+        STR_OPT("--code", code)
+        STR_OPT("--message", message)
+        STR_OPT("--details", details)
+        NUM_OPT("--max", max, has_max)
+        NUM_OPT("--lock-ms", lock_ms, has_lock)
+        NUM_OPT("--wait-ms", wait_ms, has_wait)
+        NUM_OPT("--retry-in-ms", retry_in_ms, has_retry_in)
+        NUM_OPT("--retries-left", retries_left, has_retries_left)
+        NUM_OPT("--count", count, has_count)
+        if (strcmp(a, "--json") == 0) {
+            o.json = true;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            o.help = true;
+            continue;
+        }
+        if (strcmp(a, "--timeout-ms") == 0) {
+            uint64_t t;
+            if (!parse_u64(v, &t) || t == 0 || t > 3600000)
+                goto badnum;
+            o.timeout_ms = (int)t;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--header") == 0) {
+            const char *eq = v ? strchr(v, '=') : NULL;
+            if (eq == NULL || eq == v || o.nheaders == MAX_HEADERS) {
+                fprintf(stderr, "berth: --header takes NAME=VALUE\n");
+                return EX_USAGE;
+            }
+            o.hnames[o.nheaders] = strndup(v, (size_t)(eq - v));
+            o.hvalues[o.nheaders++] = eq + 1;
+            i++;
+            continue;
+        }
+        if (a[0] == '-' && a[1] == '-') {
+            fprintf(stderr, "berth: unknown option %s (see berth --help)\n", a);
+            return EX_USAGE;
+        }
+        if (cmd == NULL) {
+            for (size_t k = 0; k < N_COMMANDS; k++)
+                if (strcmp(a, commands[k].name) == 0)
+                    cmd = &commands[k];
+            if (cmd == NULL) {
+                fprintf(stderr, "berth: unknown command \"%s\" (see berth --help)\n", a);
+                return EX_USAGE;
+            }
+            continue;
+        }
+        if (o.npos == (int)(sizeof(o.pos) / sizeof(o.pos[0]))) {
+            fprintf(stderr, "berth: too many arguments\n");
+            return EX_USAGE;
+        }
+        o.pos[o.npos++] = a;
+        continue;
+    missing:
+        fprintf(stderr, "berth: %s needs a value\n", a);
+        return EX_USAGE;
+    badnum:
+        fprintf(stderr, "berth: %s needs a number, got \"%s\"\n", a, v ? v : "");
+        return EX_USAGE;
+    }
+    if (cmd == NULL) {
+        usage(o.help ? stdout : stderr);
+        return o.help ? EX_OK : EX_USAGE;
+    }
+    if (o.help) {
+        fputs(cmd->usage, stdout);
+        return EX_OK;
+    }
+    return cmd->run(&o);
+}

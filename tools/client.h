@@ -1,0 +1,41 @@
+/*
+ * client.h — a berth operate-surface client over nng REQ/REP.
+ *
+ * One bc holds one REQ socket dialled to berthd. bc_call() may be called
+ * from several threads at once: each call runs on its own nng context.
+ * Requests and responses are the generated protobuf-c types of
+ * proto/berth/v1/operate.proto; a response is owned by the caller and
+ * released with berth__v1__response__free_unpacked(r, NULL).
+ *
+ * The REQ resend timer is switched off: a fetch re-sent by the transport
+ * would claim a second batch while the first one's reply is discarded
+ * (its tasks would wait out their locks). A call that times out is for
+ * the caller to retry.
+ */
+#ifndef BERTH_TOOLS_CLIENT_H
+#define BERTH_TOOLS_CLIENT_H
+
+#include <stddef.h>
+
+#include "berth/v1/operate.pb-c.h"
+
+typedef struct bc bc;
+
+enum {
+    BC_OK = 0,
+    BC_EUNREACHABLE = -1, /* no connection, or no answer in time */
+    BC_EPROTO = -2,       /* the answer is not a berth Response */
+    BC_ENOMEM = -3,
+    BC_EINVAL = -4,
+};
+
+/* Dials url (synchronously: BC_EUNREACHABLE when nothing listens). */
+int bc_open(const char *url, bc **out, char *err, size_t errlen);
+void bc_close(bc *c);
+/* Sends req and waits up to timeout_ms (0: 10 s) for the response. */
+int bc_call(bc *c, const Berth__V1__Request *req, int timeout_ms, Berth__V1__Response **out);
+/* Sends raw bytes as a request (tests: garbage, oversize messages). */
+int bc_call_raw(bc *c, const void *buf, size_t len, int timeout_ms, Berth__V1__Response **out);
+const char *bc_strerror(int rv);
+
+#endif
