@@ -40,11 +40,13 @@ static bool node_less(const heap_node *a, const heap_node *b)
 }
 
 /* Claims up to max fetchable tasks of the given topics, oldest fetchable
- * instant first across them, into r->tasks. */
+ * instant first across them, into r->tasks; stops early rather than pass
+ * the fetch byte budget (the first task always fits: the budget is at
+ * least the payload ceiling). */
 static void claim(engine *e, topic *const *topics, size_t n_topics, uint32_t max, uint64_t lock_ms,
                   const char *worker_id, engine_reply *r)
 {
-    uint64_t now = e->t.now_ms;
+    uint64_t now = e->t.now_ms, bytes = 0;
     while (r->n_tasks < max) {
         heap_node *best = NULL;
         for (size_t i = 0; i < n_topics; i++) {
@@ -55,6 +57,9 @@ static void claim(engine *e, topic *const *topics, size_t n_topics, uint32_t max
         if (best == NULL)
             return;
         task *t = container_of(best, task, ready);
+        if (r->n_tasks > 0 && bytes + t->body_bytes > e->o.fetch_max_bytes)
+            return;
+        bytes += t->body_bytes;
 
         if (r->tasks == NULL && (r->tasks = reply_mem(r, max * sizeof(*r->tasks))) == NULL)
             return;

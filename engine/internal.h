@@ -87,6 +87,7 @@ typedef struct task {
     topic *topic;
     uint64_t seq;                /* FIFO tiebreak (Body.seq) */
     uint64_t created_at_ms;      /* submit accepted */
+    uint32_t body_bytes;         /* encoded Body size, for a fetch's byte budget */
     uint64_t available_at_ms;    /* not fetchable before (backoff end) */
     uint64_t lock_expires_at_ms; /* the lock is live while now < this */
     bool has_lock;               /* lock_token and worker_id are set */
@@ -253,7 +254,7 @@ void task_delete(engine *e, task *t);
 /* A task as the pull sink parks it: ready since created_at_ms, the whole
  * failure budget, never claimed, not yet in any index or table. */
 task *task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t seq,
-               uint64_t created_at_ms);
+               uint64_t created_at_ms, size_t body_bytes);
 void task_set_error(task *t, const engine_error *err);
 char *strdup_or_null(const char *s);
 void task_free(task *t);

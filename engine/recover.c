@@ -41,7 +41,7 @@ static int load_task_body(load_ctx *c, const uint8_t *id, const void *v, size_t 
     engine *e = c->e;
     /* Without a state row the task was never claimed. */
     topic *tp = topic_get(e, b.topic, strlen(b.topic), true);
-    task *t = tp ? task_new(e, id, tp, b.seq, b.created_at_ms) : NULL;
+    task *t = tp ? task_new(e, id, tp, b.seq, b.created_at_ms, vl) : NULL;
     if (t == NULL) {
         store_body_clear(&b);
         return BERTH_ENOMEM;

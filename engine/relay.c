@@ -96,7 +96,7 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
         body = v.data;
         body_len = v.len;
     }
-    task *t = task_new(e, d->id, d->topic, d->seq, d->created_at_ms);
+    task *t = task_new(e, d->id, d->topic, d->seq, d->created_at_ms, body_len);
     if (t == NULL)
         goto oom;
     if (table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK)

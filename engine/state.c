@@ -107,7 +107,7 @@ char *strdup_or_null(const char *s)
 }
 
 task *task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t seq,
-               uint64_t created_at_ms)
+               uint64_t created_at_ms, size_t body_bytes)
 {
     task *t = calloc(1, sizeof(*t));
     if (t == NULL)
@@ -116,6 +116,7 @@ task *task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t se
     t->topic = tp;
     t->seq = seq;
     t->created_at_ms = created_at_ms;
+    t->body_bytes = (uint32_t)body_bytes;
     t->available_at_ms = created_at_ms;
     t->retries_left = e->o.retries;
     heap_node_init(&t->ready);

@@ -42,6 +42,8 @@ static const setting settings[] = {
     {"dedup-horizon-ms", S_U64, E(dedup_horizon_ms), "how long idempotency keys are kept"},
     {"payload-max-bytes", S_U32, E(payload_max_bytes), "ceiling for a payload"},
     {"topics-max", S_U32, E(topics_max), "ceiling for the topics of one fetch"},
+    {"fetch-max-bytes", S_U64, E(fetch_max_bytes),
+     "a fetch answers with fewer tasks rather than more bytes"},
     {"delivery-attempts", S_U32, E(delivery_attempts), "failed parks before poisoning"},
     {"delivery-backoff-initial-ms", S_U64, E(delivery_backoff_initial_ms),
      "first pause after a failed park"},

@@ -25,6 +25,8 @@ int gw_events_open(const char *url, nng_tls_config *tls, gw_events **out, char *
     if (ev == NULL)
         return BERTH_ENOMEM;
     int rv = nng_pub0_open(&ev->sock);
+    if (rv == 0) /* PUB receives nothing; the limit is set all the same */
+        rv = nng_socket_set_size(ev->sock, NNG_OPT_RECVMAXSZ, 4096);
     if (rv != 0) {
         snprintf(err, errlen, "cannot open the events socket: %s", nng_strerror(rv));
         free(ev);

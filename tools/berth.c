@@ -42,6 +42,7 @@ typedef struct opts {
     const char *pos[256];
     int npos;
     const char *worker, *token, *content_type, *key, *result, *code, *message, *details;
+    const char *tls_ca, *tls_server_name;
     const char *hnames[MAX_HEADERS], *hvalues[MAX_HEADERS];
     int nheaders;
     bool has_max, has_lock, has_wait, has_retry_in, has_retries_left, has_count;
@@ -189,7 +190,8 @@ static int call(const opts *o, Berth__V1__Request *req, int timeout_ms, Berth__V
 {
     bc *c;
     char err[256];
-    if (bc_open(o->operate, &c, err, sizeof(err)) != BC_OK) {
+    bc_tls tls = {o->tls_ca, o->tls_server_name};
+    if (bc_open_tls(o->operate, &tls, &c, err, sizeof(err)) != BC_OK) {
         fprintf(stderr, "berth: cannot reach berthd: %s\n", err);
         return EX_UNREACHABLE;
     }
@@ -666,9 +668,9 @@ static const command commands[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: berth [--operate URL] [--events URL] [--json] [--timeout-ms MS] COMMAND ...\n\n"
-            "commands:\n");
+    fprintf(f, "usage: berth [--operate URL] [--events URL] [--json] [--timeout-ms MS]\n"
+               "             [--tls-ca FILE] [--tls-server-name NAME] COMMAND ...\n\n"
+               "commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %s", commands[i].usage);
     fprintf(f, "\nenvironment: BERTH_OPERATE, BERTH_EVENTS\n"
@@ -729,6 +731,8 @@ int main(int argc, char **argv)
         STR_OPT("--code", code)
         STR_OPT("--message", message)
         STR_OPT("--details", details)
+        STR_OPT("--tls-ca", tls_ca)
+        STR_OPT("--tls-server-name", tls_server_name)
         NUM_OPT("--max", max, has_max)
         NUM_OPT("--lock-ms", lock_ms, has_lock)
         NUM_OPT("--wait-ms", wait_ms, has_wait)

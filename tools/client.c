@@ -3,12 +3,15 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/tls/tls.h>
 
 struct bc {
     nng_socket sock;
+    nng_tls_config *tls;
 };
 
 const char *bc_strerror(int rv)
@@ -28,28 +31,49 @@ const char *bc_strerror(int rv)
     return "unknown error";
 }
 
-int bc_open(const char *url, bc **out, char *err, size_t errlen)
+int bc_open_tls(const char *url, const bc_tls *tls, bc **out, char *err, size_t errlen)
 {
     *out = NULL;
     bc *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return BC_ENOMEM;
+    nng_dialer d;
     int rv = nng_req0_open(&c->sock);
     if (rv == 0)
         rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     if (rv == 0)
-        rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0); /* no limit on answers */
+        rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, BC_RECV_MAX);
     if (rv == 0)
-        rv = nng_dial(c->sock, url, NULL, 0);
+        rv = nng_dialer_create(&d, c->sock, url);
+    if (rv == 0 && strncmp(url, "tls+", 4) == 0) {
+        rv = nng_tls_config_alloc(&c->tls, NNG_TLS_MODE_CLIENT);
+        if (rv == 0 && tls != NULL && tls->ca_file != NULL) {
+            rv = nng_tls_config_ca_file(c->tls, tls->ca_file);
+            if (rv == 0)
+                rv = nng_tls_config_auth_mode(c->tls, NNG_TLS_AUTH_MODE_REQUIRED);
+        } else if (rv == 0) {
+            rv = nng_tls_config_auth_mode(c->tls, NNG_TLS_AUTH_MODE_NONE);
+        }
+        if (rv == 0 && tls != NULL && tls->server_name != NULL)
+            rv = nng_tls_config_server_name(c->tls, tls->server_name);
+        if (rv == 0)
+            rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, c->tls);
+    }
+    if (rv == 0)
+        rv = nng_dialer_start(d, 0);
     if (rv != 0) {
         if (err != NULL)
             snprintf(err, errlen, "%s: %s", url, nng_strerror(rv));
-        nng_close(c->sock);
-        free(c);
+        bc_close(c);
         return BC_EUNREACHABLE;
     }
     *out = c;
     return BC_OK;
+}
+
+int bc_open(const char *url, bc **out, char *err, size_t errlen)
+{
+    return bc_open_tls(url, NULL, out, err, errlen);
 }
 
 void bc_close(bc *c)
@@ -57,6 +81,8 @@ void bc_close(bc *c)
     if (c == NULL)
         return;
     nng_close(c->sock);
+    if (c->tls != NULL)
+        nng_tls_config_free(c->tls);
     free(c);
 }
 

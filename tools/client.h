@@ -7,7 +7,9 @@
  * proto/berth/v1/operate.proto; a response is owned by the caller and
  * released with berth__v1__response__free_unpacked(r, NULL).
  *
- * The REQ resend timer is switched off: a fetch re-sent by the transport
+ * Answers are limited to BC_RECV_MAX bytes (berthd keeps a fetch's answer
+ * under its --fetch-max-bytes, 8 MiB by default). The REQ resend timer is
+ * switched off: a fetch re-sent by the transport
  * would claim a second batch while the first one's reply is discarded
  * (its tasks would wait out their locks). A call that times out is for
  * the caller to retry.
@@ -21,6 +23,8 @@
 
 typedef struct bc bc;
 
+#define BC_RECV_MAX (64u << 20)
+
 enum {
     BC_OK = 0,
     BC_EUNREACHABLE = -1, /* no connection, or no answer in time */
@@ -29,8 +33,17 @@ enum {
     BC_EINVAL = -4,
 };
 
+/* For tls+tcp:// URLs: the server's certificate is verified against
+ * ca_file, for the name server_name (NULL: the host of the URL). */
+typedef struct bc_tls {
+    const char *ca_file;
+    const char *server_name;
+} bc_tls;
+
 /* Dials url (synchronously: BC_EUNREACHABLE when nothing listens). */
 int bc_open(const char *url, bc **out, char *err, size_t errlen);
+/* bc_open with TLS settings (tls may be NULL). */
+int bc_open_tls(const char *url, const bc_tls *tls, bc **out, char *err, size_t errlen);
 void bc_close(bc *c);
 /* Sends req and waits up to timeout_ms (0: 10 s) for the response. */
 int bc_call(bc *c, const Berth__V1__Request *req, int timeout_ms, Berth__V1__Response **out);

@@ -8,4 +8,4 @@ apt-get install -y --no-install-recommends \
   build-essential cmake pkg-config \
   protobuf-c-compiler libprotobuf-c-dev \
   libnng-dev librocksdb-dev libsodium-dev \
-  libcriterion-dev
+  libcriterion-dev openssl

@@ -123,3 +123,28 @@ Test(r5_claim, other_topics_are_not_claimed)
     cr_assert_eq(r->n_tasks, 0);
     engine_reply_free(r);
 }
+
+Test(r5_claim, a_fetch_stays_under_its_byte_budget_but_always_brings_one)
+{
+    H.o.payload_max_bytes = 290;
+    H.o.fetch_max_bytes = 300;
+    h_reopen();
+    char p100[101], p290[291];
+    memset(p100, 'x', 100);
+    p100[100] = '\0';
+    memset(p290, 'y', 290);
+    p290[290] = '\0';
+    for (int i = 0; i < 5; i++)
+        h_submit("t", p100, NULL);
+    engine_reply *r = h_fetch("w", "t", 10, 0);
+    cr_assert_eq(r->n_tasks, 2, "about 115 bytes a task: two fit in 300, three do not");
+    engine_reply_free(r);
+    h_submit("big", p290, NULL);
+    h_submit("big", p290, NULL);
+    r = h_fetch("w", "big", 10, 0);
+    cr_assert_eq(r->n_tasks, 1, "one task always comes, even near the budget");
+    engine_reply_free(r);
+    r = h_fetch("w", "t", 10, 0);
+    cr_assert_eq(r->n_tasks, 2, "the rest waits for the next fetch, in order");
+    engine_reply_free(r);
+}

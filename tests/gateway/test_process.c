@@ -2,6 +2,8 @@
  * clean shutdown. */
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -157,4 +159,38 @@ Test(process, a_config_file_configures_and_flags_win_over_it)
     w_free(f);
     bc_close(c);
     unlink(path);
+}
+
+Test(process, operate_over_tls_with_a_verified_certificate)
+{
+    char dir[] = "/tmp/berth-tls-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char cmd[1024], cert[96], key[96];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    snprintf(cmd, sizeof(cmd),
+             "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+             "-addext subjectAltName=DNS:localhost -keyout %s -out %s >/dev/null 2>&1",
+             key, cert);
+    cr_assert_eq(system(cmd), 0, "openssl could not make a test certificate");
+    d_start(&D, (const char *const[]){"--operate", "tls+tcp://127.0.0.1:0", "--tls-cert", cert,
+                                      "--tls-key", key, NULL});
+    cr_assert(strncmp(D.operate, "tls+tcp://", 10) == 0, "%s", D.operate);
+
+    bc *c;
+    char err[256];
+    bc_tls tls = {.ca_file = cert, .server_name = "localhost"};
+    cr_assert_eq(bc_open_tls(D.operate, &tls, &c, err, sizeof(err)), BC_OK, "%s", err);
+    Berth__V1__Response *r = w_submit(c, "secure", "p", NULL);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    w_free(r);
+    bc_close(c);
+
+    /* A client that checks for another name must not get through: the
+     * handshake fails and the dial with it. */
+    bc_tls wrong = {.ca_file = cert, .server_name = "not-this-host"};
+    cr_assert_eq(bc_open_tls(D.operate, &wrong, &c, err, sizeof(err)), BC_EUNREACHABLE,
+                 "a certificate for the wrong name was accepted");
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
 }
