@@ -44,16 +44,10 @@ void op_get_task(engine *e, pending *p)
     i->last_error.message = reply_strdup(r, t->err_message);
     i->last_error.details = reply_strdup(r, t->err_details);
     i->created_at_ms = t->created_at_ms;
-    uint8_t key[STORE_ROW_KEY_LEN];
-    store_row_key(key, t->id, STORE_KIND_BODY);
-    store_value v;
     store_body b;
-    if (store_get(e->store, e->batch, STORE_CF_TASKS, key, sizeof(key), &v) == BERTH_OK) {
-        if (store_body_decode(v.data, v.len, &b) == BERTH_OK) {
-            i->payload_bytes = b.payload_len;
-            store_body_clear(&b);
-        }
-        store_value_free(&v);
+    if (task_read_body(e, t, &b) == BERTH_OK) {
+        i->payload_bytes = b.payload_len;
+        store_body_clear(&b);
     }
 }
 

@@ -64,17 +64,12 @@ static void claim(engine *e, topic *const *topics, size_t n_topics, uint32_t max
         if (r->tasks == NULL && (r->tasks = reply_mem(r, max * sizeof(*r->tasks))) == NULL)
             return;
         store_body *b = reply_body(r);
-        uint8_t key[STORE_ROW_KEY_LEN];
-        store_row_key(key, t->id, STORE_KIND_BODY);
-        store_value v;
-        if (b == NULL ||
-            store_get(e->store, e->batch, STORE_CF_TASKS, key, sizeof(key), &v) != BERTH_OK) {
+        int rv = b ? task_read_body(e, t, b) : BERTH_ENOMEM;
+        if (rv == BERTH_EIO || rv == BERTH_ENOTFOUND) {
             if (r->n_tasks == 0)
                 status_unavailable(&r->status, "reading a task failed");
             return;
         }
-        int rv = store_body_decode(v.data, v.len, b);
-        store_value_free(&v);
         engine_header *hs = NULL;
         char *wid = strdup(worker_id);
         if (rv != BERTH_OK || wid == NULL ||
@@ -86,7 +81,7 @@ static void claim(engine *e, topic *const *topics, size_t n_topics, uint32_t max
         }
 
         t->has_lock = true;
-        randombytes_buf(t->lock_token, BERTH_ID_LEN);
+        engine_random(e, t->lock_token, BERTH_ID_LEN);
         free(t->worker_id);
         t->worker_id = wid;
         t->lock_expires_at_ms = now + lock_ms;

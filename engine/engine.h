@@ -356,9 +356,10 @@ typedef struct engine_options {
     double backoff_jitter; /* 0..1: a pause is cut by up to this fraction */
     uint64_t dedup_horizon_ms;
     uint32_t payload_max_bytes;
-    uint64_t fetch_max_bytes; /* a fetch answers with fewer tasks rather than more
-                                 bytes than this (always at least one task) */
-    uint32_t topics_max;      /* topics one fetch may name */
+    uint64_t fetch_max_bytes;  /* a fetch answers with fewer tasks rather than more
+                                  bytes than this (always at least one task) */
+    uint64_t body_cache_bytes; /* task bodies kept in memory (beyond: read from disk) */
+    uint32_t topics_max;       /* topics one fetch may name */
 
     /* The outbox relay (R4): sink retries and the poison horizon. */
     uint32_t delivery_attempts; /* poisoned after this many failed attempts */

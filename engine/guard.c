@@ -20,6 +20,10 @@
  *   until the grace window ends, and the refusal carries intake's engine
  *   code and retryable flag.
  *
+ *   Within one process lifetime a completion's inbox key can exist only
+ *   beside its own delete, so only a task recovered from the store (which
+ *   may have been dispatched before a crash) asks the inbox first.
+ *
  * Engine thread only.
  */
 #include <stdio.h>
@@ -80,27 +84,28 @@ static void complete_one(engine *e, const engine_complete_args *a, engine_status
         return;
     /* Re-take the lock for the grace window: no other claim can take the
      * task while its result is inside the engine, nor, if intake refuses
-     * it, until the window ends. */
+     * it, until the window ends. Its row is written only if the task
+     * outlives this request; a delete in the same batch would cover it. */
     t->lock_expires_at_ms = e->t.now_ms + e->o.lock_default_ms;
     task_reindex(e, t);
-    if (!put_state(e, t, st))
-        return;
 
-    uint8_t key[STORE_ROW_KEY_LEN];
-    store_row_key(key, t->id, STORE_KIND_BODY);
-    store_value v;
-    if (store_get(e->store, e->batch, STORE_CF_TASKS, key, sizeof(key), &v) != BERTH_OK) {
-        status_unavailable(st, "reading the task failed");
-        return;
-    }
-    store_body b;
-    int rv = store_body_decode(v.data, v.len, &b);
-    store_value_free(&v);
+    /* The parked body: the payload to re-deliver when there is no result,
+     * the correlation headers of a call. */
+    store_body b = {0};
+    bool need_body = a->result == NULL || t->has_instance;
+    int rv = need_body ? task_read_body(e, t, &b) : BERTH_OK;
     if (rv != BERTH_OK) {
-        status_set(st, ENGINE_CODE_INTERNAL, "the task's body did not decode");
+        if (rv == BERTH_ECORRUPT)
+            status_set(st, ENGINE_CODE_INTERNAL, "the task's body did not decode");
+        else
+            status_unavailable(st, "reading the task failed");
+        put_state(e, t, st);
         return;
     }
-    inbound in = {.key = t->id, .topic = t->topic, .parked = &b};
+    inbound in = {.key = t->id,
+                  .topic = t->topic,
+                  .parked = need_body ? &b : NULL,
+                  .maybe_seen = t->recovered};
     if (a->result != NULL) {
         in.payload = a->result->payload;
         in.payload_len = a->result->payload_len;
@@ -114,11 +119,15 @@ static void complete_one(engine *e, const engine_complete_args *a, engine_status
     }
     rv = intake_dispatch(e, &in, st, duplicate);
     store_body_clear(&b);
-    if (rv != BERTH_OK)
-        return; /* refused: locked until the grace window ends */
-
+    if (rv != BERTH_OK) {
+        put_state(e, t, st); /* refused: locked until the grace window ends */
+        return;
+    }
     if (failpoint_take(&e->fp_crash)) {
-        e->t.halt = true; /* the dispatch is committed, the delete never happens */
+        /* The dispatch and the re-taken lock are committed; the delete
+         * never happens. */
+        put_state(e, t, st);
+        e->t.halt = true;
         return;
     }
     turn_event(e, ENGINE_EVENT_TASK_COMPLETED, t->topic, t->id, NULL, 0);

@@ -9,7 +9,9 @@
  *      types, and no header under the reserved "berth-" prefix.
  *   2. Dedup: the delivery's idempotency key (its id) in the inbox column
  *      family. A key seen inside the dedup horizon is absorbed: OK, and
- *      nothing happens twice.
+ *      nothing happens twice. The caller says when the key cannot have
+ *      been seen (maybe_seen false), which spares the read, never the
+ *      record.
  *   3. Correlation: the parked headers carry a call's instance; a task
  *      that is not a call has none and correlates with nothing.
  * A refusal carries an engine code and says whether retrying can help:
@@ -74,7 +76,7 @@ static int validate(engine *e, const inbound *in, engine_status *st)
  * this build and cannot be resolved by it. */
 static int correlate(engine *e, const inbound *in, engine_status *st)
 {
-    if (!in->parked->has_instance)
+    if (in->parked == NULL || !in->parked->has_instance)
         return BERTH_OK;
     return refuse(st, ENGINE_CODE_UNIMPLEMENTED, ENGINE_EC_ENGINE_UNAVAILABLE, false,
                   "the task belongs to a call, and this build does not serve calls");
@@ -88,7 +90,8 @@ int intake_dispatch(engine *e, const inbound *in, engine_status *st, bool *dupli
         return rv;
 
     store_value v;
-    rv = store_get(e->store, e->batch, STORE_CF_INBOX, in->key, BERTH_ID_LEN, &v);
+    rv = in->maybe_seen ? store_get(e->store, e->batch, STORE_CF_INBOX, in->key, BERTH_ID_LEN, &v)
+                        : BERTH_ENOTFOUND;
     if (rv == BERTH_OK) {
         bool alive = store_dedup_alive(v.data, v.len, e->t.now_ms, e->o.dedup_horizon_ms);
         store_value_free(&v);

@@ -88,6 +88,10 @@ typedef struct task {
     uint64_t seq;                /* FIFO tiebreak (Body.seq) */
     uint64_t created_at_ms;      /* submit accepted */
     uint32_t body_bytes;         /* encoded Body size, for a fetch's byte budget */
+    uint8_t *body;               /* the encoded Body, owned, while the body cache has room;
+                                    NULL: read it from the store */
+    bool has_instance;           /* a call's task: its completion correlates */
+    bool recovered;              /* loaded at open: the inbox may hold its key */
     uint64_t available_at_ms;    /* not fetchable before (backoff end) */
     uint64_t lock_expires_at_ms; /* the lock is live while now < this */
     bool has_lock;               /* lock_token and worker_id are set */
@@ -189,6 +193,9 @@ struct engine {
     uint64_t next_seq;
     uint64_t n_poisoned;
     uint64_t n_waiters;
+    uint64_t body_cache_used; /* bytes of task bodies held in memory */
+    uint8_t rand_pool[4096];  /* CSPRNG output, drawn from in order */
+    size_t rand_used;
     uint64_t write_retry_at_ms; /* relay and timers pause until then */
     uint64_t write_backoff_ms;
     bool halted;
@@ -255,9 +262,17 @@ void task_delete(engine *e, task *t);
  * failure budget, never claimed, not yet in any index or table. */
 task *task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t seq,
                uint64_t created_at_ms, size_t body_bytes);
+/* Keeps t's encoded body in memory if the cache has room: takes `owned`
+ * (malloc'd, len bytes) or else copies `bytes`; frees `owned` if not kept. */
+void task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, size_t len);
+/* Decodes t's body, from memory or from the store (seeing the batch). */
+int task_read_body(engine *e, task *t, store_body *out);
+/* Fresh random bytes from libsodium's CSPRNG, drawn in blocks (one
+ * system call per 4 KiB rather than per id). */
+void engine_random(engine *e, void *out, size_t n);
 void task_set_error(task *t, const engine_error *err);
 char *strdup_or_null(const char *s);
-void task_free(task *t);
+void task_free(engine *e, task *t);
 task *task_find(engine *e, const char *id_str, const char *field, engine_status *st);
 int delivery_put_state(engine *e, delivery *d);
 void delivery_free(delivery *d);
@@ -308,7 +323,9 @@ typedef struct inbound {
     const char *content_type;
     const engine_header *headers; /* set by the sender: never reserved */
     size_t n_headers;
-    const store_body *parked; /* the parked delivery: correlation headers */
+    const store_body *parked; /* the parked delivery: correlation headers, or NULL
+                                 for a task that is not a call */
+    bool maybe_seen;          /* the key may be in the inbox already: look (dedup) */
 } inbound;
 /* 0: accepted (*duplicate when inbox dedup absorbed it). Otherwise the
  * refusal is in st, with its engine code and retryable flag (R10). */

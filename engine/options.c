@@ -28,6 +28,7 @@ void engine_options_default(engine_options *o)
     o->dedup_horizon_ms = 24ull * 3600 * 1000;
     o->payload_max_bytes = 1u << 20;
     o->fetch_max_bytes = 8u << 20;
+    o->body_cache_bytes = 256u << 20;
     o->topics_max = 64;
     o->delivery_attempts = 20;
     o->delivery_backoff_initial_ms = 1000;

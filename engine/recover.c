@@ -46,11 +46,14 @@ static int load_task_body(load_ctx *c, const uint8_t *id, const void *v, size_t 
         store_body_clear(&b);
         return BERTH_ENOMEM;
     }
+    t->has_instance = b.has_instance;
+    t->recovered = true;
+    task_keep_body(e, t, NULL, v, vl);
     if (b.seq > c->max_seq)
         c->max_seq = b.seq;
     store_body_clear(&b);
     if (table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK) {
-        task_free(t);
+        task_free(e, t);
         return BERTH_ENOMEM;
     }
     return BERTH_OK;
@@ -233,7 +236,7 @@ void state_clear(engine *e)
     i = 0;
     task *t;
     while ((t = table_next(&e->tasks, &i)) != NULL)
-        task_free(t);
+        task_free(e, t);
     table_clear(&e->tasks);
     i = 0;
     delivery *d;

@@ -105,6 +105,7 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
         table_del(&e->tasks, t->id, BERTH_ID_LEN);
         goto oom_free;
     }
+    t->has_instance = false; /* pull deliveries of this build carry no call */
     if (!d->fresh && !parked_push(e, d->id)) {
         heap_remove(&d->topic->ready, &t->ready);
         table_del(&e->tasks, t->id, BERTH_ID_LEN);
@@ -112,6 +113,13 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
     }
 
     store_batch_put(e->batch, STORE_CF_TASKS, key, sizeof(key), body, body_len);
+    /* The body stays in memory for the claim and the completion to come. */
+    if (d->fresh) {
+        task_keep_body(e, t, d->body, NULL, body_len);
+        d->body = NULL;
+    } else {
+        task_keep_body(e, t, NULL, body, body_len);
+    }
     store_value_free(&v);
     if (!d->fresh) {
         store_batch_single_delete(e->batch, STORE_CF_OUTBOX, key, sizeof(key));

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "engine/internal.h"
 
 const channel *channel_find(engine *e, const char *name)
@@ -73,10 +75,14 @@ int task_put_state(engine *e, task *t)
     return BERTH_OK;
 }
 
-void task_free(task *t)
+void task_free(engine *e, task *t)
 {
     if (t == NULL)
         return;
+    if (t->body != NULL) {
+        e->body_cache_used -= t->body_bytes;
+        free(t->body);
+    }
     free(t->worker_id);
     free(t->err_code);
     free(t->err_message);
@@ -98,7 +104,51 @@ void task_delete(engine *e, task *t)
     if (t->terminal)
         t->topic->n_terminal--;
     table_del(&e->tasks, t->id, BERTH_ID_LEN);
-    task_free(t);
+    task_free(e, t);
+}
+
+void task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, size_t len)
+{
+    if (e->body_cache_used + len > e->o.body_cache_bytes) {
+        free(owned);
+        return;
+    }
+    if (owned == NULL && (owned = malloc(len ? len : 1)) != NULL)
+        memcpy(owned, bytes, len);
+    if (owned == NULL)
+        return;
+    t->body = owned;
+    e->body_cache_used += len;
+}
+
+int task_read_body(engine *e, task *t, store_body *out)
+{
+    if (t->body != NULL)
+        return store_body_decode(t->body, t->body_bytes, out);
+    uint8_t key[STORE_ROW_KEY_LEN];
+    store_row_key(key, t->id, STORE_KIND_BODY);
+    store_value v;
+    int rv = store_get(e->store, e->batch, STORE_CF_TASKS, key, sizeof(key), &v);
+    if (rv != BERTH_OK)
+        return rv;
+    rv = store_body_decode(v.data, v.len, out);
+    store_value_free(&v);
+    return rv;
+}
+
+void engine_random(engine *e, void *out, size_t n)
+{
+    if (n > sizeof(e->rand_pool)) {
+        randombytes_buf(out, n);
+        return;
+    }
+    if (e->rand_used == 0 || e->rand_used + n > sizeof(e->rand_pool)) {
+        randombytes_buf(e->rand_pool, sizeof(e->rand_pool));
+        e->rand_used = 0;
+    }
+    memcpy(out, e->rand_pool + e->rand_used, n);
+    sodium_memzero(e->rand_pool + e->rand_used, n); /* drawn bytes are not kept */
+    e->rand_used += n;
 }
 
 char *strdup_or_null(const char *s)

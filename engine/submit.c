@@ -66,7 +66,7 @@ static int dedup_lookup(engine *e, const uint8_t *skey, size_t sklen, uint8_t id
 static void new_id(engine *e, uint8_t id[BERTH_ID_LEN])
 {
     do
-        randombytes_buf(id, BERTH_ID_LEN);
+        engine_random(e, id, BERTH_ID_LEN);
     while (table_get(&e->deliveries, id, BERTH_ID_LEN) != NULL ||
            table_get(&e->tasks, id, BERTH_ID_LEN) != NULL);
 }

@@ -1,8 +1,8 @@
 /*
  * server.c — see server.h. All of it runs on nng's threads except
  * engine_done(), which the engine thread calls: it only stores the reply
- * and schedules the context's callback (nng_sleep_aio(0)), so encoding
- * and sending never cost the engine's time.
+ * and dispatches the context's callback to nng's task threads, so
+ * encoding and sending never cost the engine's time.
  */
 #include "gateway/server.h"
 
@@ -133,7 +133,18 @@ static void engine_done(void *arg, engine_reply *r)
     gw_ctx *c = arg;
     c->reply = r;
     c->state = CTX_ENCODE;
-    nng_sleep_aio(0, c->aio); /* continue on nng's thread */
+    /* Continue on nng's task threads: the aio is idle here, so it is begun
+     * and finished at once, which dispatches its callback. (Not
+     * nng_sleep_aio(0): in nng 1.5 that goes through the expiry thread,
+     * which then spins.) */
+    if (nng_aio_begin(c->aio)) {
+        nng_aio_finish(c->aio, 0);
+        return;
+    }
+    /* Stopped: the server is closing and nobody will send this. */
+    engine_reply_free(r);
+    c->reply = NULL;
+    atomic_fetch_sub(&c->s->busy, 1);
 }
 
 static void ctx_handle(gw_ctx *c, nng_msg *m)

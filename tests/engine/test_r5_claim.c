@@ -148,3 +148,24 @@ Test(r5_claim, a_fetch_stays_under_its_byte_budget_but_always_brings_one)
     cr_assert_eq(r->n_tasks, 2, "the rest waits for the next fetch, in order");
     engine_reply_free(r);
 }
+
+Test(r5_claim, bodies_past_the_memory_cache_are_read_from_the_store)
+{
+    H.o.body_cache_bytes = 150; /* room for about one body */
+    h_reopen();
+    char a[ENGINE_ID_STR], b[ENGINE_ID_STR];
+    h_submit("t", "first payload", a);
+    h_submit("t", "second payload", b);
+    engine_reply *r = h_fetch("w", "t", 2, 0);
+    cr_assert_eq(r->n_tasks, 2);
+    cr_assert_eq(r->tasks[0].payload_len, 13);
+    cr_assert_eq(memcmp(r->tasks[0].payload, "first payload", 13), 0);
+    cr_assert_eq(r->tasks[1].payload_len, 14);
+    cr_assert_eq(memcmp(r->tasks[1].payload, "second payload", 14), 0);
+    for (int i = 0; i < 2; i++) {
+        engine_reply *c = h_complete(r->tasks[i].id, "w", r->tasks[i].lock_token);
+        h_expect_ok(c);
+        engine_reply_free(c);
+    }
+    engine_reply_free(r);
+}

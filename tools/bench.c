@@ -1,0 +1,670 @@
+/*
+ * berth-bench — load for berthd, with proof that nothing was lost.
+ *
+ *   berth-bench (--operate URL | --spawn) (--tasks N | --duration S)
+ *               [--producers P] [--workers W] [--submit-batch B]
+ *               [--fetch-batch F] [--complete-batch C] [--payload BYTES]
+ *               [--topics K] [--lock-ms MS] [--json] [--csv FILE]
+ *
+ * P producer threads submit (submit_batch when B > 1), W worker threads
+ * long-poll fetch up to F tasks and complete them (complete_batch of up to
+ * C). Each payload carries its task's index, so the bench checks that every
+ * task was completed exactly once: a task never completed is a loss, a
+ * second successful completion a duplicate; either, or any refused request,
+ * makes the exit status non-zero. Latency is per task, submit acknowledged
+ * → complete acknowledged (e2e), and per fetch, sent → answered.
+ *
+ * --spawn starts the berthd found beside this binary on a temp directory
+ * and free ports, and stops it afterwards. Every submit it makes is
+ * fsynced by berthd before it is acknowledged: this measures durable work.
+ *
+ * Output: a table (a progress line on stderr when it is a terminal), or one
+ * JSON object with --json. --csv writes a per-second series (see
+ * tools/plot-bench.gp).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tools/client.h"
+
+#define MAX_TOPICS 64
+
+typedef struct cfg {
+    const char *operate;
+    bool spawn;
+    uint64_t tasks;    /* 0: run for duration_s */
+    double duration_s; /* 0: run until `tasks` are done */
+    uint32_t producers, workers, submit_batch, fetch_batch, complete_batch, topics;
+    uint32_t payload;
+    uint64_t lock_ms;
+    bool json;
+    const char *csv;
+} cfg;
+
+/* Shared state. Per-task arrays are indexed by the task's number, which
+ * its payload carries: written by one producer, then by the one worker
+ * whose completion succeeded. */
+static cfg C;
+static uint64_t cap;                /* task slots */
+static _Atomic uint64_t *submit_ns; /* submit acknowledged (0: not submitted) */
+static _Atomic uint64_t *done_ns;   /* completion acknowledged */
+static atomic_uint *completions;    /* successful completions per task */
+static atomic_uint_fast64_t next_task, submitted, completed, errors, duplicates;
+static atomic_bool producers_done, stop_all;
+static uint64_t t0_ns;
+
+typedef struct samples {
+    uint32_t *v; /* microseconds */
+    size_t n, cap;
+} samples;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sample_add(samples *s, uint64_t ns)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 4096;
+        s->v = realloc(s->v, s->cap * sizeof(*s->v));
+        if (s->v == NULL) {
+            perror("berth-bench");
+            exit(1);
+        }
+    }
+    uint64_t us = ns / 1000;
+    s->v[s->n++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+static void count_error(const char *what, const Berth__V1__Response *r, int rv)
+{
+    uint64_t n = atomic_fetch_add(&errors, 1);
+    if (n < 5)
+        fprintf(stderr, "berth-bench: %s: %s\n", what,
+                r ? (r->status && r->status->message ? r->status->message : "?") : bc_strerror(rv));
+}
+
+/* ---- producers ---- */
+
+static void topic_name(char *out, size_t len, uint64_t task)
+{
+    snprintf(out, len, "bench-%" PRIu64, task % C.topics);
+}
+
+static void *producer(void *arg)
+{
+    (void)arg;
+    bc *c;
+    char err[256];
+    if (bc_open(C.operate, &c, err, sizeof(err)) != BC_OK) {
+        fprintf(stderr, "berth-bench: %s\n", err);
+        atomic_fetch_add(&errors, 1);
+        return NULL;
+    }
+    uint32_t B = C.submit_batch;
+    uint8_t *payloads = calloc(B, C.payload);
+    char(*topics)[32] = calloc(B, sizeof(*topics));
+    uint64_t *idx = calloc(B, sizeof(*idx));
+    Berth__V1__SubmitRequest *items = calloc(B, sizeof(*items));
+    Berth__V1__SubmitRequest **ip = calloc(B, sizeof(*ip));
+    for (uint32_t i = 0; i < B; i++)
+        memset(payloads + (size_t)i * C.payload, 'p', C.payload);
+    uint64_t deadline = C.duration_s > 0 ? t0_ns + (uint64_t)(C.duration_s * 1e9) : UINT64_MAX;
+    while (!atomic_load(&stop_all) && now_ns() < deadline) {
+        uint64_t first = atomic_fetch_add(&next_task, B);
+        uint64_t limit = C.tasks ? C.tasks : cap;
+        if (first >= limit)
+            break;
+        uint32_t n = (uint32_t)(limit - first < B ? limit - first : B);
+        for (uint32_t i = 0; i < n; i++) {
+            idx[i] = first + i;
+            uint8_t *p = payloads + (size_t)i * C.payload;
+            memcpy(p, &idx[i], sizeof(idx[i]));
+            topic_name(topics[i], sizeof(topics[i]), idx[i]);
+            berth__v1__submit_request__init(&items[i]);
+            items[i].topic = topics[i];
+            items[i].has_payload = 1;
+            items[i].payload.data = p;
+            items[i].payload.len = C.payload;
+            ip[i] = &items[i];
+        }
+        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+        Berth__V1__SubmitBatchRequest sb = BERTH__V1__SUBMIT_BATCH_REQUEST__INIT;
+        if (B == 1) {
+            req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT;
+            req.submit = &items[0];
+        } else {
+            sb.n_items = n;
+            sb.items = ip;
+            req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT_BATCH;
+            req.submit_batch = &sb;
+        }
+        Berth__V1__Response *r = NULL;
+        int rv = bc_call(c, &req, 30000, &r);
+        if (rv != BC_OK || r->status == NULL || r->status->code != BERTH__V1__CODE__OK) {
+            count_error("submit", r, rv);
+        } else {
+            uint64_t at = now_ns();
+            for (uint32_t i = 0; i < n; i++)
+                atomic_store(&submit_ns[idx[i]], at);
+            atomic_fetch_add(&submitted, n);
+        }
+        if (r != NULL)
+            berth__v1__response__free_unpacked(r, NULL);
+    }
+    free(payloads);
+    free(topics);
+    free(idx);
+    free(items);
+    free(ip);
+    bc_close(c);
+    return NULL;
+}
+
+/* ---- workers ---- */
+
+typedef struct worker {
+    int id;
+    samples fetch_wait;
+    pthread_t th;
+} worker;
+
+typedef struct pending_completion {
+    uint64_t task;
+    char id[33];
+    char token[33];
+} pending_completion;
+
+static void record_completion(uint64_t task, uint64_t at)
+{
+    unsigned prev = atomic_fetch_add(&completions[task], 1);
+    if (prev > 0) {
+        atomic_fetch_add(&duplicates, 1);
+        return;
+    }
+    atomic_store(&done_ns[task], at);
+    atomic_fetch_add(&completed, 1);
+}
+
+static void flush(bc *c, const char *wid, pending_completion *pc, size_t n)
+{
+    if (n == 0)
+        return;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    Berth__V1__CompleteRequest items[n], *ip[n];
+    for (size_t i = 0; i < n; i++) {
+        berth__v1__complete_request__init(&items[i]);
+        items[i].task_id = pc[i].id;
+        items[i].worker_id = (char *)wid;
+        items[i].lock_token = pc[i].token;
+        ip[i] = &items[i];
+    }
+    Berth__V1__CompleteBatchRequest cb = BERTH__V1__COMPLETE_BATCH_REQUEST__INIT;
+    if (C.complete_batch == 1) {
+        req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE;
+        req.complete = &items[0];
+    } else {
+        cb.n_items = n;
+        cb.items = ip;
+        req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE_BATCH;
+        req.complete_batch = &cb;
+    }
+    Berth__V1__Response *r = NULL;
+    int rv = bc_call(c, &req, 30000, &r);
+    uint64_t at = now_ns();
+    if (rv != BC_OK || r->status == NULL || r->status->code != BERTH__V1__CODE__OK) {
+        count_error("complete", r, rv);
+    } else if (C.complete_batch == 1) {
+        record_completion(pc[0].task, at);
+    } else {
+        for (size_t i = 0; i < n && i < r->complete_batch->n_statuses; i++) {
+            if (r->complete_batch->statuses[i]->code == BERTH__V1__CODE__OK)
+                record_completion(pc[i].task, at);
+            else
+                count_error("complete_batch item", NULL, BC_OK);
+        }
+    }
+    if (r != NULL)
+        berth__v1__response__free_unpacked(r, NULL);
+}
+
+static bool all_done(void)
+{
+    return atomic_load(&producers_done) &&
+           atomic_load(&completed) + atomic_load(&errors) >= atomic_load(&submitted);
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    bc *c;
+    char err[256], wid[32];
+    snprintf(wid, sizeof(wid), "bench-worker-%d", w->id);
+    if (bc_open(C.operate, &c, err, sizeof(err)) != BC_OK) {
+        fprintf(stderr, "berth-bench: %s\n", err);
+        atomic_fetch_add(&errors, 1);
+        return NULL;
+    }
+    char *topics[MAX_TOPICS];
+    char names[MAX_TOPICS][32];
+    for (uint32_t k = 0; k < C.topics; k++) {
+        snprintf(names[k], sizeof(names[k]), "bench-%u", k);
+        topics[k] = names[k];
+    }
+    pending_completion *pc = calloc(C.complete_batch, sizeof(*pc));
+    size_t npc = 0;
+    while (!atomic_load(&stop_all) && !all_done()) {
+        Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
+        f.worker_id = wid;
+        f.n_topics = C.topics;
+        f.topics = topics;
+        f.has_max_tasks = 1;
+        f.max_tasks = C.fetch_batch;
+        f.has_lock_ms = 1;
+        f.lock_ms = C.lock_ms;
+        f.has_wait_ms = 1;
+        f.wait_ms = 200; /* short: the loop also watches for the end */
+        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+        req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
+        req.fetch = &f;
+        Berth__V1__Response *r = NULL;
+        uint64_t t = now_ns();
+        int rv = bc_call(c, &req, 30000, &r);
+        sample_add(&w->fetch_wait, now_ns() - t);
+        if (rv != BC_OK || r->status == NULL || r->status->code != BERTH__V1__CODE__OK) {
+            count_error("fetch", r, rv);
+            if (r != NULL)
+                berth__v1__response__free_unpacked(r, NULL);
+            continue;
+        }
+        for (size_t i = 0; i < r->fetch->n_tasks; i++) {
+            const Berth__V1__Task *task = r->fetch->tasks[i];
+            uint64_t index;
+            if (task->payload.len < sizeof(index)) {
+                count_error("a task without its index", NULL, BC_OK);
+                continue;
+            }
+            memcpy(&index, task->payload.data, sizeof(index));
+            if (index >= cap) {
+                count_error("a task index out of range", NULL, BC_OK);
+                continue;
+            }
+            pc[npc].task = index;
+            snprintf(pc[npc].id, sizeof(pc[npc].id), "%s", task->id);
+            snprintf(pc[npc].token, sizeof(pc[npc].token), "%s", task->lock_token);
+            if (++npc == C.complete_batch) {
+                flush(c, wid, pc, npc);
+                npc = 0;
+            }
+        }
+        berth__v1__response__free_unpacked(r, NULL);
+        /* Nothing more came in this fetch: do not sit on a partial batch. */
+        flush(c, wid, pc, npc);
+        npc = 0;
+    }
+    free(pc);
+    bc_close(c);
+    return NULL;
+}
+
+/* ---- berthd for --spawn ---- */
+
+static pid_t spawned;
+static char spawn_dir[64];
+
+static int spawn_berthd(char *url, size_t len)
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0)
+        return -1;
+    self[n] = '\0';
+    char berthd[4200];
+    snprintf(berthd, sizeof(berthd), "%s/berthd", dirname(self));
+    snprintf(spawn_dir, sizeof(spawn_dir), "/tmp/berth-bench-XXXXXX");
+    if (mkdtemp(spawn_dir) == NULL)
+        return -1;
+    int out[2];
+    if (pipe(out) != 0)
+        return -1;
+    spawned = fork();
+    if (spawned == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        execl(berthd, berthd, "--data", spawn_dir, "--operate", "tcp://127.0.0.1:0", "--events",
+              "tcp://127.0.0.1:0", (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    char line[512];
+    size_t got = 0;
+    while (got + 1 < sizeof(line)) {
+        struct pollfd p = {.fd = out[0], .events = POLLIN};
+        if (poll(&p, 1, 20000) <= 0 || read(out[0], line + got, 1) != 1)
+            break;
+        if (line[got] == '\n')
+            break;
+        got++;
+    }
+    line[got] = '\0';
+    close(out[0]);
+    const char *o = strstr(line, "operate=");
+    if (o == NULL || sscanf(o, "operate=%255s", url) != 1) {
+        fprintf(stderr, "berth-bench: %s did not become ready\n", berthd);
+        return -1;
+    }
+    (void)len;
+    return 0;
+}
+
+static void stop_berthd(void)
+{
+    if (spawned <= 0)
+        return;
+    kill(spawned, SIGTERM);
+    waitpid(spawned, NULL, 0);
+    spawned = 0;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", spawn_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "berth-bench: could not remove %s\n", spawn_dir);
+}
+
+/* ---- report ---- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct pct {
+    double p50, p90, p99, max;
+} pct;
+
+static pct percentiles(samples *s)
+{
+    pct p = {0};
+    if (s->n == 0)
+        return p;
+    qsort(s->v, s->n, sizeof(*s->v), cmp_u32);
+#define AT(q) (s->v[(size_t)((q) * (double)(s->n - 1))] / 1000.0)
+    p.p50 = AT(0.50);
+    p.p90 = AT(0.90);
+    p.p99 = AT(0.99);
+    p.max = s->v[s->n - 1] / 1000.0;
+    return p;
+}
+
+static void write_csv(const char *path, uint64_t n)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        fprintf(stderr, "berth-bench: cannot write %s: %s\n", path, strerror(errno));
+        return;
+    }
+    uint64_t last = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (done_ns[i] > last)
+            last = done_ns[i];
+    size_t secs = last > t0_ns ? (size_t)((last - t0_ns) / 1000000000u) + 1 : 1;
+    samples *per = calloc(secs, sizeof(*per));
+    uint64_t *subs = calloc(secs, sizeof(*subs));
+    for (uint64_t i = 0; i < n; i++) {
+        if (submit_ns[i] > t0_ns) {
+            size_t s = (size_t)((submit_ns[i] - t0_ns) / 1000000000u);
+            if (s < secs)
+                subs[s]++;
+        }
+        if (done_ns[i] == 0)
+            continue;
+        size_t s = (size_t)((done_ns[i] - t0_ns) / 1000000000u);
+        sample_add(&per[s], done_ns[i] - submit_ns[i]);
+    }
+    fprintf(f, "second,submitted_per_s,completed_per_s,e2e_p50_ms,e2e_p99_ms\n");
+    for (size_t s = 0; s < secs; s++) {
+        pct p = percentiles(&per[s]);
+        fprintf(f, "%zu,%" PRIu64 ",%zu,%.3f,%.3f\n", s + 1, subs[s], per[s].n, p.p50, p.p99);
+        free(per[s].v);
+    }
+    free(per);
+    free(subs);
+    fclose(f);
+}
+
+static void *progress(void *arg)
+{
+    (void)arg;
+    uint64_t last = 0;
+    while (!atomic_load(&stop_all)) {
+        struct timespec one = {1, 0};
+        nanosleep(&one, NULL);
+        uint64_t c = atomic_load(&completed);
+        fprintf(stderr,
+                "\r%6.0fs  submitted %" PRIu64 "  completed %" PRIu64 "  (%" PRIu64 "/s)   ",
+                (double)(now_ns() - t0_ns) / 1e9, atomic_load(&submitted), c, c - last);
+        last = c;
+    }
+    fprintf(stderr, "\r%*s\r", 72, "");
+    return NULL;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: berth-bench (--operate URL | --spawn) (--tasks N | --duration S)\n"
+               "                   [--producers P] [--workers W] [--submit-batch B]\n"
+               "                   [--fetch-batch F] [--complete-batch C] [--payload BYTES]\n"
+               "                   [--topics K] [--lock-ms MS] [--json] [--csv FILE]\n");
+}
+
+static bool num(const char *s, uint64_t *out)
+{
+    char *end;
+    if (s == NULL || *s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    *out = strtoull(s, &end, 10);
+    return errno == 0 && *end == '\0';
+}
+
+int main(int argc, char **argv)
+{
+    C = (cfg){.producers = 8,
+              .workers = 8,
+              .submit_batch = 1,
+              .fetch_batch = 1,
+              .complete_batch = 1,
+              .topics = 1,
+              .payload = 100,
+              .lock_ms = 60000};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t n = 0;
+        if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--spawn") == 0) {
+            C.spawn = true;
+        } else if (strcmp(a, "--json") == 0) {
+            C.json = true;
+        } else if (strcmp(a, "--operate") == 0 && v) {
+            C.operate = v, i++;
+        } else if (strcmp(a, "--csv") == 0 && v) {
+            C.csv = v, i++;
+        } else if (strcmp(a, "--duration") == 0 && v) {
+            C.duration_s = atof(v), i++;
+        } else if (num(v, &n) && n > 0) {
+            i++;
+            if (strcmp(a, "--tasks") == 0)
+                C.tasks = n;
+            else if (strcmp(a, "--producers") == 0)
+                C.producers = (uint32_t)n;
+            else if (strcmp(a, "--workers") == 0)
+                C.workers = (uint32_t)n;
+            else if (strcmp(a, "--submit-batch") == 0)
+                C.submit_batch = (uint32_t)n;
+            else if (strcmp(a, "--fetch-batch") == 0)
+                C.fetch_batch = (uint32_t)n;
+            else if (strcmp(a, "--complete-batch") == 0)
+                C.complete_batch = (uint32_t)n;
+            else if (strcmp(a, "--payload") == 0)
+                C.payload = (uint32_t)n;
+            else if (strcmp(a, "--topics") == 0 && n <= MAX_TOPICS)
+                C.topics = (uint32_t)n;
+            else if (strcmp(a, "--lock-ms") == 0)
+                C.lock_ms = n;
+            else {
+                fprintf(stderr, "berth-bench: unknown or out-of-range option %s\n", a);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "berth-bench: bad argument %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if ((C.operate == NULL) == !C.spawn || (C.tasks == 0) == (C.duration_s <= 0)) {
+        usage(stderr);
+        return 2;
+    }
+    if (C.payload < 8)
+        C.payload = 8; /* room for the task index */
+
+    char url[256];
+    if (C.spawn) {
+        if (spawn_berthd(url, sizeof(url)) != 0) {
+            stop_berthd();
+            return 1;
+        }
+        C.operate = url;
+    }
+    /* Task slots: N, or for a timed run more than any run can reach; the
+     * mapping is lazy, only touched pages cost memory. */
+    cap = C.tasks ? C.tasks : (64u << 20);
+    submit_ns = mmap(NULL, cap * 8, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    done_ns = mmap(NULL, cap * 8, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    completions = mmap(NULL, cap * sizeof(*completions), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (submit_ns == MAP_FAILED || done_ns == MAP_FAILED || completions == MAP_FAILED) {
+        perror("berth-bench: mmap");
+        stop_berthd();
+        return 1;
+    }
+
+    t0_ns = now_ns();
+    pthread_t *pt = calloc(C.producers, sizeof(*pt)), prog;
+    worker *ws = calloc(C.workers, sizeof(*ws));
+    bool tty = isatty(STDERR_FILENO);
+    if (tty)
+        pthread_create(&prog, NULL, progress, NULL);
+    for (uint32_t i = 0; i < C.workers; i++) {
+        ws[i].id = (int)i;
+        pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
+    }
+    for (uint32_t i = 0; i < C.producers; i++)
+        pthread_create(&pt[i], NULL, producer, NULL);
+    for (uint32_t i = 0; i < C.producers; i++)
+        pthread_join(pt[i], NULL);
+    uint64_t produced_ns = now_ns();
+    atomic_store(&producers_done, true);
+    /* Drain: workers stop when everything submitted is completed; a loss
+     * would keep them looking, so the drain is bounded. */
+    uint64_t drain_end = now_ns() + (C.lock_ms + 30000) * 1000000u;
+    while (!all_done() && now_ns() < drain_end) {
+        struct timespec tick = {0, 20 * 1000000L};
+        nanosleep(&tick, NULL);
+    }
+    atomic_store(&stop_all, true);
+    for (uint32_t i = 0; i < C.workers; i++)
+        pthread_join(ws[i].th, NULL);
+    if (tty)
+        pthread_join(prog, NULL);
+    uint64_t end_ns = now_ns();
+    stop_berthd();
+
+    uint64_t n = atomic_load(&submitted), lost = 0;
+    uint64_t slots = atomic_load(&next_task) < cap ? atomic_load(&next_task) : cap;
+    samples e2e = {0}, fw = {0};
+    uint64_t last_done = t0_ns;
+    for (uint64_t i = 0; i < slots; i++) {
+        if (submit_ns[i] == 0)
+            continue; /* never acknowledged: not ours to find */
+        if (completions[i] == 0) {
+            lost++;
+            continue;
+        }
+        sample_add(&e2e, done_ns[i] - submit_ns[i]);
+        if (done_ns[i] > last_done)
+            last_done = done_ns[i];
+    }
+    for (uint32_t i = 0; i < C.workers; i++) {
+        for (size_t k = 0; k < ws[i].fetch_wait.n; k++)
+            sample_add(&fw, (uint64_t)ws[i].fetch_wait.v[k] * 1000);
+        free(ws[i].fetch_wait.v);
+    }
+    if (C.csv != NULL)
+        write_csv(C.csv, slots);
+    double secs = (double)(last_done - t0_ns) / 1e9;
+    double submit_secs = (double)(produced_ns - t0_ns) / 1e9;
+    pct pe = percentiles(&e2e), pf = percentiles(&fw);
+    uint64_t errs = atomic_load(&errors), dups = atomic_load(&duplicates);
+    if (C.json) {
+        printf("{\"tasks\":%" PRIu64 ",\"seconds\":%.3f,\"tasks_per_s\":%.1f,\"submit_per_s\":%.1f,"
+               "\"e2e_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
+               "\"fetch_wait_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
+               "\"errors\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"duplicates\":%" PRIu64 ","
+               "\"producers\":%u,\"workers\":%u,\"submit_batch\":%u,\"fetch_batch\":%u,"
+               "\"complete_batch\":%u,\"payload\":%u,\"topics\":%u}\n",
+               n, secs, secs > 0 ? (double)(n - lost) / secs : 0,
+               submit_secs > 0 ? n / submit_secs : 0, pe.p50, pe.p90, pe.p99, pe.max, pf.p50,
+               pf.p90, pf.p99, pf.max, errs, lost, dups, C.producers, C.workers, C.submit_batch,
+               C.fetch_batch, C.complete_batch, C.payload, C.topics);
+    } else {
+        printf("berth-bench: %u producers (batch %u), %u workers (fetch %u, complete %u), "
+               "%u-byte payloads, %u topic(s)\n",
+               C.producers, C.submit_batch, C.workers, C.fetch_batch, C.complete_batch, C.payload,
+               C.topics);
+        printf("  tasks          %12" PRIu64 "\n", n);
+        printf("  seconds        %12.3f\n", secs);
+        printf("  tasks/s        %12.1f   (submit %0.1f/s)\n",
+               secs > 0 ? (double)(n - lost) / secs : 0, submit_secs > 0 ? n / submit_secs : 0);
+        printf("  e2e ms         p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", pe.p50, pe.p90, pe.p99,
+               pe.max);
+        printf("  fetch wait ms  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", pf.p50, pf.p90, pf.p99,
+               pf.max);
+        printf("  errors %" PRIu64 "  lost %" PRIu64 "  duplicates %" PRIu64 "\n", errs, lost,
+               dups);
+    }
+    (void)end_ns;
+    free(e2e.v);
+    free(fw.v);
+    free(pt);
+    free(ws);
+    if (lost || dups || errs) {
+        fprintf(stderr,
+                "berth-bench: FAILED: %" PRIu64 " lost, %" PRIu64 " duplicate, %" PRIu64
+                " errors\n",
+                lost, dups, errs);
+        return 1;
+    }
+    return 0;
+}
