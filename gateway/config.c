@@ -42,6 +42,7 @@ static const setting settings[] = {
     {"dedup-horizon-ms", S_U64, E(dedup_horizon_ms), "how long idempotency keys are kept"},
     {"payload-max-bytes", S_U32, E(payload_max_bytes), "ceiling for a payload"},
     {"topics-max", S_U32, E(topics_max), "ceiling for the topics of one fetch"},
+    {"body-cache-bytes", S_U64, E(body_cache_bytes), "task bodies kept in memory"},
     {"fetch-max-bytes", S_U64, E(fetch_max_bytes),
      "a fetch answers with fewer tasks rather than more bytes"},
     {"delivery-attempts", S_U32, E(delivery_attempts), "failed parks before poisoning"},
