@@ -102,7 +102,10 @@ static void complete_one(engine *e, const engine_complete_args *a, engine_status
         put_state(e, t, st);
         return;
     }
-    inbound in = {.key = t->id,
+    uint8_t dkey[STORE_DELIVERY_KEY_LEN];
+    store_delivery_key(dkey, t->seq);
+    inbound in = {.key = dkey,
+                  .key_len = sizeof(dkey),
                   .topic = t->topic,
                   .parked = need_body ? &b : NULL,
                   .maybe_seen = t->recovered};

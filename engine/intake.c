@@ -7,7 +7,7 @@
  * channel could not:
  *   1. Validation: the channel's reply size ceiling and allowed content
  *      types, and no header under the reserved "berth-" prefix.
- *   2. Dedup: the delivery's idempotency key (its id) in the inbox column
+ *   2. Dedup: the delivery's idempotency key (its sequence) in the inbox column
  *      family. A key seen inside the dedup horizon is absorbed: OK, and
  *      nothing happens twice. The caller says when the key cannot have
  *      been seen (maybe_seen false), which spares the read, never the
@@ -90,7 +90,7 @@ int intake_dispatch(engine *e, const inbound *in, engine_status *st, bool *dupli
         return rv;
 
     store_value v;
-    rv = in->maybe_seen ? store_get(e->store, e->batch, STORE_CF_INBOX, in->key, BERTH_ID_LEN, &v)
+    rv = in->maybe_seen ? store_get(e->store, e->batch, STORE_CF_INBOX, in->key, in->key_len, &v)
                         : BERTH_ENOTFOUND;
     if (rv == BERTH_OK) {
         bool alive = store_dedup_alive(v.data, v.len, e->t.now_ms, e->o.dedup_horizon_ms);
@@ -109,6 +109,6 @@ int intake_dispatch(engine *e, const inbound *in, engine_status *st, bool *dupli
 
     uint8_t at[STORE_DEDUP_TIME_LEN];
     store_put_be64(at, e->t.now_ms);
-    store_batch_put(e->batch, STORE_CF_INBOX, in->key, BERTH_ID_LEN, at, sizeof(at));
+    store_batch_put(e->batch, STORE_CF_INBOX, in->key, in->key_len, at, sizeof(at));
     return BERTH_OK;
 }

@@ -316,7 +316,8 @@ void op_release(engine *e, pending *p);
 
 /* ---- intake.c: the one path for inbound messages ---- */
 typedef struct inbound {
-    const uint8_t *key; /* idempotency key: the delivery id (BERTH_ID_LEN) */
+    const uint8_t *key; /* idempotency key (a task's: store_delivery_key) */
+    size_t key_len;
     topic *topic;
     const uint8_t *payload;
     size_t payload_len;

@@ -10,6 +10,7 @@
  * decode stops the load: berth refuses to serve from a store it cannot
  * read rather than silently dropping work.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,29 +20,43 @@
 typedef struct load_ctx {
     engine *e;
     uint64_t max_seq;
+    void *last;        /* the object of the last body row: its state row follows */
+    uint64_t last_seq; /* and its sequence */
     char *err;
     size_t errlen;
 } load_ctx;
 
-static int corrupt(load_ctx *c, const char *what, const uint8_t *id)
+static int corrupt(load_ctx *c, const char *what, uint64_t seq)
 {
-    char hex[ENGINE_ID_STR] = "?";
-    if (id != NULL)
-        berth_id_format(id, hex);
     if (c->err != NULL)
-        snprintf(c->err, c->errlen, "corrupt store: %s (row %s)", what, hex);
+        snprintf(c->err, c->errlen, "corrupt store: %s (row %" PRIu64 ")", what, seq);
     return BERTH_ECORRUPT;
 }
 
-static int load_task_body(load_ctx *c, const uint8_t *id, const void *v, size_t vl)
+/* Decodes a body row and checks it against its key. */
+static int body_of(load_ctx *c, uint64_t seq, const void *v, size_t vl, store_body *b)
+{
+    if (store_body_decode(v, vl, b) != BERTH_OK)
+        return corrupt(c, "body", seq);
+    if (b->seq != seq) {
+        store_body_clear(b);
+        return corrupt(c, "body under another sequence's key", seq);
+    }
+    if (seq > c->max_seq)
+        c->max_seq = seq;
+    return BERTH_OK;
+}
+
+static int load_task_body(load_ctx *c, uint64_t seq, const void *v, size_t vl)
 {
     store_body b;
-    if (store_body_decode(v, vl, &b) != BERTH_OK)
-        return corrupt(c, "task body", id);
+    int rv = body_of(c, seq, v, vl, &b);
+    if (rv != BERTH_OK)
+        return rv;
     engine *e = c->e;
     /* Without a state row the task was never claimed. */
     topic *tp = topic_get(e, b.topic, strlen(b.topic), true);
-    task *t = tp ? task_new(e, id, tp, b.seq, b.created_at_ms, vl) : NULL;
+    task *t = tp ? task_new(e, b.id, tp, seq, b.created_at_ms, vl) : NULL;
     if (t == NULL) {
         store_body_clear(&b);
         return BERTH_ENOMEM;
@@ -49,24 +64,24 @@ static int load_task_body(load_ctx *c, const uint8_t *id, const void *v, size_t 
     t->has_instance = b.has_instance;
     t->recovered = true;
     task_keep_body(e, t, NULL, v, vl);
-    if (b.seq > c->max_seq)
-        c->max_seq = b.seq;
     store_body_clear(&b);
     if (table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK) {
         task_free(e, t);
         return BERTH_ENOMEM;
     }
+    c->last = t;
+    c->last_seq = seq;
     return BERTH_OK;
 }
 
-static int load_task_state(load_ctx *c, const uint8_t *id, const void *v, size_t vl)
+static int load_task_state(load_ctx *c, uint64_t seq, const void *v, size_t vl)
 {
-    task *t = table_get(&c->e->tasks, id, BERTH_ID_LEN);
-    if (t == NULL)
-        return corrupt(c, "task state without a body", id);
+    task *t = c->last;
+    if (t == NULL || c->last_seq != seq)
+        return corrupt(c, "task state without a body", seq);
     store_task_state s;
     if (store_task_state_decode(v, vl, &s) != BERTH_OK)
-        return corrupt(c, "task state", id);
+        return corrupt(c, "task state", seq);
     t->available_at_ms = s.available_at_ms;
     t->has_lock = s.has_lock_token && s.worker_id != NULL;
     memcpy(t->lock_token, s.lock_token, BERTH_ID_LEN);
@@ -82,11 +97,12 @@ static int load_task_state(load_ctx *c, const uint8_t *id, const void *v, size_t
     return BERTH_OK;
 }
 
-static int load_delivery_body(load_ctx *c, const uint8_t *id, const void *v, size_t vl)
+static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t vl)
 {
     store_body b;
-    if (store_body_decode(v, vl, &b) != BERTH_OK)
-        return corrupt(c, "outbox body", id);
+    int rv = body_of(c, seq, v, vl, &b);
+    if (rv != BERTH_OK)
+        return rv;
     engine *e = c->e;
     delivery *d = calloc(1, sizeof(*d));
     topic *tp = d ? topic_get(e, b.topic, strlen(b.topic), true) : NULL;
@@ -95,31 +111,31 @@ static int load_delivery_body(load_ctx *c, const uint8_t *id, const void *v, siz
         store_body_clear(&b);
         return BERTH_ENOMEM;
     }
-    memcpy(d->id, id, BERTH_ID_LEN);
+    memcpy(d->id, b.id, BERTH_ID_LEN);
     d->topic = tp;
-    d->seq = b.seq;
+    d->seq = seq;
     d->created_at_ms = b.created_at_ms;
     heap_node_init(&d->due);
     d->due.at = b.created_at_ms;
-    d->due.seq = b.seq;
-    if (b.seq > c->max_seq)
-        c->max_seq = b.seq;
+    d->due.seq = seq;
     store_body_clear(&b);
     if (table_put(&e->deliveries, d->id, BERTH_ID_LEN, d) != BERTH_OK) {
         delivery_free(d);
         return BERTH_ENOMEM;
     }
+    c->last = d;
+    c->last_seq = seq;
     return BERTH_OK;
 }
 
-static int load_delivery_state(load_ctx *c, const uint8_t *id, const void *v, size_t vl)
+static int load_delivery_state(load_ctx *c, uint64_t seq, const void *v, size_t vl)
 {
-    delivery *d = table_get(&c->e->deliveries, id, BERTH_ID_LEN);
-    if (d == NULL)
-        return corrupt(c, "outbox state without a body", id);
+    delivery *d = c->last;
+    if (d == NULL || c->last_seq != seq)
+        return corrupt(c, "outbox state without a body", seq);
     store_delivery_state s;
     if (store_delivery_state_decode(v, vl, &s) != BERTH_OK)
-        return corrupt(c, "outbox state", id);
+        return corrupt(c, "outbox state", seq);
     d->attempts = s.attempts;
     d->due.at = s.next_attempt_at_ms;
     d->poisoned = s.poisoned;
@@ -129,28 +145,30 @@ static int load_delivery_state(load_ctx *c, const uint8_t *id, const void *v, si
     return BERTH_OK;
 }
 
-typedef int (*row_fn)(load_ctx *c, const uint8_t *id, const void *v, size_t vl);
+typedef int (*row_fn)(load_ctx *c, uint64_t seq, const void *v, size_t vl);
 
-/* Walks a tasks-shaped family: each id's body row ('b') sorts before its
- * state row ('s'). */
+/* Walks a tasks-shaped family in sequence order: each body row ('b')
+ * sorts right before its state row ('s'). */
 static int load_rows(load_ctx *c, store_cf cf, row_fn body, row_fn state)
 {
     store_iter *it;
     int rv = store_iter_open(c->e->store, cf, &it);
     if (rv != BERTH_OK)
         return rv;
+    c->last = NULL;
     for (; rv == BERTH_OK && store_iter_valid(it); store_iter_next(it)) {
         size_t kl, vl;
         const uint8_t *k = store_iter_key(it, &kl);
         const void *v = store_iter_value(it, &vl);
+        uint64_t seq = kl == STORE_ROW_KEY_LEN ? store_get_be64(k) : 0;
         if (kl != STORE_ROW_KEY_LEN)
-            rv = corrupt(c, "row key length", NULL);
-        else if (k[BERTH_ID_LEN] == STORE_KIND_BODY)
-            rv = body(c, k, v, vl);
-        else if (k[BERTH_ID_LEN] == STORE_KIND_STATE)
-            rv = state(c, k, v, vl);
+            rv = corrupt(c, "row key length", 0);
+        else if (k[8] == STORE_KIND_BODY)
+            rv = body(c, seq, v, vl);
+        else if (k[8] == STORE_KIND_STATE)
+            rv = state(c, seq, v, vl);
         else
-            rv = corrupt(c, "row kind", k);
+            rv = corrupt(c, "row kind", seq);
     }
     if (rv == BERTH_OK && store_iter_status(it) != BERTH_OK) {
         if (c->err != NULL)

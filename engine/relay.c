@@ -69,7 +69,7 @@ static void write_fresh_body(engine *e, delivery *d)
     if (!d->fresh)
         return;
     uint8_t key[STORE_ROW_KEY_LEN];
-    store_row_key(key, d->id, STORE_KIND_BODY);
+    store_row_key(key, d->seq, STORE_KIND_BODY);
     store_batch_put(e->batch, STORE_CF_OUTBOX, key, sizeof(key), d->body, d->body_len);
     free(d->body);
     d->body = NULL;
@@ -84,7 +84,7 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
         return SINK_RETRY;
     }
     uint8_t key[STORE_ROW_KEY_LEN];
-    store_row_key(key, d->id, STORE_KIND_BODY);
+    store_row_key(key, d->seq, STORE_KIND_BODY);
     store_value v = {0};
     const void *body = d->body;
     size_t body_len = d->body_len;
@@ -124,7 +124,7 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
     if (!d->fresh) {
         store_batch_single_delete(e->batch, STORE_CF_OUTBOX, key, sizeof(key));
         if (d->has_state_row) {
-            store_row_key(key, d->id, STORE_KIND_STATE);
+            store_row_key(key, d->seq, STORE_KIND_STATE);
             store_batch_delete(e->batch, STORE_CF_OUTBOX, key, sizeof(key));
         }
     }

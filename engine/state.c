@@ -70,7 +70,7 @@ int task_put_state(engine *e, task *t)
     if (rv != BERTH_OK)
         return rv;
     uint8_t key[STORE_ROW_KEY_LEN];
-    store_row_key(key, t->id, STORE_KIND_STATE);
+    store_row_key(key, t->seq, STORE_KIND_STATE);
     store_batch_put(e->batch, STORE_CF_TASKS, key, sizeof(key), e->buf.data, e->buf.len);
     return BERTH_OK;
 }
@@ -93,11 +93,11 @@ void task_free(engine *e, task *t)
 void task_delete(engine *e, task *t)
 {
     uint8_t key[STORE_ROW_KEY_LEN];
-    store_row_key(key, t->id, STORE_KIND_BODY);
+    store_row_key(key, t->seq, STORE_KIND_BODY);
     store_batch_single_delete(e->batch, STORE_CF_TASKS, key, sizeof(key));
     /* Every task that can be deleted has been claimed, so it has a state
      * row; deleting one that is absent would be harmless anyway. */
-    store_row_key(key, t->id, STORE_KIND_STATE);
+    store_row_key(key, t->seq, STORE_KIND_STATE);
     store_batch_delete(e->batch, STORE_CF_TASKS, key, sizeof(key));
     if (heap_has(&t->ready))
         heap_remove(&t->topic->ready, &t->ready);
@@ -126,7 +126,7 @@ int task_read_body(engine *e, task *t, store_body *out)
     if (t->body != NULL)
         return store_body_decode(t->body, t->body_bytes, out);
     uint8_t key[STORE_ROW_KEY_LEN];
-    store_row_key(key, t->id, STORE_KIND_BODY);
+    store_row_key(key, t->seq, STORE_KIND_BODY);
     store_value v;
     int rv = store_get(e->store, e->batch, STORE_CF_TASKS, key, sizeof(key), &v);
     if (rv != BERTH_OK)
@@ -213,7 +213,7 @@ int delivery_put_state(engine *e, delivery *d)
     if (rv != BERTH_OK)
         return rv;
     uint8_t key[STORE_ROW_KEY_LEN];
-    store_row_key(key, d->id, STORE_KIND_STATE);
+    store_row_key(key, d->seq, STORE_KIND_STATE);
     store_batch_put(e->batch, STORE_CF_OUTBOX, key, sizeof(key), e->buf.data, e->buf.len);
     d->has_state_row = true;
     return BERTH_OK;

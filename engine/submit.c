@@ -136,6 +136,7 @@ static void submit_one(engine *e, const engine_submit_args *a, engine_submitted 
         .seq = d->seq,
         .created_at_ms = now,
     };
+    memcpy(b.id, d->id, BERTH_ID_LEN);
     if (store_body_encode(&b, &e->buf) != BERTH_OK || (d->body = malloc(e->buf.len)) == NULL) {
         delivery_free(d);
         status_set(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");

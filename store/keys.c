@@ -37,10 +37,16 @@ uint32_t store_get_be32(const uint8_t *p)
     return v;
 }
 
-void store_row_key(uint8_t *out, const uint8_t id[BERTH_ID_LEN], char kind)
+void store_row_key(uint8_t *out, uint64_t seq, char kind)
 {
-    memcpy(out, id, BERTH_ID_LEN);
-    out[BERTH_ID_LEN] = (uint8_t)kind;
+    store_put_be64(out, seq);
+    out[8] = (uint8_t)kind;
+}
+
+void store_delivery_key(uint8_t *out, uint64_t seq)
+{
+    out[0] = 'd';
+    store_put_be64(out + 1, seq);
 }
 
 size_t store_submit_key(uint8_t *out, const char *topic, const char *idem_key)

@@ -15,28 +15,36 @@
  *   proto/berth/v1/store.proto is not a format change (proto2 skips
  *   unknown fields and absent optionals take their defaults).
  *
- * IDS
+ * IDS AND SEQUENCES
  *   Task, delivery and incident ids are 16 bytes (BERTH_ID_LEN). Task and
  *   delivery ids come from libsodium's CSPRNG; a task's id is the id of the
  *   delivery that was parked as it. Printed, an id is 32 lowercase hex
  *   digits (BERTH_ID_STR_LEN), in the byte order below.
  *
+ *   Rows are keyed by the delivery's sequence number instead (seq: a u64
+ *   unique within the store, increasing with submission), written
+ *   big-endian: new rows land at the end of the key space and old ones
+ *   leave from its front, the shape an LSM tree serves best (sequential
+ *   memtable inserts, tombstones clustered where compaction drops them).
+ *   The id lives in the Body; memory maps ids to sequences.
+ *
  * COLUMN FAMILIES (values are protobuf records of store.proto unless a
  * fixed layout is given)
  *
- *   tasks       key: id[16] || kind[1]
+ *   tasks       key: seq u64 big-endian || kind[1]
  *                 kind 'b' (0x62): Body, written once at park
  *                   (SingleDelete applies)
  *                 kind 's' (0x73): TaskState, rewritten on every claim,
  *                   failure, extension or release; absent = never claimed
  *                   (ready, claims 0, retries_left = the failure budget)
  *
- *   outbox      key: id[16] || kind[1]
+ *   outbox      key: seq u64 big-endian || kind[1]
  *                 kind 'b': Body, written once at submit (SingleDelete applies)
  *                 kind 's': DeliveryState; absent = attempts 0, due at
  *                   Body.created_at_ms, not poisoned
  *
- *   inbox       key: delivery idempotency key = delivery id[16]
+ *   inbox       key: the inbound message's idempotency key; for a task's
+ *                 completion, the delivery's: 'd' || seq u64 big-endian
  *               value (fixed, 8 bytes): received_at_ms u64 big-endian
  *
  *   submit_keys key: topic_len[1] || topic[topic_len] || idempotency key
@@ -75,7 +83,8 @@
 #define STORE_KIND_BODY  'b'
 #define STORE_KIND_STATE 's'
 
-#define STORE_ROW_KEY_LEN      (BERTH_ID_LEN + 1)
+#define STORE_ROW_KEY_LEN      9 /* seq + kind */
+#define STORE_DELIVERY_KEY_LEN 9 /* 'd' + seq */
 #define STORE_INCIDENT_KEY_LEN 16
 #define STORE_SUBMIT_KEY_MAX   (1 + BERTH_TOPIC_MAX + BERTH_IDEM_KEY_MAX)
 #define STORE_DEDUP_TIME_LEN   8
@@ -87,7 +96,9 @@ void store_put_be32(uint8_t *p, uint32_t v);
 uint32_t store_get_be32(const uint8_t *p);
 
 /* tasks/outbox row key: out must hold STORE_ROW_KEY_LEN bytes. */
-void store_row_key(uint8_t *out, const uint8_t id[BERTH_ID_LEN], char kind);
+void store_row_key(uint8_t *out, uint64_t seq, char kind);
+/* A delivery's idempotency key (inbox): STORE_DELIVERY_KEY_LEN bytes. */
+void store_delivery_key(uint8_t *out, uint64_t seq);
 
 /* submit_keys key for (topic, key); returns its length, or 0 when topic or
  * key is empty or over its maximum. out holds STORE_SUBMIT_KEY_MAX bytes. */

@@ -115,6 +115,9 @@ int store_body_encode(const store_body *r, store_buf *out)
         m.has_call_attempt = 1;
         m.call_attempt = r->call_attempt;
     }
+    m.has_id = 1;
+    m.id.data = (uint8_t *)r->id;
+    m.id.len = BERTH_ID_LEN;
     m.has_seq = 1;
     m.seq = r->seq;
     m.has_created_at_ms = 1;
@@ -133,7 +136,8 @@ int store_body_decode(const void *buf, size_t len, store_body *out)
     Berth__V1__Store__Body *m = berth__v1__store__body__unpack(NULL, len, buf);
     if (m == NULL)
         return BERTH_ECORRUPT;
-    if (m->topic == NULL || (m->has_instance_id && !id_from_pb(m->instance_id, out->instance_id))) {
+    if (m->topic == NULL || !m->has_id || !id_from_pb(m->id, out->id) ||
+        (m->has_instance_id && !id_from_pb(m->instance_id, out->instance_id))) {
         berth__v1__store__body__free_unpacked(m, NULL);
         return BERTH_ECORRUPT;
     }

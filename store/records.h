@@ -56,8 +56,9 @@ typedef struct store_body {
     bool has_instance;
     uint8_t instance_id[BERTH_ID_LEN];
     uint32_t call_attempt;
-    uint64_t seq;           /* FIFO tiebreak; unique within one store */
-    uint64_t created_at_ms; /* when the producer's submit was accepted */
+    uint8_t id[BERTH_ID_LEN]; /* the delivery's id, which the task keeps */
+    uint64_t seq;             /* FIFO tiebreak and row key; unique within one store */
+    uint64_t created_at_ms;   /* when the producer's submit was accepted */
     void *owner;
 } store_body;
 

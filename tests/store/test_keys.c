@@ -26,17 +26,22 @@ Test(store_keys, be64_orders_like_the_numbers)
     cr_assert_lt(memcmp(a, b, 8), 0, "big-endian keys must sort numerically");
 }
 
-Test(store_keys, row_key_is_id_then_kind)
+Test(store_keys, row_key_is_sequence_then_kind)
 {
-    uint8_t id[BERTH_ID_LEN], k[STORE_ROW_KEY_LEN];
-    for (int i = 0; i < BERTH_ID_LEN; i++)
-        id[i] = (uint8_t)i;
-    store_row_key(k, id, STORE_KIND_STATE);
-    cr_assert_arr_eq(k, id, BERTH_ID_LEN);
-    cr_assert_eq(k[BERTH_ID_LEN], 's');
-    store_row_key(k, id, STORE_KIND_BODY);
-    cr_assert_eq(k[BERTH_ID_LEN], 'b');
-    cr_assert_lt('b', 's', "a body row must sort before its state row");
+    uint8_t k[STORE_ROW_KEY_LEN], later[STORE_ROW_KEY_LEN];
+    store_row_key(k, 0x0102030405060708ull, STORE_KIND_STATE);
+    const uint8_t want[] = {1, 2, 3, 4, 5, 6, 7, 8, 's'};
+    cr_assert_arr_eq(k, want, sizeof(want));
+    store_row_key(k, 7, STORE_KIND_BODY);
+    cr_assert_eq(k[8], 'b');
+    store_row_key(later, 7, STORE_KIND_STATE);
+    cr_assert_lt(memcmp(k, later, sizeof(k)), 0, "a body row sorts right before its state row");
+    store_row_key(later, 8, STORE_KIND_BODY);
+    cr_assert_lt(memcmp(k, later, sizeof(k)), 0, "rows sort by sequence: new ones at the end");
+    uint8_t d[STORE_DELIVERY_KEY_LEN];
+    store_delivery_key(d, 7);
+    cr_assert_eq(d[0], 'd');
+    cr_assert_eq(store_get_be64(d + 1), 7);
 }
 
 Test(store_keys, submit_key_is_length_prefixed_topic_then_key)

@@ -19,6 +19,7 @@ Test(store_records, body_round_trips_with_headers_and_binary_payload)
                      .content_type = "application/octet-stream",
                      .seq = 77,
                      .created_at_ms = 1234567};
+    memset(in.id, 0x5A, BERTH_ID_LEN);
     store_buf buf = {0};
     cr_assert_eq(store_body_encode(&in, &buf), BERTH_OK);
     store_body out;
@@ -32,6 +33,8 @@ Test(store_records, body_round_trips_with_headers_and_binary_payload)
     cr_assert_str_eq(out.content_type, "application/octet-stream");
     cr_assert_not(out.has_instance);
     cr_assert_eq(out.seq, 77);
+    cr_assert_eq(out.id[0], 0x5A);
+    cr_assert_eq(out.id[15], 0x5A);
     cr_assert_eq(out.created_at_ms, 1234567);
     store_body_clear(&out);
     store_buf_fini(&buf);
