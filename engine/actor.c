@@ -167,6 +167,7 @@ static void turn_failed(engine *e, const char *why)
         /* Memory cannot be made to match the store: serve nothing more. */
         fprintf(stderr, "berth: engine halted: cannot reload state: %s\n", err);
         e->halted = true;
+        claim_abort_all(e, ENGINE_CODE_UNAVAILABLE, "the engine has halted");
     }
     for (pending *p = t->answered; p != NULL; p = p->next) {
         reply_reset(p->reply);
@@ -189,8 +190,7 @@ static void run_turn(engine *e, pending *list)
     turn *t = &e->t;
     t->now_ms = engine_now(e);
     t->answered = t->answered_tail = NULL;
-    t->n_events = 0;
-    t->rung = NULL;
+    t->rung = NULL; /* (events staged by a failed turn's retry accounting are kept) */
     t->n_parked = 0;
     t->halt = false;
     t->abort = false;
@@ -226,6 +226,7 @@ static void run_turn(engine *e, pending *list)
         e->write_retry_at_ms = 0;
         for (size_t i = 0; i < t->n_events; i++)
             e->o.on_event(e->o.event_ctx, &t->events[i].ev);
+        t->n_events = 0;
     } else {
         e->counters.commits_failed++;
         turn_failed(e, why);
@@ -236,6 +237,7 @@ static void run_turn(engine *e, pending *list)
             reply_reset(p->reply);
             status_unavailable(&p->reply->status, "the engine halted (failpoint)");
         }
+        claim_abort_all(e, ENGINE_CODE_UNAVAILABLE, "the engine has halted");
     }
     deliver_answers(e);
     state_check(e);
@@ -262,7 +264,8 @@ static void sleep_until(engine *e, uint64_t due)
         pthread_cond_wait(&e->cv, &e->mu);
         return;
     }
-    uint64_t ms = due - now;
+    /* The clock may have reached `due` since the caller looked. */
+    uint64_t ms = due > now ? due - now : 0;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += (time_t)(ms / 1000);

@@ -50,8 +50,20 @@ void engine_options_default(engine_options *o)
     CHECK((def) <= (max), "%s (%" PRIu64 ") exceeds its ceiling %s (%" PRIu64 ")", dname,          \
           (uint64_t)(def), mname, (uint64_t)(max))
 
+/* Time settings stay below 2^40 ms (35 years): now + any of them fits. */
+#define TIME_MAX (1ull << 40)
+#define CHECK_TIME(v, name)                                                                        \
+    CHECK((v) < TIME_MAX, "%s (%" PRIu64 ") is over the largest time berth takes (%" PRIu64 ")",   \
+          name, (uint64_t)(v), (uint64_t)TIME_MAX)
+
 int engine_options_check(const engine_options *o, char *msg, size_t msglen)
 {
+    CHECK_TIME(o->lock_max_ms, "lock-max-ms");
+    CHECK_TIME(o->wait_max_ms, "wait-max-ms");
+    CHECK_TIME(o->retry_max_ms, "retry-max-ms");
+    CHECK_TIME(o->backoff_max_ms, "backoff-max-ms");
+    CHECK_TIME(o->delivery_backoff_max_ms, "delivery-backoff-max-ms");
+    CHECK_TIME(o->dedup_horizon_ms, "dedup-horizon-ms");
     CHECK(o->lock_default_ms > 0, "lock-default-ms must be greater than zero");
     CHECK_DEFAULT(o->lock_default_ms, o->lock_max_ms, "lock-default-ms", "lock-max-ms");
     CHECK_DEFAULT(o->wait_default_ms, o->wait_max_ms, "wait-default-ms", "wait-max-ms");

@@ -114,3 +114,18 @@ Test(r4_park_retry, retry_delivery_refuses_a_delivery_that_is_not_poisoned)
     h_expect_code(r, ENGINE_CODE_FAILED_PRECONDITION);
     engine_reply_free(r);
 }
+
+Test(r4_park_retry, poisoning_after_a_failed_write_still_publishes_its_event)
+{
+    H.o.delivery_attempts = 2;
+    h_reopen();
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 1);
+    h_submit("t", "p", NULL); /* attempt 1 */
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    h_advance(100); /* attempt 2's write fails: poisoned in the accounting */
+    cr_assert_eq(h_events(ENGINE_EVENT_DELIVERY_POISONED), 0, "not before it is kept");
+    h_advance(50);
+    cr_assert_eq(h_stats().poisoned, 1);
+    cr_assert_eq(h_events(ENGINE_EVENT_DELIVERY_POISONED), 1,
+                 "published with the write that kept it");
+}

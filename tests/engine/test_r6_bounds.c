@@ -164,6 +164,10 @@ static void batch_over(engine_options *o)
 {
     o->batch_default = o->batch_max + 1;
 }
+static void lock_max_huge(engine_options *o)
+{
+    o->lock_max_ms = 1ull << 62; /* now + this would wrap */
+}
 
 Test(r6_bounds, the_engine_refuses_to_open_with_contradictory_defaults)
 {
@@ -176,6 +180,8 @@ Test(r6_bounds, the_engine_refuses_to_open_with_contradictory_defaults)
     cr_assert(strstr(err, "wait-default-ms") != NULL, "%s", err);
     cr_assert_eq(open_with(batch_over, err, sizeof(err)), BERTH_EINVAL);
     cr_assert(strstr(err, "batch-default") != NULL, "%s", err);
+    cr_assert_eq(open_with(lock_max_huge, err, sizeof(err)), BERTH_EINVAL);
+    cr_assert(strstr(err, "lock-max-ms") != NULL, "%s", err);
     h_open();
 }
 

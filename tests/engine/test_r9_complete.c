@@ -139,3 +139,18 @@ Test(r9_complete, complete_batch_bounds)
     cr_assert_eq(r->status.limit, 1000);
     engine_reply_free(r);
 }
+
+Test(r9_complete, a_halting_engine_answers_its_waiting_fetches)
+{
+    static const char *T[] = {"idle"};
+    h_async a;
+    h_fetch_async("w2", T, 1, 30000, &a);
+    char id[ENGINE_ID_STR], tok[ENGINE_ID_STR];
+    h_submit("t", "p", id);
+    h_fetch_one("w1", "t", 5000, NULL, tok);
+    engine_failpoint_set(H.e, ENGINE_FP_CRASH_AFTER_DISPATCH, 1);
+    engine_reply_free(h_complete(id, "w1", tok));
+    engine_reply *r = h_async_wait(&a);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    h_async_free(&a);
+}
