@@ -212,6 +212,7 @@ static void run_turn(engine *e, pending *list)
     relay_flush_fresh(e);
 
     int rv = BERTH_OK;
+    bool reloaded = false;
     const char *why = "a request failed part-way";
     if (t->abort)
         rv = BERTH_EIO;
@@ -230,6 +231,7 @@ static void run_turn(engine *e, pending *list)
     } else {
         e->counters.commits_failed++;
         turn_failed(e, why);
+        reloaded = true;
     }
     if (t->halt) {
         e->halted = true;
@@ -240,6 +242,7 @@ static void run_turn(engine *e, pending *list)
         claim_abort_all(e, ENGINE_CODE_UNAVAILABLE, "the engine has halted");
     }
     deliver_answers(e);
+    topics_reap(e, reloaded);
     state_check(e);
 }
 

@@ -161,4 +161,5 @@ void op_stats(engine *e, pending *p)
     s->outbox_pending = e->outbox.n;
     s->poisoned = e->n_poisoned;
     s->waiting_fetches = e->n_waiters;
+    s->topics = e->topics.n;
 }

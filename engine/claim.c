@@ -189,8 +189,10 @@ static void waiter_answer(engine *e, waiter *w)
             l->next->prev = l->prev;
         else
             tp->waiters_tail = l->prev;
-        if (--tp->n_waiters == 0)
+        if (--tp->n_waiters == 0) {
             unwatch(e, tp);
+            topic_maybe_idle(e, tp);
+        }
     }
     heap_remove(&e->waits, &w->deadline);
     e->n_waiters--;
@@ -215,6 +217,8 @@ static bool waiter_add(engine *e, pending *p, uint32_t max, uint64_t lock_ms, ui
     for (size_t i = 0; i < a->n_topics; i++) {
         topic *tp = topic_get(e, a->topics[i], strlen(a->topics[i]), true);
         if (tp == NULL) {
+            for (size_t j = 0; j < w->n_topics; j++)
+                topic_maybe_idle(e, w->topics[j]);
             waiter_free(w);
             return false;
         }
@@ -231,6 +235,8 @@ static bool waiter_add(engine *e, pending *p, uint32_t max, uint64_t lock_ms, ui
     w->deadline.at = e->t.now_ms + wait_ms;
     w->deadline.seq = e->next_seq++;
     if (heap_push(&e->waits, &w->deadline) != BERTH_OK) {
+        for (size_t j = 0; j < w->n_topics; j++)
+            topic_maybe_idle(e, w->topics[j]);
         waiter_free(w);
         return false;
     }

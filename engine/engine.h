@@ -265,7 +265,8 @@ typedef struct engine_stats {
     uint64_t outbox_pending;
     uint64_t poisoned;
     uint64_t waiting_fetches;
-    uint64_t turns; /* turns that committed a write */
+    uint64_t topics; /* topics in memory: each named by a task, a delivery or a wait */
+    uint64_t turns;  /* turns that committed a write */
     uint64_t commits_failed;
 } engine_stats;
 

@@ -70,15 +70,18 @@ typedef struct wait_link {
 typedef struct topic {
     char *name; /* owned; the key in e->topics */
     size_t name_len;
-    const channel *chan; /* its declaration, NULL: the defaults */
-    heap ready;          /* its non-terminal tasks by fetchable instant (R5) */
-    uint64_t n_terminal; /* its terminal tasks (not in ready) */
-    wait_link *waiters;  /* fetches waiting on it, oldest first */
+    const channel *chan;   /* its declaration, NULL: the defaults */
+    heap ready;            /* its non-terminal tasks by fetchable instant (R5) */
+    uint64_t n_terminal;   /* its terminal tasks (not in ready) */
+    uint64_t n_deliveries; /* its outbox rows */
+    wait_link *waiters;    /* fetches waiting on it, oldest first */
     wait_link *waiters_tail;
     size_t n_waiters;
     struct topic *watch_prev, *watch_next; /* in e->watched while n_waiters > 0 */
     bool rung;                             /* doorbell rang this turn */
     struct topic *rung_next;
+    bool idle_listed; /* in e->idle: freed at the end of the turn if unused */
+    struct topic *idle_next;
 } topic;
 
 typedef struct task {
@@ -190,6 +193,7 @@ struct engine {
     heap outbox;    /* pending deliveries by next attempt */
     heap waits;     /* waiting fetches by deadline */
     topic *watched; /* topics with waiters */
+    topic *idle;    /* topics that may have lost their last user this turn */
     uint64_t next_seq;
     uint64_t n_poisoned;
     uint64_t n_waiters;
@@ -246,6 +250,12 @@ uint64_t engine_backoff(uint64_t initial_ms, uint64_t max_ms, uint32_t n, double
 
 /* ---- state.c: objects, their rows and indexes ---- */
 topic *topic_get(engine *e, const char *name, size_t len, bool create);
+/* A topic lives while a task, a delivery or a waiting fetch names it:
+ * topic_maybe_idle() notes one that may have lost its last; the end of
+ * the turn frees it if so (never sooner: the turn's events name it).
+ * topics_reap(e, true) looks at every topic (after a reload). */
+void topic_maybe_idle(engine *e, topic *tp);
+void topics_reap(engine *e, bool all);
 const channel *channel_find(engine *e, const char *name);
 /* The instant t becomes fetchable: max(available_at, lock_expires_at). */
 static inline uint64_t task_fetchable_at(const task *t)

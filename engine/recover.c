@@ -113,6 +113,7 @@ static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t v
     }
     memcpy(d->id, b.id, BERTH_ID_LEN);
     d->topic = tp;
+    tp->n_deliveries++;
     d->seq = seq;
     d->created_at_ms = b.created_at_ms;
     heap_node_init(&d->due);

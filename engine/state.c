@@ -45,6 +45,42 @@ topic *topic_get(engine *e, const char *name, size_t len, bool create)
     return t;
 }
 
+static bool topic_unused(const topic *tp)
+{
+    return tp->ready.n == 0 && tp->n_terminal == 0 && tp->n_deliveries == 0 && tp->n_waiters == 0 &&
+           !tp->rung;
+}
+
+void topic_maybe_idle(engine *e, topic *tp)
+{
+    if (tp->idle_listed || !topic_unused(tp))
+        return;
+    tp->idle_listed = true;
+    tp->idle_next = e->idle;
+    e->idle = tp;
+}
+
+void topics_reap(engine *e, bool all)
+{
+    if (all) {
+        size_t i = 0;
+        topic *tp;
+        while ((tp = table_next(&e->topics, &i)) != NULL)
+            topic_maybe_idle(e, tp); /* (listing does not change the table) */
+    }
+    while (e->idle != NULL) {
+        topic *tp = e->idle;
+        e->idle = tp->idle_next;
+        tp->idle_listed = false;
+        if (!topic_unused(tp))
+            continue;
+        table_del(&e->topics, tp->name, tp->name_len);
+        heap_fini(&tp->ready);
+        free(tp->name);
+        free(tp);
+    }
+}
+
 void task_reindex(engine *e, task *t)
 {
     t->ready.at = task_fetchable_at(t);
@@ -103,8 +139,10 @@ void task_delete(engine *e, task *t)
         heap_remove(&t->topic->ready, &t->ready);
     if (t->terminal)
         t->topic->n_terminal--;
+    topic *tp = t->topic;
     table_del(&e->tasks, t->id, BERTH_ID_LEN);
     task_free(e, t);
+    topic_maybe_idle(e, tp);
 }
 
 void task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, size_t len)
@@ -223,6 +261,8 @@ void delivery_free(delivery *d)
 {
     if (d == NULL)
         return;
+    if (d->topic != NULL)
+        d->topic->n_deliveries--;
     free(d->err_message);
     free(d->body);
     free(d);
@@ -267,7 +307,10 @@ void state_check(engine *e)
     topic *tp;
     size_t n_ready = 0;
     uint64_t n_terminal = 0;
+    uint64_t n_deliveries = 0;
     while ((tp = table_next(&e->topics, &i)) != NULL) {
+        assert(!topic_unused(tp)); /* reaped at the end of every turn */
+        n_deliveries += tp->n_deliveries;
         assert(heap_valid(&tp->ready));
         n_ready += tp->ready.n;
         n_terminal += tp->n_terminal;
@@ -283,6 +326,7 @@ void state_check(engine *e)
         n_poisoned += d->poisoned;
     }
     assert(n_poisoned == e->n_poisoned);
+    assert(n_deliveries == e->deliveries.n);
     assert(heap_valid(&e->outbox));
     assert(heap_valid(&e->waits));
     assert(e->waits.n == e->n_waiters);

@@ -117,6 +117,7 @@ static void submit_one(engine *e, const engine_submit_args *a, engine_submitted 
     }
     new_id(e, d->id);
     d->topic = tp;
+    tp->n_deliveries++;
     d->seq = e->next_seq++;
     d->created_at_ms = now;
     heap_node_init(&d->due);

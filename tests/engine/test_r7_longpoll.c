@@ -174,3 +174,22 @@ Test(r7_longpoll, closing_answers_waiters_unavailable)
     h_async_free(&a);
     h_open();
 }
+
+Test(r7_longpoll, topics_named_only_by_waits_and_finished_work_are_freed)
+{
+    static const char *names[] = {"a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8"};
+    h_async a;
+    h_fetch_async("w", names, 8, 1000, &a);
+    cr_assert_eq(h_stats().topics, 8, "a waiting fetch holds its topics");
+    h_advance(1000);
+    h_expect_ok(h_async_wait(&a));
+    h_async_free(&a);
+    cr_assert_eq(h_stats().topics, 0, "released with the wait");
+
+    char id[ENGINE_ID_STR], tok[ENGINE_ID_STR];
+    h_submit("one-off", "p", id);
+    cr_assert_eq(h_stats().topics, 1);
+    h_fetch_one("w", "one-off", 0, NULL, tok);
+    engine_reply_free(h_complete(id, "w", tok));
+    cr_assert_eq(h_stats().topics, 0, "released with its last task");
+}
