@@ -11,7 +11,7 @@
 
 #include "store/err.h"
 
-typedef enum { S_U64, S_U32, S_DBL, S_STR, S_BOOL } stype;
+typedef enum { S_U64, S_U32, S_DBL, S_STR, S_BOOL, S_CHANNEL } stype;
 
 typedef struct setting {
     const char *name;
@@ -56,6 +56,8 @@ static const setting settings[] = {
     {"contexts-max", S_U32, G(contexts_max), "ceiling the context pool grows to"},
     {"tls-cert", S_STR, G(tls_cert), "PEM certificate for tls+tcp:// URLs"},
     {"tls-key", S_STR, G(tls_key), "PEM private key for tls+tcp:// URLs"},
+    {"channel", S_CHANNEL, G(channels),
+     "declare a channel (repeatable): NAME[,reply-max-bytes=N][,content-types=A|B]"},
     {"config", S_STR, G(config_file), "a config file of \"name = value\" lines"},
 };
 
@@ -80,11 +82,83 @@ static const setting *find(const char *name, size_t len)
     return NULL;
 }
 
-static char *keep(const char *s)
+/* Remembers an allocation of the config's, released by gw_config_free. */
+static void *own(gw_config *c, void *p)
 {
-    /* Values from the config file outlive its buffer: kept for the
-     * process's lifetime, by design (a handful of small strings). */
-    return strdup(s);
+    void **v = p ? realloc(c->owned, (c->n_owned + 1) * sizeof(*v)) : NULL;
+    if (v == NULL) {
+        free(p);
+        return NULL;
+    }
+    c->owned = v;
+    c->owned[c->n_owned++] = p;
+    return p;
+}
+
+/* Values from the config file outlive its line buffer. */
+static char *keep(gw_config *c, const char *s)
+{
+    return own(c, strdup(s));
+}
+
+void gw_config_free(gw_config *c)
+{
+    for (size_t i = 0; i < c->n_owned; i++)
+        free(c->owned[i]);
+    free(c->owned);
+    c->owned = NULL;
+    c->n_owned = 0;
+}
+
+/* One channel declaration: NAME[,reply-max-bytes=N][,content-types=A|B]. */
+static int add_channel(gw_config *c, const char *spec, const char *from, char *err, size_t errlen)
+{
+    if (c->n_channels == GW_CHANNELS_MAX) {
+        snprintf(err, errlen, "%s: channel: more than %d channels", from, GW_CHANNELS_MAX);
+        return GW_CONFIG_ERROR;
+    }
+    char *copy = keep(c, spec);
+    if (copy == NULL)
+        goto bad;
+    engine_channel *ch = &c->channels[c->n_channels];
+    memset(ch, 0, sizeof(*ch));
+    char *save = NULL;
+    for (char *part = strtok_r(copy, ",", &save); part != NULL; part = strtok_r(NULL, ",", &save)) {
+        if (ch->name == NULL) {
+            ch->name = part;
+        } else if (strncmp(part, "reply-max-bytes=", 16) == 0) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(part + 16, &end, 10);
+            if (errno != 0 || *end != '\0' || !isdigit((unsigned char)part[16]) || n == 0)
+                goto bad;
+            ch->reply_max_bytes = n;
+        } else if (strncmp(part, "content-types=", 14) == 0) {
+            size_t n = 1;
+            for (const char *p = part + 14; *p; p++)
+                n += *p == '|';
+            const char **types = own(c, calloc(n, sizeof(*types)));
+            if (types == NULL)
+                goto bad;
+            char *tsave = NULL;
+            size_t k = 0;
+            for (char *t = strtok_r(part + 14, "|", &tsave); t != NULL;
+                 t = strtok_r(NULL, "|", &tsave))
+                types[k++] = t;
+            ch->content_types = types;
+            ch->n_content_types = k;
+        } else {
+            goto bad;
+        }
+    }
+    if (ch->name == NULL)
+        goto bad;
+    c->n_channels++;
+    return GW_CONFIG_OK;
+bad:
+    snprintf(err, errlen, "%s: channel: \"%s\" is not NAME[,reply-max-bytes=N][,content-types=A|B]",
+             from, spec);
+    return GW_CONFIG_ERROR;
 }
 
 static int set(gw_config *c, const setting *s, const char *v, const char *from, char *err,
@@ -129,6 +203,18 @@ static int set(gw_config *c, const setting *s, const char *v, const char *from, 
             goto bad;
         *(const char **)p = v;
         return GW_CONFIG_OK;
+    case S_CHANNEL: {
+        if (v == NULL || v[0] == '\0')
+            goto bad;
+        /* Several in one value, separated by ';' (the environment's way). */
+        char *all = keep(c, v), *save = NULL;
+        if (all == NULL)
+            goto bad;
+        for (char *one = strtok_r(all, ";", &save); one != NULL; one = strtok_r(NULL, ";", &save))
+            if (add_channel(c, one, from, err, errlen) != GW_CONFIG_OK)
+                return GW_CONFIG_ERROR;
+        return GW_CONFIG_OK;
+    }
     }
 bad:
     snprintf(err, errlen, "%s: %s: \"%s\" is not a valid value", from, s->name, v ? v : "");
@@ -177,7 +263,7 @@ static int load_file(gw_config *c, const char *path, char *err, size_t errlen)
             snprintf(err, errlen, "%s: unknown setting \"%.*s\"", from, (int)nlen, name);
             rv = GW_CONFIG_ERROR;
         } else {
-            rv = set(c, s, s->type == S_STR ? keep(v) : v, from, err, errlen);
+            rv = set(c, s, s->type == S_STR ? keep(c, v) : v, from, err, errlen);
         }
     }
     fclose(f);
@@ -232,6 +318,14 @@ int gw_config_load(gw_config *c, int argc, char **argv, char *err, size_t errlen
             return GW_CONFIG_ERROR;
     }
 
+    c->eng.channels = c->channels;
+    c->eng.n_channels = c->n_channels;
+    if (c->eng.strict_channels && c->n_channels == 0) {
+        snprintf(err, errlen,
+                 "strict-channels needs at least one --channel: every topic would be "
+                 "NOT_FOUND");
+        return GW_CONFIG_ERROR;
+    }
     if (engine_options_check(&c->eng, err, errlen) != BERTH_OK)
         return GW_CONFIG_ERROR;
     if (c->eng.wait_max_ms >= 60000) {
@@ -239,6 +333,15 @@ int gw_config_load(gw_config *c, int argc, char **argv, char *err, size_t errlen
                  "wait-max-ms (%" PRIu64 ") must stay below 60000: nng REQ clients re-send a "
                  "request unanswered for 60 s",
                  c->eng.wait_max_ms);
+        return GW_CONFIG_ERROR;
+    }
+    if (c->max_message_bytes > (1u << 30)) {
+        snprintf(err, errlen, "max-message-bytes (%" PRIu64 ") is over 1 GiB",
+                 c->max_message_bytes);
+        return GW_CONFIG_ERROR;
+    }
+    if (c->contexts_max > (1u << 20)) {
+        snprintf(err, errlen, "contexts-max (%u) is over 1048576", c->contexts_max);
         return GW_CONFIG_ERROR;
     }
     if (c->max_message_bytes <= c->eng.payload_max_bytes) {
@@ -287,6 +390,8 @@ void gw_config_usage(FILE *f)
         case S_STR:
             snprintf(def, sizeof(def), "%s",
                      *(const char *const *)p ? *(const char *const *)p : "");
+            break;
+        case S_CHANNEL:
             break;
         }
         char env[96];

@@ -6,6 +6,9 @@
  *   BERTH_LOCK_MAX_MS=60000  (the flag's name, upper case, - as _)
  *   --config FILE / BERTH_CONFIG: lines "lock-max-ms = 60000", # comments
  *
+ * --channel is repeatable (in the environment: specs separated by ';'):
+ *   --channel orders,reply-max-bytes=65536,content-types=application/json|text/plain
+ *
  * The names are part of the operator contract. A setting that does not
  * parse, or options that contradict themselves, are refused with a message
  * naming the setting (berthd exits 2).
@@ -19,6 +22,8 @@
 
 #include "engine/engine.h"
 
+#define GW_CHANNELS_MAX 256
+
 typedef struct gw_config {
     engine_options eng;
     const char *operate_url;
@@ -29,6 +34,10 @@ typedef struct gw_config {
     uint32_t contexts;
     uint32_t contexts_max;
     const char *config_file;
+    engine_channel channels[GW_CHANNELS_MAX]; /* --channel, in order */
+    size_t n_channels;
+    void **owned; /* what parsing allocated; gw_config_free releases it */
+    size_t n_owned;
 } gw_config;
 
 enum {
@@ -42,5 +51,7 @@ void gw_config_default(gw_config *c);
  * point into argv, the environment or memory kept for the process. */
 int gw_config_load(gw_config *c, int argc, char **argv, char *err, size_t errlen);
 void gw_config_usage(FILE *f);
+/* Releases what gw_config_load allocated (config file values, channels). */
+void gw_config_free(gw_config *c);
 
 #endif

@@ -19,6 +19,8 @@
 #include "gateway/server.h"
 #include "store/err.h"
 
+static int serve(gw_config *cfg);
+
 int main(int argc, char **argv)
 {
     gw_config cfg;
@@ -27,11 +29,21 @@ int main(int argc, char **argv)
     switch (gw_config_load(&cfg, argc, argv, err, sizeof(err))) {
     case GW_CONFIG_HELP:
         gw_config_usage(stdout);
+        gw_config_free(&cfg);
         return 0;
     case GW_CONFIG_ERROR:
         fprintf(stderr, "berthd: %s\n", err);
+        gw_config_free(&cfg);
         return 2;
     }
+    int status = serve(&cfg);
+    gw_config_free(&cfg);
+    return status;
+}
+
+static int serve(gw_config *cfg)
+{
+    char err[512] = "";
 
     /* Signals are taken by sigwait() below; every thread started from
      * here on (engine, nng) inherits the mask. */
@@ -43,29 +55,30 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     nng_tls_config *tls = NULL;
-    if (cfg.tls_cert != NULL && gw_tls_server(cfg.tls_cert, cfg.tls_key, &tls, err, sizeof(err))) {
+    if (cfg->tls_cert != NULL &&
+        gw_tls_server(cfg->tls_cert, cfg->tls_key, &tls, err, sizeof(err))) {
         fprintf(stderr, "berthd: %s\n", err);
         return 2;
     }
     gw_events *events = NULL;
-    if (gw_events_open(cfg.events_url, tls, &events, err, sizeof(err)) != BERTH_OK) {
+    if (gw_events_open(cfg->events_url, tls, &events, err, sizeof(err)) != BERTH_OK) {
         fprintf(stderr, "berthd: %s\n", err);
         return 1;
     }
-    cfg.eng.on_event = gw_events_publish;
-    cfg.eng.event_ctx = events;
+    cfg->eng.on_event = gw_events_publish;
+    cfg->eng.event_ctx = events;
     engine *e = NULL;
-    int rv = engine_open(&cfg.eng, &e, err, sizeof(err));
+    int rv = engine_open(&cfg->eng, &e, err, sizeof(err));
     if (rv != BERTH_OK) {
         fprintf(stderr, "berthd: %s\n", err);
         gw_events_close(events);
         return rv == BERTH_EINVAL ? 2 : 1;
     }
     gw_server_options so = {
-        .url = cfg.operate_url,
-        .max_message_bytes = cfg.max_message_bytes,
-        .contexts = cfg.contexts,
-        .contexts_max = cfg.contexts_max,
+        .url = cfg->operate_url,
+        .max_message_bytes = cfg->max_message_bytes,
+        .contexts = cfg->contexts,
+        .contexts_max = cfg->contexts_max,
         .tls = tls,
     };
     gw_server *server = NULL;
@@ -76,7 +89,7 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("berthd ready operate=%s events=%s data=%s\n", gw_server_url(server),
-           gw_events_url(events), cfg.eng.data_dir);
+           gw_events_url(events), cfg->eng.data_dir);
     fflush(stdout);
 
     int sig = 0;

@@ -27,8 +27,35 @@ typedef enum ctx_state {
     CTX_SEND,
 } ctx_state;
 
+/* protobuf-c's allocator for one request: a decode may not expand past
+ * `cap` bytes (16x the message and 4 MiB), so a small message of many
+ * empty items cannot make berthd allocate without bound. */
+typedef struct decode_budget {
+    ProtobufCAllocator a;
+    size_t used, cap;
+    bool over;
+} decode_budget;
+
+static void *budget_alloc(void *data, size_t size)
+{
+    decode_budget *b = data;
+    if (size > b->cap - b->used) {
+        b->over = true;
+        return NULL;
+    }
+    b->used += size;
+    return malloc(size);
+}
+
+static void budget_free(void *data, void *p)
+{
+    (void)data;
+    free(p);
+}
+
 typedef struct gw_ctx {
     struct gw_server *s;
+    decode_budget budget;
     nng_ctx ctx;
     nng_aio *aio;
     ctx_state state;
@@ -50,6 +77,7 @@ struct gw_server {
     atomic_int idle; /* contexts waiting in RECV */
     atomic_int busy; /* contexts holding a request not yet answered */
     atomic_bool closing;
+    atomic_bool abandon; /* the drain ran out: answers still owed are dropped */
     char url[256];
 };
 
@@ -72,7 +100,7 @@ static void ctx_send(gw_ctx *c, nng_msg *m)
 static void ctx_release_request(gw_ctx *c)
 {
     if (c->req != NULL)
-        berth__v1__request__free_unpacked(c->req, NULL);
+        berth__v1__request__free_unpacked(c->req, &c->budget.a);
     c->req = NULL;
     gw_arena_reset(&c->arena);
 }
@@ -104,6 +132,7 @@ static int ctx_add(gw_server *s)
     if (c == NULL)
         return BERTH_ENOMEM;
     c->s = s;
+    c->budget.a = (ProtobufCAllocator){budget_alloc, budget_free, &c->budget};
     if (nng_aio_alloc(&c->aio, ctx_cb, c) != 0) {
         free(c);
         return BERTH_ENOMEM;
@@ -164,8 +193,19 @@ static void ctx_handle(gw_ctx *c, nng_msg *m)
         ctx_answer_status(c, &st);
         return;
     }
-    c->req = berth__v1__request__unpack(NULL, len, nng_msg_body(m));
+    c->budget.used = 0;
+    c->budget.over = false;
+    c->budget.cap = 16 * len + (4u << 20);
+    c->req = berth__v1__request__unpack(&c->budget.a, len, nng_msg_body(m));
     nng_msg_free(m);
+    if (c->req == NULL && c->budget.over) {
+        st.code = ENGINE_CODE_RESOURCE_EXHAUSTED;
+        snprintf(st.message, sizeof(st.message),
+                 "request: decoding it would take more than %zu bytes", c->budget.cap);
+        snprintf(st.field, sizeof(st.field), "request");
+        ctx_answer_status(c, &st);
+        return;
+    }
     if (c->req == NULL) {
         st.code = ENGINE_CODE_INVALID_ARGUMENT;
         snprintf(st.message, sizeof(st.message),
@@ -207,6 +247,12 @@ static void ctx_cb(void *arg)
         return;
     }
     case CTX_ENCODE: {
+        if (atomic_load(&s->abandon)) {
+            engine_reply_free(c->reply);
+            c->reply = NULL;
+            ctx_finish(c);
+            return;
+        }
         nng_msg *m;
         int rv = gw_encode_reply(c->reply, &c->arena, &m);
         engine_reply_free(c->reply);
@@ -279,6 +325,7 @@ void gw_server_close(gw_server *s)
     struct timespec tick = {0, 5 * 1000000L};
     for (int i = 0; i < 400 && atomic_load(&s->busy) > 0; i++)
         nanosleep(&tick, NULL);
+    atomic_store(&s->abandon, true);
     nng_close(s->sock);
     /* No context grows the list now; stop each (waiting for its callback),
      * then free. */

@@ -43,6 +43,7 @@ typedef struct opts {
     int npos;
     const char *worker, *token, *content_type, *key, *result, *code, *message, *details;
     const char *tls_ca, *tls_server_name;
+    bool tls_insecure;
     const char *hnames[MAX_HEADERS], *hvalues[MAX_HEADERS];
     int nheaders;
     bool has_max, has_lock, has_wait, has_retry_in, has_retries_left, has_count;
@@ -190,7 +191,7 @@ static int call(const opts *o, Berth__V1__Request *req, int timeout_ms, Berth__V
 {
     bc *c;
     char err[256];
-    bc_tls tls = {o->tls_ca, o->tls_server_name};
+    bc_tls tls = {o->tls_ca, o->tls_server_name, o->tls_insecure};
     if (bc_open_tls(o->operate, &tls, &c, err, sizeof(err)) != BC_OK) {
         fprintf(stderr, "berth: cannot reach berthd: %s\n", err);
         return EX_UNREACHABLE;
@@ -357,7 +358,8 @@ static int cmd_fetch(opts *o)
     req.fetch = &f;
     /* Wait for the server's own deadline, and some. Omitted: its default
      * (at most its ceiling, 30 s unless configured higher). */
-    int timeout = (int)(o->has_wait ? o->wait_ms : 60000) + 10000;
+    uint64_t wait = o->has_wait ? o->wait_ms : 60000;
+    int timeout = wait > 3600000 ? 3610000 : (int)wait + 10000; /* the server rejects it anyway */
     Berth__V1__Response *r;
     int ex = call(o, &req, timeout, &r);
     if (ex != EX_OK)
@@ -668,9 +670,10 @@ static const command commands[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: berth [--operate URL] [--events URL] [--json] [--timeout-ms MS]\n"
-               "             [--tls-ca FILE] [--tls-server-name NAME] COMMAND ...\n\n"
-               "commands:\n");
+    fprintf(f,
+            "usage: berth [--operate URL] [--events URL] [--json] [--timeout-ms MS]\n"
+            "             [--tls-ca FILE] [--tls-server-name NAME] [--tls-insecure] COMMAND ...\n\n"
+            "commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %s", commands[i].usage);
     fprintf(f, "\nenvironment: BERTH_OPERATE, BERTH_EVENTS\n"
@@ -743,6 +746,10 @@ int main(int argc, char **argv)
             o.json = true;
             continue;
         }
+        if (strcmp(a, "--tls-insecure") == 0) {
+            o.tls_insecure = true;
+            continue;
+        }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             o.help = true;
             continue;
@@ -791,6 +798,10 @@ int main(int argc, char **argv)
         return EX_USAGE;
     badnum:
         fprintf(stderr, "berth: %s needs a number, got \"%s\"\n", a, v ? v : "");
+        return EX_USAGE;
+    }
+    if ((o.has_max && o.max > UINT32_MAX) || (o.has_retries_left && o.retries_left > UINT32_MAX)) {
+        fprintf(stderr, "berth: --max and --retries-left take at most %u\n", UINT32_MAX);
         return EX_USAGE;
     }
     if (cmd == NULL) {

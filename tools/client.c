@@ -47,12 +47,13 @@ int bc_open_tls(const char *url, const bc_tls *tls, bc **out, char *err, size_t 
         rv = nng_dialer_create(&d, c->sock, url);
     if (rv == 0 && strncmp(url, "tls+", 4) == 0) {
         rv = nng_tls_config_alloc(&c->tls, NNG_TLS_MODE_CLIENT);
-        if (rv == 0 && tls != NULL && tls->ca_file != NULL) {
-            rv = nng_tls_config_ca_file(c->tls, tls->ca_file);
+        const char *ca = tls != NULL && tls->ca_file != NULL ? tls->ca_file : BC_SYSTEM_CA;
+        if (rv == 0 && tls != NULL && tls->insecure) {
+            rv = nng_tls_config_auth_mode(c->tls, NNG_TLS_AUTH_MODE_NONE);
+        } else if (rv == 0) {
+            rv = nng_tls_config_ca_file(c->tls, ca);
             if (rv == 0)
                 rv = nng_tls_config_auth_mode(c->tls, NNG_TLS_AUTH_MODE_REQUIRED);
-        } else if (rv == 0) {
-            rv = nng_tls_config_auth_mode(c->tls, NNG_TLS_AUTH_MODE_NONE);
         }
         if (rv == 0 && tls != NULL && tls->server_name != NULL)
             rv = nng_tls_config_server_name(c->tls, tls->server_name);

@@ -17,6 +17,7 @@
 #ifndef BERTH_TOOLS_CLIENT_H
 #define BERTH_TOOLS_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "berth/v1/operate.pb-c.h"
@@ -33,12 +34,16 @@ enum {
     BC_EINVAL = -4,
 };
 
-/* For tls+tcp:// URLs: the server's certificate is verified against
- * ca_file, for the name server_name (NULL: the host of the URL). */
+/* For tls+tcp:// URLs the server's certificate is always verified: against
+ * ca_file, or else the system's bundle (BC_SYSTEM_CA), for the name
+ * server_name (NULL: the host of the URL). Only insecure skips the check. */
 typedef struct bc_tls {
     const char *ca_file;
     const char *server_name;
+    bool insecure;
 } bc_tls;
+
+#define BC_SYSTEM_CA "/etc/ssl/certs/ca-certificates.crt"
 
 /* Dials url (synchronously: BC_EUNREACHABLE when nothing listens). */
 int bc_open(const char *url, bc **out, char *err, size_t errlen);

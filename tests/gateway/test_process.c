@@ -126,6 +126,9 @@ Test(process, contradictory_settings_are_refused_at_boot)
         "wait-max-ms");
     expect_refused((const char *const[]){"--lock-max-ms", "ten", NULL}, "lock-max-ms");
     expect_refused((const char *const[]){"--no-such-flag", "1", NULL}, "no-such-flag");
+    expect_refused((const char *const[]){"--strict-channels", NULL}, "strict-channels");
+    expect_refused((const char *const[]){"--channel", "x,reply-max-bytes=ten", NULL}, "channel");
+    expect_refused((const char *const[]){"--channel", "a", "--channel", "a", NULL}, "twice");
 }
 
 Test(process, environment_twins_configure_like_flags)
@@ -191,6 +194,13 @@ Test(process, operate_over_tls_with_a_verified_certificate)
     bc_tls wrong = {.ca_file = cert, .server_name = "not-this-host"};
     cr_assert_eq(bc_open_tls(D.operate, &wrong, &c, err, sizeof(err)), BC_EUNREACHABLE,
                  "a certificate for the wrong name was accepted");
+    /* Without a CA the system's bundle is used, which does not know this
+     * self-signed certificate: refused. Only an explicit opt-out skips it. */
+    cr_assert_eq(bc_open_tls(D.operate, NULL, &c, err, sizeof(err)), BC_EUNREACHABLE,
+                 "an unverified server was accepted by default");
+    bc_tls insecure = {.insecure = true};
+    cr_assert_eq(bc_open_tls(D.operate, &insecure, &c, err, sizeof(err)), BC_OK, "%s", err);
+    bc_close(c);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
 }

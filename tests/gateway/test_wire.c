@@ -397,3 +397,29 @@ Test(wire, events_are_published_with_their_subjects)
     nng_close(s);
     free(id);
 }
+
+Test(wire, a_small_message_that_decodes_huge_is_refused)
+{
+    /* Request{submit_batch: {items: [{}, {}, ...]}}: two bytes on the wire
+     * per empty item, a hundred or more once decoded. */
+    enum { N = 1000000 };
+    size_t inner = 2 * (size_t)N;
+    uint8_t *buf = malloc(inner + 8);
+    size_t n = 0;
+    buf[n++] = 0x12; /* field 2 (submit_batch), length-delimited */
+    for (size_t v = inner;; v >>= 7) {
+        buf[n++] = (uint8_t)(v & 0x7f) | (v >= 0x80 ? 0x80 : 0);
+        if (v < 0x80)
+            break;
+    }
+    for (int i = 0; i < N; i++) {
+        buf[n++] = 0x0a; /* items: field 1, length-delimited */
+        buf[n++] = 0x00;
+    }
+    Berth__V1__Response *r = raw(buf, n);
+    w_expect_code(r, BERTH__V1__CODE__RESOURCE_EXHAUSTED);
+    cr_assert_str_eq(r->status->field, "request");
+    w_free(r);
+    free(buf);
+    free(submit_id("alive", "after the attempt"));
+}
