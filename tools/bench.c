@@ -374,17 +374,23 @@ static int spawn_berthd(char *url, size_t len)
     return 0;
 }
 
-static void stop_berthd(void)
+/* Stops the spawned berthd; false unless it exited 0. */
+static bool stop_berthd(void)
 {
     if (spawned <= 0)
-        return;
+        return true;
     kill(spawned, SIGTERM);
-    waitpid(spawned, NULL, 0);
+    int status = 0;
+    waitpid(spawned, &status, 0);
     spawned = 0;
+    bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!clean)
+        fprintf(stderr, "berth-bench: berthd did not exit cleanly (status %d)\n", status);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", spawn_dir);
     if (system(cmd) != 0)
         fprintf(stderr, "berth-bench: could not remove %s\n", spawn_dir);
+    return clean;
 }
 
 /* ---- report ---- */
@@ -599,7 +605,8 @@ int main(int argc, char **argv)
     if (tty)
         pthread_join(prog, NULL);
     uint64_t end_ns = now_ns();
-    stop_berthd();
+    if (!stop_berthd())
+        atomic_fetch_add(&errors, 1);
 
     uint64_t n = atomic_load(&submitted), lost = 0;
     uint64_t slots = atomic_load(&next_task) < cap ? atomic_load(&next_task) : cap;
