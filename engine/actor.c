@@ -13,9 +13,11 @@
  *   the write returned OK. If it failed, memory is reloaded from the store
  *   (recover.c), every staged reply becomes UNAVAILABLE (retryable), the
  *   events are dropped, the turn's parks count as failed delivery attempts,
- *   and the relay pauses on a doubling backoff so a failing disk is not a
- *   busy loop. Memory never disagrees with disk, and nothing is answered
- *   OK that is not on disk (R1).
+ *   and the store backs off (50 ms doubling to 2 s): until then the relay
+ *   pauses and requests that would write are refused UNAVAILABLE at once,
+ *   so a failing disk costs one reload per backoff, not one per turn.
+ *   Memory never disagrees with disk, and nothing is answered OK that is
+ *   not on disk (R1).
  *
  * SLEEPING
  *   The actor sleeps until a request arrives or the next due instant (an
@@ -81,11 +83,26 @@ void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t
     ev->at_ms = tn->now_ms;
 }
 
+/* Requests that only read, served even while the store is failing. */
+static bool read_only(engine_op op)
+{
+    return op == ENGINE_OP_GET_TASK || op == ENGINE_OP_LIST_INCIDENTS || op == ENGINE_OP_STATS ||
+           op == ENGINE_OP_TICK;
+}
+
 static void dispatch(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
     if (e->halted || e->t.halt) {
         status_unavailable(&r->status, "the engine has halted");
+        turn_answer(e, p);
+        return;
+    }
+    /* The circuit breaker: a write failed a moment ago. Until the store's
+     * backoff ends, whatever would write is refused at once rather than
+     * applied, failed and undone by reloading the store every turn. */
+    if (e->t.now_ms < e->write_retry_at_ms && !read_only(p->req.op)) {
+        status_unavailable(&r->status, "the store is failing writes; try again shortly");
         turn_answer(e, p);
         return;
     }
@@ -221,10 +238,11 @@ static void run_turn(engine *e, pending *list)
     bool wrote = store_batch_count(e->batch) > 0;
     store_batch_clear(e->batch);
     if (rv == BERTH_OK) {
-        if (wrote)
+        if (wrote) { /* the store writes again: the breaker closes */
             e->counters.turns++;
-        e->write_backoff_ms = 0;
-        e->write_retry_at_ms = 0;
+            e->write_backoff_ms = 0;
+            e->write_retry_at_ms = 0;
+        }
         for (size_t i = 0; i < t->n_events; i++)
             e->o.on_event(e->o.event_ctx, &t->events[i].ev);
         t->n_events = 0;
@@ -242,6 +260,15 @@ static void run_turn(engine *e, pending *list)
         claim_abort_all(e, ENGINE_CODE_UNAVAILABLE, "the engine has halted");
     }
     deliver_answers(e);
+    /* What the turn kept in memory for the store's sake is written now. */
+    while (t->key_list != NULL) {
+        turn_key *k = t->key_list;
+        t->key_list = k->next;
+        free(k);
+    }
+    table_clear(&t->keys);
+    if (!reloaded)
+        task_evict_bodies(e);
     topics_reap(e, reloaded);
     state_check(e);
 }
@@ -387,6 +414,8 @@ static void engine_free(engine *e)
     table_fini(&e->tasks);
     table_fini(&e->deliveries);
     table_fini(&e->channels);
+    table_fini(&e->t.keys);
+    free(e->t.evict);
     channels_free(e);
     heap_fini(&e->outbox);
     heap_fini(&e->waits);
@@ -423,7 +452,8 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     atomic_init(&e->fp_park, 0);
     atomic_init(&e->fp_crash, 0);
     if (e->o.data_dir == NULL || table_init(&e->tasks) || table_init(&e->deliveries) ||
-        table_init(&e->topics) || table_init(&e->channels) || channels_copy(e, o)) {
+        table_init(&e->topics) || table_init(&e->channels) || table_init(&e->t.keys) ||
+        channels_copy(e, o)) {
         snprintf(err, errlen, "out of memory");
         engine_free(e);
         return BERTH_ENOMEM;

@@ -90,7 +90,7 @@ int intake_dispatch(engine *e, const inbound *in, engine_status *st, bool *dupli
         return rv;
 
     store_value v;
-    rv = in->maybe_seen ? store_get(e->store, e->batch, STORE_CF_INBOX, in->key, in->key_len, &v)
+    rv = in->maybe_seen ? store_get(e->store, STORE_CF_INBOX, in->key, in->key_len, &v)
                         : BERTH_ENOTFOUND;
     if (rv == BERTH_OK) {
         bool alive = store_dedup_alive(v.data, v.len, e->t.now_ms, e->o.dedup_horizon_ms);

@@ -153,6 +153,14 @@ typedef struct staged_event {
     engine_event ev;
 } staged_event;
 
+/* A submit key written this turn, in e->t.keys. */
+typedef struct turn_key {
+    struct turn_key *next;
+    uint8_t id[BERTH_ID_LEN];
+    size_t len;
+    uint8_t key[];
+} turn_key;
+
 /* What the turn in flight has done, to answer or undo after the write. */
 typedef struct turn {
     uint64_t now_ms;
@@ -164,6 +172,11 @@ typedef struct turn {
     size_t n_fresh, cap_fresh;
     uint8_t (*parked)[BERTH_ID_LEN]; /* parked from the outbox on disk */
     size_t n_parked, cap_parked;
+    table keys; /* submit keys written this turn → their delivery (the
+                   store sees them only once the turn is written) */
+    struct turn_key *key_list;
+    uint8_t (*evict)[BERTH_ID_LEN]; /* tasks whose body is over the cache budget */
+    size_t n_evict, cap_evict;
     bool halt;  /* crash failpoint: commit what is there, then halt */
     bool abort; /* a request failed half-applied: undo the turn as a failed write */
 } turn;
@@ -272,9 +285,12 @@ void task_delete(engine *e, task *t);
  * failure budget, never claimed, not yet in any index or table. */
 task *task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t seq,
                uint64_t created_at_ms, size_t body_bytes);
-/* Keeps t's encoded body in memory if the cache has room: takes `owned`
- * (malloc'd, len bytes) or else copies `bytes`; frees `owned` if not kept. */
+/* Keeps t's encoded body in memory: takes `owned` (malloc'd, len bytes) or
+ * else copies `bytes`. Past the cache budget a body is kept to the end of
+ * the turn (until then the store has not seen it) and dropped after. */
 void task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, size_t len);
+/* Drops the bodies kept past the budget this turn (after its write). */
+void task_evict_bodies(engine *e);
 /* Decodes t's body, from memory or from the store (seeing the batch). */
 int task_read_body(engine *e, task *t, store_body *out);
 /* Fresh random bytes from libsodium's CSPRNG, drawn in blocks (one

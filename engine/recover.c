@@ -236,6 +236,7 @@ int state_load(engine *e, char *err, size_t errlen)
         rv = scan_incident_seq(&c);
     if (rv == BERTH_OK)
         rv = index_all(e);
+    task_evict_bodies(e); /* the store holds them: keep only the budget */
     if (c.max_seq + 1 > e->next_seq)
         e->next_seq = c.max_seq + 1;
     return rv;
@@ -264,4 +265,5 @@ void state_clear(engine *e)
     table_clear(&e->deliveries);
     e->n_poisoned = 0;
     e->t.n_fresh = 0;
+    e->t.n_evict = 0;
 }

@@ -89,7 +89,7 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
     const void *body = d->body;
     size_t body_len = d->body_len;
     if (!d->fresh) {
-        if (store_get(e->store, e->batch, STORE_CF_OUTBOX, key, sizeof(key), &v) != BERTH_OK) {
+        if (store_get(e->store, STORE_CF_OUTBOX, key, sizeof(key), &v) != BERTH_OK) {
             *reason = "park failed: the outbox row could not be read";
             return SINK_RETRY;
         }

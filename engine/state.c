@@ -147,16 +147,42 @@ void task_delete(engine *e, task *t)
 
 void task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, size_t len)
 {
-    if (e->body_cache_used + len > e->o.body_cache_bytes) {
-        free(owned);
-        return;
+    turn *tn = &e->t;
+    bool over = e->body_cache_used + len > e->o.body_cache_bytes;
+    if (over && tn->n_evict == tn->cap_evict) {
+        size_t cap = tn->cap_evict ? tn->cap_evict * 2 : 64;
+        uint8_t(*v)[BERTH_ID_LEN] = realloc(tn->evict, cap * sizeof(*v));
+        if (v == NULL) {
+            free(owned);
+            e->t.abort = true; /* the store cannot serve it before the write */
+            return;
+        }
+        tn->evict = v;
+        tn->cap_evict = cap;
     }
     if (owned == NULL && (owned = malloc(len ? len : 1)) != NULL)
         memcpy(owned, bytes, len);
-    if (owned == NULL)
+    if (owned == NULL) {
+        e->t.abort = true;
         return;
+    }
     t->body = owned;
     e->body_cache_used += len;
+    if (over)
+        memcpy(tn->evict[tn->n_evict++], t->id, BERTH_ID_LEN);
+}
+
+void task_evict_bodies(engine *e)
+{
+    for (size_t i = 0; i < e->t.n_evict; i++) {
+        task *t = table_get(&e->tasks, e->t.evict[i], BERTH_ID_LEN);
+        if (t != NULL && t->body != NULL) {
+            e->body_cache_used -= t->body_bytes;
+            free(t->body);
+            t->body = NULL;
+        }
+    }
+    e->t.n_evict = 0;
 }
 
 int task_read_body(engine *e, task *t, store_body *out)
@@ -166,7 +192,7 @@ int task_read_body(engine *e, task *t, store_body *out)
     uint8_t key[STORE_ROW_KEY_LEN];
     store_row_key(key, t->seq, STORE_KIND_BODY);
     store_value v;
-    int rv = store_get(e->store, e->batch, STORE_CF_TASKS, key, sizeof(key), &v);
+    int rv = store_get(e->store, STORE_CF_TASKS, key, sizeof(key), &v);
     if (rv != BERTH_OK)
         return rv;
     rv = store_body_decode(v.data, v.len, out);

@@ -47,11 +47,17 @@ static bool submit_check(engine *e, const engine_submit_args *a, const char *pre
     return check_text(a->idempotency_key, BERTH_IDEM_KEY_MAX, false, f, st);
 }
 
-/* The original id when the key was used inside the dedup horizon. */
+/* The original id when the key was used inside the dedup horizon: this
+ * turn (memory) or before (the store). */
 static int dedup_lookup(engine *e, const uint8_t *skey, size_t sklen, uint8_t id[BERTH_ID_LEN])
 {
+    const turn_key *k = table_get(&e->t.keys, skey, sklen);
+    if (k != NULL) {
+        memcpy(id, k->id, BERTH_ID_LEN);
+        return BERTH_OK;
+    }
     store_value v;
-    int rv = store_get(e->store, e->batch, STORE_CF_SUBMIT_KEYS, skey, sklen, &v);
+    int rv = store_get(e->store, STORE_CF_SUBMIT_KEYS, skey, sklen, &v);
     if (rv != BERTH_OK)
         return rv;
     if (v.len != STORE_SUBMIT_VALUE_LEN ||
@@ -164,6 +170,16 @@ static void submit_one(engine *e, const engine_submit_args *a, engine_submitted 
         store_put_be64(v, now);
         memcpy(v + STORE_DEDUP_TIME_LEN, d->id, BERTH_ID_LEN);
         store_batch_put(e->batch, STORE_CF_SUBMIT_KEYS, skey, sklen, v, sizeof(v));
+        turn_key *k = malloc(sizeof(*k) + sklen);
+        if (k != NULL) {
+            memcpy(k->id, d->id, BERTH_ID_LEN);
+            k->len = sklen;
+            memcpy(k->key, skey, sklen);
+            k->next = e->t.key_list;
+            e->t.key_list = k;
+        }
+        if (k == NULL || table_put(&e->t.keys, k->key, sklen, k) != BERTH_OK)
+            e->t.abort = true; /* a repeat in this turn could not be recognised */
     }
     berth_id_format(d->id, out->id);
     out->duplicate = false;

@@ -1,7 +1,17 @@
-/* events.c — see events.h. Publishing runs on the engine thread, after a
- * turn committed: one small encode and a non-blocking send. */
+/*
+ * events.c — see events.h.
+ *
+ * The engine calls gw_events_publish() on its own thread, after a turn
+ * committed. That thread is berth's bottleneck, so the call only copies
+ * the event into one allocation and appends it to a queue; a publisher
+ * thread encodes and sends. The queue is bounded (GW_EVENTS_QUEUE_MAX):
+ * past it new events are dropped and counted, as PUB would drop them for
+ * a slow subscriber anyway. Events notify; state is the record.
+ */
 #include "gateway/events.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +23,28 @@
 #include "gateway/listen.h"
 #include "store/err.h"
 
+#define GW_EVENTS_QUEUE_MAX 65536
+
+/* A queued event: the engine_event's strings copied after the struct. */
+typedef struct qevent {
+    struct qevent *next;
+    engine_event ev; /* pointers into text[] */
+    char text[];
+} qevent;
+
 struct gw_events {
     nng_socket sock;
     char url[256];
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    qevent *head, *tail; /* guarded by mu */
+    size_t queued;
+    uint64_t dropped;
+    bool stopping;
 };
+
+static void *publisher(void *arg);
 
 int gw_events_open(const char *url, nng_tls_config *tls, gw_events **out, char *err, size_t errlen)
 {
@@ -37,6 +65,16 @@ int gw_events_open(const char *url, nng_tls_config *tls, gw_events **out, char *
         nng_close(ev->sock);
         free(ev);
         return rv;
+    }
+    pthread_mutex_init(&ev->mu, NULL);
+    pthread_cond_init(&ev->cv, NULL);
+    if (pthread_create(&ev->thread, NULL, publisher, ev) != 0) {
+        snprintf(err, errlen, "cannot start the events thread");
+        pthread_mutex_destroy(&ev->mu);
+        pthread_cond_destroy(&ev->cv);
+        nng_close(ev->sock);
+        free(ev);
+        return BERTH_ENOMEM;
     }
     *out = ev;
     return BERTH_OK;
@@ -73,9 +111,8 @@ void gw_event_subject(const engine_event *ev, char *out, size_t len)
     snprintf(out, len, "%s.%s", kind, ev->topic);
 }
 
-void gw_events_publish(void *ctx, const engine_event *e)
+static void send_event(gw_events *ev, const engine_event *e)
 {
-    gw_events *ev = ctx;
     char subject[BERTH_TOPIC_MAX + 32];
     gw_event_subject(e, subject, sizeof(subject));
     Berth__V1__Event m = BERTH__V1__EVENT__INIT;
@@ -106,10 +143,92 @@ void gw_events_publish(void *ctx, const engine_event *e)
         nng_msg_free(msg);
 }
 
+static void *publisher(void *arg)
+{
+    gw_events *ev = arg;
+    pthread_mutex_lock(&ev->mu);
+    for (;;) {
+        while (ev->head == NULL && !ev->stopping)
+            pthread_cond_wait(&ev->cv, &ev->mu);
+        qevent *q = ev->head;
+        ev->head = ev->tail = NULL;
+        ev->queued = 0;
+        bool stop = ev->stopping;
+        pthread_mutex_unlock(&ev->mu);
+        while (q != NULL) {
+            qevent *next = q->next;
+            send_event(ev, &q->ev);
+            free(q);
+            q = next;
+        }
+        pthread_mutex_lock(&ev->mu);
+        if (stop && ev->head == NULL)
+            break;
+    }
+    pthread_mutex_unlock(&ev->mu);
+    return NULL;
+}
+
+/* Copies s into *p (NULL stays NULL), advancing *p. */
+static const char *copy_str(char **p, const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    memcpy(*p, s, n);
+    const char *out = *p;
+    *p += n;
+    return out;
+}
+
+static size_t len_or_0(const char *s)
+{
+    return s ? strlen(s) + 1 : 0;
+}
+
+void gw_events_publish(void *ctx, const engine_event *e)
+{
+    gw_events *ev = ctx;
+    size_t n = len_or_0(e->topic) + len_or_0(e->error.code) + len_or_0(e->error.message) +
+               len_or_0(e->error.details);
+    qevent *q = malloc(sizeof(*q) + n);
+    if (q == NULL)
+        return;
+    q->next = NULL;
+    q->ev = *e;
+    char *p = q->text;
+    q->ev.topic = copy_str(&p, e->topic);
+    q->ev.error.code = copy_str(&p, e->error.code);
+    q->ev.error.message = copy_str(&p, e->error.message);
+    q->ev.error.details = copy_str(&p, e->error.details);
+    pthread_mutex_lock(&ev->mu);
+    if (ev->queued >= GW_EVENTS_QUEUE_MAX) {
+        ev->dropped++;
+        pthread_mutex_unlock(&ev->mu);
+        free(q);
+        return;
+    }
+    if (ev->tail)
+        ev->tail->next = q;
+    else
+        ev->head = q;
+    ev->tail = q;
+    if (ev->queued++ == 0)
+        pthread_cond_signal(&ev->cv);
+    pthread_mutex_unlock(&ev->mu);
+}
+
 void gw_events_close(gw_events *ev)
 {
     if (ev == NULL)
         return;
+    pthread_mutex_lock(&ev->mu);
+    ev->stopping = true;
+    pthread_cond_signal(&ev->cv);
+    pthread_mutex_unlock(&ev->mu);
+    pthread_join(ev->thread, NULL); /* what was queued is sent first */
+    pthread_mutex_destroy(&ev->mu);
+    pthread_cond_destroy(&ev->cv);
     nng_close(ev->sock);
     free(ev);
 }

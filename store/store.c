@@ -72,7 +72,7 @@ struct store {
 
 struct store_batch {
     store *s;
-    rocksdb_writebatch_wi_t *wb;
+    rocksdb_writebatch_t *wb;
 };
 
 struct store_iter {
@@ -160,7 +160,7 @@ static int check_format(store *s, char *err, size_t errlen)
 {
     static const char key[] = "format";
     store_value v;
-    int rv = store_get(s, NULL, STORE_CF_META, key, sizeof(key) - 1, &v);
+    int rv = store_get(s, STORE_CF_META, key, sizeof(key) - 1, &v);
     if (rv == BERTH_ENOTFOUND) {
         uint8_t buf[4];
         store_put_be32(buf, BERTH_FORMAT_VERSION);
@@ -347,7 +347,7 @@ int store_batch_alloc(store *s, store_batch **out)
     if (b == NULL)
         return BERTH_ENOMEM;
     b->s = s;
-    b->wb = rocksdb_writebatch_wi_create(0, 1 /* overwrite: reads see the newest */);
+    b->wb = rocksdb_writebatch_create();
     *out = b;
     return BERTH_OK;
 }
@@ -356,41 +356,41 @@ void store_batch_free(store_batch *b)
 {
     if (b == NULL)
         return;
-    rocksdb_writebatch_wi_destroy(b->wb);
+    rocksdb_writebatch_destroy(b->wb);
     free(b);
 }
 
 void store_batch_clear(store_batch *b)
 {
-    rocksdb_writebatch_wi_clear(b->wb);
+    rocksdb_writebatch_clear(b->wb);
 }
 
 size_t store_batch_count(store_batch *b)
 {
-    return (size_t)rocksdb_writebatch_wi_count(b->wb);
+    return (size_t)rocksdb_writebatch_count(b->wb);
 }
 
 size_t store_batch_bytes(store_batch *b)
 {
     size_t n = 0;
-    rocksdb_writebatch_wi_data(b->wb, &n);
+    rocksdb_writebatch_data(b->wb, &n);
     return n;
 }
 
 void store_batch_put(store_batch *b, store_cf cf, const void *k, size_t kl, const void *v,
                      size_t vl)
 {
-    rocksdb_writebatch_wi_put_cf(b->wb, b->s->cf[cf], k, kl, v, vl);
+    rocksdb_writebatch_put_cf(b->wb, b->s->cf[cf], k, kl, v, vl);
 }
 
 void store_batch_delete(store_batch *b, store_cf cf, const void *k, size_t kl)
 {
-    rocksdb_writebatch_wi_delete_cf(b->wb, b->s->cf[cf], k, kl);
+    rocksdb_writebatch_delete_cf(b->wb, b->s->cf[cf], k, kl);
 }
 
 void store_batch_single_delete(store_batch *b, store_cf cf, const void *k, size_t kl)
 {
-    rocksdb_writebatch_wi_singledelete_cf(b->wb, b->s->cf[cf], k, kl);
+    rocksdb_writebatch_singledelete_cf(b->wb, b->s->cf[cf], k, kl);
 }
 
 /* Consumes one unit of a failpoint counter; true when this call must fail. */
@@ -410,7 +410,7 @@ int store_write(store *s, store_batch *b)
         return BERTH_EIO;
     }
     char *rerr = NULL;
-    rocksdb_write_writebatch_wi(s->db, s->wo_sync, b->wb, &rerr);
+    rocksdb_write(s->db, s->wo_sync, b->wb, &rerr);
     if (rerr != NULL)
         return take_error(s, &rerr, BERTH_EIO);
     return BERTH_OK;
@@ -418,7 +418,7 @@ int store_write(store *s, store_batch *b)
 
 /* ---- reads ---- */
 
-int store_get(store *s, store_batch *b, store_cf cf, const void *k, size_t kl, store_value *out)
+int store_get(store *s, store_cf cf, const void *k, size_t kl, store_value *out)
 {
     out->data = NULL;
     out->len = 0;
@@ -428,12 +428,7 @@ int store_get(store *s, store_batch *b, store_cf cf, const void *k, size_t kl, s
     }
     char *rerr = NULL;
     size_t len = 0;
-    char *v;
-    if (b != NULL)
-        v = rocksdb_writebatch_wi_get_from_batch_and_db_cf(b->wb, s->db, s->ro, s->cf[cf], k, kl,
-                                                           &len, &rerr);
-    else
-        v = rocksdb_get_cf(s->db, s->ro, s->cf[cf], k, kl, &len, &rerr);
+    char *v = rocksdb_get_cf(s->db, s->ro, s->cf[cf], k, kl, &len, &rerr);
     if (rerr != NULL)
         return take_error(s, &rerr, BERTH_EIO);
     if (v == NULL)

@@ -1,6 +1,8 @@
 /*
  * store.h — berth's embedded store: RocksDB column families, atomic synced
- * write batches, reads that see a pending batch, and iterators.
+ * write batches, point reads and iterators. Reads see what was written,
+ * never a batch still being built: the engine keeps in memory what it
+ * must read back within a turn.
  *
  * CONVENTIONS
  *   Opaque handles; int returns (0 = BERTH_OK, negative BERTH_E* of err.h);
@@ -66,7 +68,7 @@ void store_close(store *s);
 const char *store_last_error(const store *s);
 const char *store_cf_name(store_cf cf);
 
-/* ---- write batches (indexed: store_get can read through them) ---- */
+/* ---- write batches ---- */
 int store_batch_alloc(store *s, store_batch **out);
 void store_batch_free(store_batch *b);
 void store_batch_clear(store_batch *b);
@@ -89,9 +91,8 @@ typedef struct store_value {
     size_t len;
 } store_value;
 
-/* Reads key k of cf as the batch b would leave it (b may be NULL: the
- * store alone). BERTH_ENOTFOUND when absent. */
-int store_get(store *s, store_batch *b, store_cf cf, const void *k, size_t kl, store_value *out);
+/* Reads key k of cf as written. BERTH_ENOTFOUND when absent. */
+int store_get(store *s, store_cf cf, const void *k, size_t kl, store_value *out);
 void store_value_free(store_value *v);
 
 /* An iterator over one column family, in key order, on an implicit

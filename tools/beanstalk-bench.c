@@ -316,7 +316,9 @@ int main(int argc, char **argv)
     else
         printf("beanstalkd %s: %" PRIu64 " jobs in %.3f s: %.1f jobs/s; e2e ms p50 %.3f p99 "
                "%.3f; errors %" PRIu64 " lost %" PRIu64 "\n",
-               mode == 1 ? "-b -f 0" : mode == 2 ? "in memory" : host, n_tasks, secs, n / secs,
-               P(0.5), P(0.99), (uint64_t)atomic_load(&errors), lost);
+               mode == 1   ? "-b -f 0"
+               : mode == 2 ? "in memory"
+                           : host,
+               n_tasks, secs, n / secs, P(0.5), P(0.99), (uint64_t)atomic_load(&errors), lost);
     return lost || dups || atomic_load(&errors) ? 1 : 0;
 }

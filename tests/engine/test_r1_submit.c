@@ -41,6 +41,7 @@ Test(r1_durable_accept, the_write_after_a_failed_one_is_kept)
 {
     engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
     engine_reply_free(h_submit_key("orders", "lost", NULL));
+    h_advance(50); /* the store's backoff after a failed write */
     char id[ENGINE_ID_STR];
     h_submit("orders", "kept", id);
     h_reopen();

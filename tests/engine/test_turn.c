@@ -105,3 +105,71 @@ Test(group_commit, requests_after_close_are_not_queued)
     engine_request req = {.op = ENGINE_OP_TICK};
     cr_assert_not_null(engine_exec_sync(H.e, &req) ? (void *)1 : NULL);
 }
+
+Test(group_commit, a_turn_reads_back_what_it_has_not_written_yet)
+{
+    /* Two submits with one key, and a claim of a task parked in the same
+     * turn with no room in the body cache: the store has seen none of it. */
+    H.o.body_cache_bytes = 0;
+    h_reopen();
+    static const char *T[] = {"t"};
+    engine_request fetch = {.op = ENGINE_OP_FETCH};
+    fetch.u.fetch = (engine_fetch_args){
+        .worker_id = "w", .topics = T, .n_topics = 1, .has_wait_ms = true, .wait_ms = 30000};
+    engine_request s1 = {.op = ENGINE_OP_SUBMIT}, s2 = {.op = ENGINE_OP_SUBMIT};
+    s1.u.submit = (engine_submit_args){
+        .topic = "t", .payload = (const uint8_t *)"body", .payload_len = 4, .idempotency_key = "k"};
+    s2.u.submit = s1.u.submit;
+    h_async f, a1, a2;
+    uint64_t before = h_stats().turns;
+    engine_hold(H.e, true);
+    h_exec_async(&fetch, &f);
+    h_exec_async(&s1, &a1);
+    h_exec_async(&s2, &a2);
+    engine_hold(H.e, false);
+    engine_reply *r1 = h_async_wait(&a1), *r2 = h_async_wait(&a2), *rf = h_async_wait(&f);
+    cr_assert_eq(h_stats().turns - before, 1, "all in one turn");
+    h_expect_ok(r2);
+    cr_assert(r2->submitted[0].duplicate);
+    cr_assert_str_eq(r1->submitted[0].id, r2->submitted[0].id);
+    cr_assert_eq(rf->n_tasks, 1);
+    cr_assert_eq(rf->tasks[0].payload_len, 4);
+    cr_assert_eq(memcmp(rf->tasks[0].payload, "body", 4), 0);
+    h_async_free(&a1);
+    h_async_free(&a2);
+    h_async_free(&f);
+    cr_assert_eq(h_stats().tasks, 1);
+}
+
+Test(group_commit, after_a_failed_write_writes_are_refused_until_the_store_backoff_ends)
+{
+    h_submit("t", "before", NULL);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    engine_reply *r = h_submit_key("t", "fails", NULL);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    engine_reply_free(r);
+    uint64_t failed = h_stats().commits_failed;
+
+    h_advance(49);
+    r = h_submit_key("t", "refused", NULL);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    cr_assert(r->status.retryable);
+    engine_reply_free(r);
+    r = h_fetch("w", "t", 1, 0);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    engine_reply_free(r);
+    cr_assert_eq(h_stats().commits_failed, failed, "refused at once: no write tried, no reload");
+    cr_assert_eq(h_stats().ready, 1, "reads are served; nothing was applied");
+
+    /* A second failure doubles the backoff. */
+    h_advance(1);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    engine_reply_free(h_submit_key("t", "fails again", NULL));
+    h_advance(99);
+    r = h_submit_key("t", "refused", NULL);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    engine_reply_free(r);
+    h_advance(1);
+    h_submit("t", "kept", NULL);
+    cr_assert_eq(h_stats().tasks, 2);
+}
