@@ -20,31 +20,34 @@
 
 #include "engine/internal.h"
 
-static bool submit_check(engine *e, const engine_submit_args *a, const char *prefix,
-                         engine_status *st)
+/* Field names are plain ("topic"); a batch prefixes the item's index to
+ * them only when an item is rejected, off the hot path. */
+static bool submit_check(engine *e, const engine_submit_args *a, engine_status *st)
 {
-    char f[64];
-    snprintf(f, sizeof(f), "%stopic", prefix);
-    if (!check_topic(a->topic, f, st))
+    if (!check_topic(a->topic, "topic", st))
         return false;
     if (e->o.strict_channels && channel_find(e, a->topic) == NULL) {
         status_set(st, ENGINE_CODE_NOT_FOUND, "topic %s is not a declared channel", a->topic);
-        snprintf(st->field, sizeof(st->field), "%s", f);
+        snprintf(st->field, sizeof(st->field), "topic");
         return false;
     }
-    snprintf(f, sizeof(f), "%spayload", prefix);
     if (a->payload_len > e->o.payload_max_bytes) {
-        status_over_ceiling(st, f, a->payload_len, e->o.payload_max_bytes);
+        status_over_ceiling(st, "payload", a->payload_len, e->o.payload_max_bytes);
         return false;
     }
-    snprintf(f, sizeof(f), "%sheaders", prefix);
-    if (!check_headers(a->headers, a->n_headers, f, st))
-        return false;
-    snprintf(f, sizeof(f), "%scontent_type", prefix);
-    if (!check_text(a->content_type, ENGINE_CONTENT_TYPE_MAX, false, f, st))
-        return false;
-    snprintf(f, sizeof(f), "%sidempotency_key", prefix);
-    return check_text(a->idempotency_key, BERTH_IDEM_KEY_MAX, false, f, st);
+    return check_headers(a->headers, a->n_headers, "headers", st) &&
+           check_text(a->content_type, ENGINE_CONTENT_TYPE_MAX, false, "content_type", st) &&
+           check_text(a->idempotency_key, BERTH_IDEM_KEY_MAX, false, "idempotency_key", st);
+}
+
+/* Names batch item i in a rejection: "items[i].topic". */
+static void name_item(engine_status *st, size_t i)
+{
+    char field[sizeof(st->field)], msg[sizeof(st->message)];
+    snprintf(field, sizeof(field), "items[%zu].%.35s", i, st->field);
+    snprintf(msg, sizeof(msg), "items[%zu].%.227s", i, st->message);
+    memcpy(st->field, field, sizeof(field));
+    memcpy(st->message, msg, sizeof(msg));
 }
 
 /* The original id when the key was used inside the dedup horizon: this
@@ -188,7 +191,7 @@ static void submit_one(engine *e, const engine_submit_args *a, engine_submitted 
 void op_submit(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
-    if (!submit_check(e, &p->req.u.submit, "", &r->status))
+    if (!submit_check(e, &p->req.u.submit, &r->status))
         return;
     r->submitted = reply_mem(r, sizeof(*r->submitted));
     if (r->submitted == NULL) {
@@ -214,10 +217,10 @@ void op_submit_batch(engine *e, pending *p)
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        char prefix[32];
-        snprintf(prefix, sizeof(prefix), "items[%zu].", i);
-        if (!submit_check(e, &items[i], prefix, &r->status))
+        if (!submit_check(e, &items[i], &r->status)) {
+            name_item(&r->status, i);
             return;
+        }
     }
     r->submitted = reply_mem(r, n * sizeof(*r->submitted));
     if (r->submitted == NULL) {
