@@ -66,13 +66,13 @@ void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t
         return;
     if (tn->n_events == tn->cap_events) {
         size_t cap = tn->cap_events ? tn->cap_events * 2 : 64;
-        staged_event *v = realloc(tn->events, cap * sizeof(*v));
+        engine_event *v = realloc(tn->events, cap * sizeof(*v));
         if (v == NULL)
             return; /* events are best effort */
         tn->events = v;
         tn->cap_events = cap;
     }
-    engine_event *ev = &tn->events[tn->n_events++].ev;
+    engine_event *ev = &tn->events[tn->n_events++];
     memset(ev, 0, sizeof(*ev));
     ev->kind = kind;
     ev->topic = t->name;
@@ -244,7 +244,7 @@ static void run_turn(engine *e, pending *list)
             e->write_retry_at_ms = 0;
         }
         for (size_t i = 0; i < t->n_events; i++)
-            e->o.on_event(e->o.event_ctx, &t->events[i].ev);
+            e->o.on_event(e->o.event_ctx, &t->events[i]);
         t->n_events = 0;
     } else {
         e->counters.commits_failed++;

@@ -149,10 +149,6 @@ typedef struct waiter {
     uint64_t lock_ms;
 } waiter;
 
-typedef struct staged_event {
-    engine_event ev;
-} staged_event;
-
 /* A submit key written this turn, in e->t.keys. */
 typedef struct turn_key {
     struct turn_key *next;
@@ -165,7 +161,7 @@ typedef struct turn_key {
 typedef struct turn {
     uint64_t now_ms;
     pending *answered, *answered_tail; /* replies staged this turn */
-    staged_event *events;
+    engine_event *events;
     size_t n_events, cap_events;
     topic *rung;      /* doorbells rung this turn */
     delivery **fresh; /* submitted this turn, outbox row not yet written */

@@ -329,7 +329,7 @@ static void *worker_main(void *arg)
 static pid_t spawned;
 static char spawn_dir[64];
 
-static int spawn_berthd(char *url, size_t len)
+static int spawn_berthd(char *url)
 {
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -370,7 +370,6 @@ static int spawn_berthd(char *url, size_t len)
         fprintf(stderr, "berth-bench: %s did not become ready\n", berthd);
         return -1;
     }
-    (void)len;
     return 0;
 }
 
@@ -555,7 +554,7 @@ int main(int argc, char **argv)
 
     char url[256];
     if (C.spawn) {
-        if (spawn_berthd(url, sizeof(url)) != 0) {
+        if (spawn_berthd(url) != 0) {
             stop_berthd();
             return 1;
         }
@@ -604,7 +603,6 @@ int main(int argc, char **argv)
         pthread_join(ws[i].th, NULL);
     if (tty)
         pthread_join(prog, NULL);
-    uint64_t end_ns = now_ns();
     if (!stop_berthd())
         atomic_fetch_add(&errors, 1);
 
@@ -661,7 +659,6 @@ int main(int argc, char **argv)
         printf("  errors %" PRIu64 "  lost %" PRIu64 "  duplicates %" PRIu64 "\n", errs, lost,
                dups);
     }
-    (void)end_ns;
     free(e2e.v);
     free(fw.v);
     free(pt);

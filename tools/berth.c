@@ -243,13 +243,12 @@ static uint8_t *read_arg(const char *arg, size_t *len)
     return buf;
 }
 
-static int need(const opts *o, const char *what, const char *v)
+static int need(const char *what, const char *v)
 {
     if (v == NULL) {
         fprintf(stderr, "berth: %s is required (see --help)\n", what);
         return EX_USAGE;
     }
-    (void)o;
     return EX_OK;
 }
 
@@ -339,7 +338,7 @@ static void print_task_json(const Berth__V1__Task *t)
 
 static int cmd_fetch(opts *o)
 {
-    if (o->npos < 1 || need(o, "--worker", o->worker) != EX_OK) {
+    if (o->npos < 1 || need("--worker", o->worker) != EX_OK) {
         fprintf(stderr, "berth fetch: TOPIC... --worker ID\n");
         return EX_USAGE;
     }
