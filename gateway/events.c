@@ -7,10 +7,16 @@
  * thread encodes and sends. The queue is bounded (GW_EVENTS_QUEUE_MAX):
  * past it new events are dropped and counted, as PUB would drop them for
  * a slow subscriber anyway. Events notify; state is the record.
+ *
+ * With no subscriber connected, PUB would drop every event: the engine's
+ * call then returns at once, and nothing is copied, queued or sent. A pipe
+ * counts as a subscriber from the moment nng announces it (ADD_PRE) until
+ * it is gone (REM_POST); nng pairs the two.
  */
 #include "gateway/events.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +40,8 @@ typedef struct qevent {
 
 struct gw_events {
     nng_socket sock;
+    nng_aio *aio; /* the publisher's sends */
+    atomic_int subscribers;
     char url[256];
     pthread_t thread;
     pthread_mutex_t mu;
@@ -46,6 +54,13 @@ struct gw_events {
 
 static void *publisher(void *arg);
 
+static void pipe_event(nng_pipe p, nng_pipe_ev what, void *arg)
+{
+    (void)p;
+    gw_events *ev = arg;
+    atomic_fetch_add(&ev->subscribers, what == NNG_PIPE_EV_ADD_PRE ? 1 : -1);
+}
+
 int gw_events_open(const char *url, nng_tls_config *tls, gw_events **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -55,14 +70,22 @@ int gw_events_open(const char *url, nng_tls_config *tls, gw_events **out, char *
     int rv = nng_pub0_open(&ev->sock);
     if (rv == 0) /* PUB receives nothing; the limit is set all the same */
         rv = nng_socket_set_size(ev->sock, NNG_OPT_RECVMAXSZ, 4096);
+    if (rv == 0)
+        rv = nng_pipe_notify(ev->sock, NNG_PIPE_EV_ADD_PRE, pipe_event, ev);
+    if (rv == 0)
+        rv = nng_pipe_notify(ev->sock, NNG_PIPE_EV_REM_POST, pipe_event, ev);
+    if (rv == 0)
+        rv = nng_aio_alloc(&ev->aio, NULL, NULL);
     if (rv != 0) {
         snprintf(err, errlen, "cannot open the events socket: %s", nng_strerror(rv));
+        nng_close(ev->sock);
         free(ev);
         return BERTH_EIO;
     }
     rv = gw_listen(ev->sock, url, tls, ev->url, sizeof(ev->url), err, errlen);
     if (rv != BERTH_OK) {
         nng_close(ev->sock);
+        nng_aio_free(ev->aio);
         free(ev);
         return rv;
     }
@@ -73,6 +96,7 @@ int gw_events_open(const char *url, nng_tls_config *tls, gw_events **out, char *
         pthread_mutex_destroy(&ev->mu);
         pthread_cond_destroy(&ev->cv);
         nng_close(ev->sock);
+        nng_aio_free(ev->aio);
         free(ev);
         return BERTH_ENOMEM;
     }
@@ -139,7 +163,11 @@ static void send_event(gw_events *ev, const engine_event *e)
     uint8_t *body = nng_msg_body(msg);
     memcpy(body, subject, slen);
     berth__v1__event__pack(&m, body + slen);
-    if (nng_sendmsg(ev->sock, msg, NNG_FLAG_NONBLOCK) != 0)
+    /* PUB never blocks a send: it queues per subscriber or drops. */
+    nng_aio_set_msg(ev->aio, msg);
+    nng_send_aio(ev->sock, ev->aio);
+    nng_aio_wait(ev->aio);
+    if (nng_aio_result(ev->aio) != 0)
         nng_msg_free(msg);
 }
 
@@ -189,6 +217,8 @@ static size_t len_or_0(const char *s)
 void gw_events_publish(void *ctx, const engine_event *e)
 {
     gw_events *ev = ctx;
+    if (atomic_load_explicit(&ev->subscribers, memory_order_relaxed) <= 0)
+        return; /* PUB would drop it */
     size_t n = len_or_0(e->topic) + len_or_0(e->error.code) + len_or_0(e->error.message) +
                len_or_0(e->error.details);
     qevent *q = malloc(sizeof(*q) + n);
@@ -230,5 +260,6 @@ void gw_events_close(gw_events *ev)
     pthread_mutex_destroy(&ev->mu);
     pthread_cond_destroy(&ev->cv);
     nng_close(ev->sock);
+    nng_aio_free(ev->aio);
     free(ev);
 }

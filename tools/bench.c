@@ -5,6 +5,7 @@
  *               [--producers P] [--workers W] [--submit-batch B]
  *               [--fetch-batch F] [--complete-batch C] [--payload BYTES]
  *               [--topics K] [--lock-ms MS] [--json] [--csv FILE]
+ *               [--client direct|nng]
  *
  * P producer threads submit (submit_batch when B > 1), W worker threads
  * long-poll fetch up to F tasks and complete them (complete_batch of up to
@@ -17,6 +18,11 @@
  * --spawn starts the berthd found beside this binary on a temp directory
  * and free ports, and stops it afterwards. Every submit it makes is
  * fsynced by berthd before it is acknowledged: this measures durable work.
+ *
+ * Producers and workers reach a tcp:// URL over direct connections
+ * (client.h: SP's TCP mapping with blocking calls, one connection per
+ * thread, like beanstalk-bench's plain sockets); --client nng uses nng's
+ * REQ socket, whose threads cost the shared machine more per round trip.
  *
  * Output: a table (a progress line on stderr when it is a terminal), or one
  * JSON object with --json. --csv writes a per-second series (see
@@ -53,6 +59,7 @@ typedef struct cfg {
     uint64_t lock_ms;
     bool json;
     const char *csv;
+    bool nng_client; /* --client nng: nng's REQ socket, not a direct connection */
 } cfg;
 
 /* Shared state. Per-task arrays are indexed by the task's number, which
@@ -93,6 +100,24 @@ static void sample_add(samples *s, uint64_t ns)
     s->v[s->n++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
 
+/* Submit acknowledged → completion acknowledged. A worker can complete a
+ * task before its producer has read the submit's answer: that counts as 0. */
+static uint64_t e2e_ns(uint64_t i)
+{
+    return done_ns[i] > submit_ns[i] ? done_ns[i] - submit_ns[i] : 0;
+}
+
+/* Each producer and worker has its own connection. A tcp:// URL is reached
+ * directly (see client.h), so the load costs the machine about what
+ * beanstalk-bench's plain sockets cost it; --client nng uses nng's REQ
+ * socket instead. */
+static int open_client(bc **c, char *err, size_t errlen)
+{
+    if (!C.nng_client && strncmp(C.operate, "tcp://", 6) == 0)
+        return bc_open_direct(C.operate, c, err, errlen);
+    return bc_open(C.operate, c, err, errlen);
+}
+
 static void count_error(const char *what, const Berth__V1__Response *r, int rv)
 {
     uint64_t n = atomic_fetch_add(&errors, 1);
@@ -113,7 +138,7 @@ static void *producer(void *arg)
     (void)arg;
     bc *c;
     char err[256];
-    if (bc_open(C.operate, &c, err, sizeof(err)) != BC_OK) {
+    if (open_client(&c, err, sizeof(err)) != BC_OK) {
         fprintf(stderr, "berth-bench: %s\n", err);
         atomic_fetch_add(&errors, 1);
         return NULL;
@@ -257,7 +282,7 @@ static void *worker_main(void *arg)
     bc *c;
     char err[256], wid[32];
     snprintf(wid, sizeof(wid), "bench-worker-%d", w->id);
-    if (bc_open(C.operate, &c, err, sizeof(err)) != BC_OK) {
+    if (open_client(&c, err, sizeof(err)) != BC_OK) {
         fprintf(stderr, "berth-bench: %s\n", err);
         atomic_fetch_add(&errors, 1);
         return NULL;
@@ -441,7 +466,7 @@ static void write_csv(const char *path, uint64_t n)
         if (done_ns[i] == 0)
             continue;
         size_t s = (size_t)((done_ns[i] - t0_ns) / 1000000000u);
-        sample_add(&per[s], done_ns[i] - submit_ns[i]);
+        sample_add(&per[s], e2e_ns(i));
     }
     fprintf(f, "second,submitted_per_s,completed_per_s,e2e_p50_ms,e2e_p99_ms\n");
     for (size_t s = 0; s < secs; s++) {
@@ -476,7 +501,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: berth-bench (--operate URL | --spawn) (--tasks N | --duration S)\n"
                "                   [--producers P] [--workers W] [--submit-batch B]\n"
                "                   [--fetch-batch F] [--complete-batch C] [--payload BYTES]\n"
-               "                   [--topics K] [--lock-ms MS] [--json] [--csv FILE]\n");
+               "                   [--topics K] [--lock-ms MS] [--json] [--csv FILE]\n"
+               "                   [--client direct|nng]\n");
 }
 
 static bool num(const char *s, uint64_t *out)
@@ -511,6 +537,9 @@ int main(int argc, char **argv)
             C.json = true;
         } else if (strcmp(a, "--operate") == 0 && v) {
             C.operate = v, i++;
+        } else if (strcmp(a, "--client") == 0 && v &&
+                   (strcmp(v, "direct") == 0 || strcmp(v, "nng") == 0)) {
+            C.nng_client = strcmp(v, "nng") == 0, i++;
         } else if (strcmp(a, "--csv") == 0 && v) {
             C.csv = v, i++;
         } else if (strcmp(a, "--duration") == 0 && v) {
@@ -617,7 +646,7 @@ int main(int argc, char **argv)
             lost++;
             continue;
         }
-        sample_add(&e2e, done_ns[i] - submit_ns[i]);
+        sample_add(&e2e, e2e_ns(i));
         if (done_ns[i] > last_done)
             last_done = done_ns[i];
     }

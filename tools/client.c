@@ -1,9 +1,18 @@
 /* client.c — see client.h. */
+#define _GNU_SOURCE
 #include "tools/client.h"
 
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -12,6 +21,13 @@
 struct bc {
     nng_socket sock;
     nng_tls_config *tls;
+    bool direct; /* the fields below are used, not sock */
+    int fd;      /* -1: dial at the next call */
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    uint32_t next_id;
+    uint8_t *in; /* the last answer's bytes */
+    size_t in_cap;
 };
 
 const char *bc_strerror(int rv)
@@ -77,10 +93,202 @@ int bc_open(const char *url, bc **out, char *err, size_t errlen)
     return bc_open_tls(url, NULL, out, err, errlen);
 }
 
+/* ---- direct: SP's TCP mapping, spoken with blocking calls ---- */
+
+enum { SP_REQ0 = 0x30, SP_REP0 = 0x31 };
+
+static bool write_all(int fd, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        while (n > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++, n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    return true;
+}
+
+/* Reads len bytes; *got says how many arrived when it fails. */
+static bool read_all(int fd, void *buf, size_t len, size_t *got)
+{
+    uint8_t *p = buf;
+    *got = 0;
+    while (*got < len) {
+        ssize_t r = read(fd, p + *got, len - *got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (r == 0)
+                errno = ECONNRESET;
+            return false;
+        }
+        *got += (size_t)r;
+    }
+    return true;
+}
+
+static void direct_hangup(bc *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+}
+
+/* Connects and exchanges the handshake: "\0SP\0", the protocol, 2 zeros. */
+static bool direct_dial(bc *c)
+{
+    c->fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->fd < 0)
+        return false;
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    uint8_t hs[8] = {0, 'S', 'P', 0, 0, SP_REQ0, 0, 0}, peer[8];
+    size_t got;
+    struct iovec iov = {hs, sizeof(hs)};
+    struct timeval tv = {10, 0};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(c->fd, (struct sockaddr *)&c->addr, c->addr_len) != 0 ||
+        !write_all(c->fd, &iov, 1) || !read_all(c->fd, peer, sizeof(peer), &got) ||
+        memcmp(peer, (uint8_t[]){0, 'S', 'P', 0, 0, SP_REP0}, 6) != 0) {
+        direct_hangup(c);
+        return false;
+    }
+    return true;
+}
+
+int bc_open_direct(const char *url, bc **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    char host[256], port[16];
+    const char *hp = strncmp(url, "tcp://", 6) == 0 ? url + 6 : NULL;
+    const char *colon = hp != NULL ? strrchr(hp, ':') : NULL;
+    if (colon == NULL || (size_t)(colon - hp) >= sizeof(host) ||
+        strlen(colon + 1) >= sizeof(port)) {
+        if (err != NULL)
+            snprintf(err, errlen, "%s: a direct connection needs tcp://host:port", url);
+        return BC_EINVAL;
+    }
+    memcpy(host, hp, (size_t)(colon - hp));
+    host[colon - hp] = '\0';
+    strcpy(port, colon + 1);
+    if (host[0] == '[') { /* [v6]:port */
+        memmove(host, host + 1, strlen(host));
+        host[strcspn(host, "]")] = '\0';
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
+    int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+    if (gai != 0) {
+        if (err != NULL)
+            snprintf(err, errlen, "%s: %s", url, gai_strerror(gai));
+        return BC_EUNREACHABLE;
+    }
+    bc *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        freeaddrinfo(ai);
+        return BC_ENOMEM;
+    }
+    c->direct = true;
+    memcpy(&c->addr, ai->ai_addr, ai->ai_addrlen);
+    c->addr_len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    c->next_id = (uint32_t)getpid() << 16;
+    if (!direct_dial(c)) {
+        if (err != NULL)
+            snprintf(err, errlen, "%s: %s", url, strerror(errno));
+        free(c);
+        return BC_EUNREACHABLE;
+    }
+    *out = c;
+    return BC_OK;
+}
+
+static void put_be(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t get_be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* One request, one answer. An answer to an earlier call that timed out
+ * carries an older id and is skipped. */
+static int direct_call(bc *c, const void *buf, size_t len, int timeout_ms,
+                       Berth__V1__Response **out)
+{
+    if (c->fd < 0 && !direct_dial(c))
+        return BC_EUNREACHABLE;
+    int ms = timeout_ms > 0 ? timeout_ms : 10000;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    uint32_t id = c->next_id++ | 0x80000000u;
+    uint8_t head[12];
+    put_be(head, len + 4, 8);
+    put_be(head + 8, id, 4);
+    struct iovec iov[2] = {{head, sizeof(head)}, {(void *)buf, len}};
+    if (!write_all(c->fd, iov, len > 0 ? 2 : 1)) {
+        direct_hangup(c);
+        return BC_EUNREACHABLE;
+    }
+    for (;;) {
+        uint8_t frame[8];
+        size_t got;
+        if (!read_all(c->fd, frame, sizeof(frame), &got)) {
+            /* Timed out before the answer began: it may still come, and
+             * is skipped then. Anything else loses the stream. */
+            if (got > 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                direct_hangup(c);
+            return BC_EUNREACHABLE;
+        }
+        uint64_t n = get_be(frame, 8);
+        if (n < 4 || n > BC_RECV_MAX + 4) {
+            direct_hangup(c);
+            return BC_EPROTO;
+        }
+        if (n > c->in_cap) {
+            uint8_t *in = realloc(c->in, n);
+            if (in == NULL) {
+                direct_hangup(c);
+                return BC_ENOMEM;
+            }
+            c->in = in;
+            c->in_cap = n;
+        }
+        if (!read_all(c->fd, c->in, n, &got)) {
+            direct_hangup(c); /* half a frame read: the stream is lost */
+            return BC_EUNREACHABLE;
+        }
+        if (get_be(c->in, 4) != id)
+            continue;
+        *out = berth__v1__response__unpack(NULL, n - 4, c->in + 4);
+        return *out != NULL ? BC_OK : BC_EPROTO;
+    }
+}
+
 void bc_close(bc *c)
 {
     if (c == NULL)
         return;
+    if (c->direct) {
+        direct_hangup(c);
+        free(c->in);
+        free(c);
+        return;
+    }
     nng_close(c->sock);
     if (c->tls != NULL)
         nng_tls_config_free(c->tls);
@@ -90,6 +298,8 @@ void bc_close(bc *c)
 int bc_call_raw(bc *c, const void *buf, size_t len, int timeout_ms, Berth__V1__Response **out)
 {
     *out = NULL;
+    if (c->direct)
+        return direct_call(c, buf, len, timeout_ms, out);
     nng_ctx ctx;
     nng_aio *aio;
     nng_msg *msg;

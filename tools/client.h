@@ -13,6 +13,14 @@
  * would claim a second batch while the first one's reply is discarded
  * (its tasks would wait out their locks). A call that times out is for
  * the caller to retry.
+ *
+ * bc_open_direct() is a second way to reach the same surface: it speaks
+ * nng's REQ protocol over TCP itself (SP's TCP mapping: an 8-byte
+ * handshake, then messages framed by a 64-bit length, each request headed
+ * by its 32-bit id) with blocking system calls on the caller's thread.
+ * One call at a time per bc, tcp:// only. It costs the client a fraction
+ * of the CPU of nng's threads per round trip, which is what a load
+ * generator sharing the server's machine needs.
  */
 #ifndef BERTH_TOOLS_CLIENT_H
 #define BERTH_TOOLS_CLIENT_H
@@ -49,6 +57,9 @@ typedef struct bc_tls {
 int bc_open(const char *url, bc **out, char *err, size_t errlen);
 /* bc_open with TLS settings (tls may be NULL). */
 int bc_open_tls(const char *url, const bc_tls *tls, bc **out, char *err, size_t errlen);
+/* A direct connection to a tcp://host:port URL (see above). A connection
+ * that fails is dialled again by the next call. */
+int bc_open_direct(const char *url, bc **out, char *err, size_t errlen);
 void bc_close(bc *c);
 /* Sends req and waits up to timeout_ms (0: 10 s) for the response. */
 int bc_call(bc *c, const Berth__V1__Request *req, int timeout_ms, Berth__V1__Response **out);

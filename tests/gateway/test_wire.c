@@ -423,3 +423,109 @@ Test(wire, a_small_message_that_decodes_huge_is_refused)
     free(buf);
     free(submit_id("alive", "after the attempt"));
 }
+
+/* bc_open_direct speaks the REQ protocol over TCP by itself: the same
+ * surface, the same answers. */
+Test(wire, a_direct_connection_speaks_the_same_surface)
+{
+    bc *d = NULL;
+    char err[256];
+    cr_assert_eq(bc_open_direct(D.operate, &d, err, sizeof(err)), BC_OK, "%s", err);
+    char *id = submit_id("direct", "p");
+    Berth__V1__Response *f = w_fetch(d, "wd", "direct", 1, 0, 0);
+    w_expect_code(f, BERTH__V1__CODE__OK);
+    cr_assert_eq(f->fetch->n_tasks, 1);
+    Berth__V1__Task *t = f->fetch->tasks[0];
+    cr_assert_str_eq(t->id, id);
+    Berth__V1__Response *c =
+        w_guarded(d, BERTH__V1__REQUEST__METHOD_COMPLETE, t->id, "wd", t->lock_token);
+    w_expect_code(c, BERTH__V1__CODE__OK);
+    w_free(c);
+    c = w_guarded(d, BERTH__V1__REQUEST__METHOD_COMPLETE, t->id, "wd", t->lock_token);
+    expect_verdict(c, BERTH__V1__STATUS__VERDICT__NOT_FOUND);
+    w_free(f);
+    const uint8_t junk[] = {0xff, 0xff, 0xff};
+    Berth__V1__Response *r = NULL;
+    cr_assert_eq(bc_call_raw(d, junk, sizeof(junk), 0, &r), BC_OK);
+    w_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
+    w_free(r);
+    bc_close(d);
+    free(id);
+}
+
+Test(wire, a_direct_call_that_timed_out_does_not_take_the_next_calls_answer)
+{
+    bc *d = NULL;
+    cr_assert_eq(bc_open_direct(D.operate, &d, NULL, 0), BC_OK);
+    Berth__V1__FetchRequest fr = BERTH__V1__FETCH_REQUEST__INIT;
+    char *topics[] = {"nothing-here"};
+    fr.worker_id = "w";
+    fr.n_topics = 1;
+    fr.topics = topics;
+    fr.has_wait_ms = 1;
+    fr.wait_ms = 300;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
+    req.fetch = &fr;
+    Berth__V1__Response *r = NULL;
+    cr_assert_eq(bc_call(d, &req, 50, &r), BC_EUNREACHABLE);
+    struct timespec pause = {0, 600 * 1000000L};
+    nanosleep(&pause, NULL); /* the fetch's empty answer is on its way now */
+    r = w_submit(d, "after", "p", NULL);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_eq(r->method_case, BERTH__V1__RESPONSE__METHOD_SUBMIT);
+    w_free(r);
+    bc_close(d);
+}
+
+Test(wire, a_direct_connection_reports_bad_urls_and_absent_servers)
+{
+    bc *d = NULL;
+    char err[256];
+    cr_assert_eq(bc_open_direct("ipc:///tmp/x", &d, err, sizeof(err)), BC_EINVAL);
+    cr_assert(strstr(err, "tcp://host:port") != NULL, "%s", err);
+    cr_assert_eq(bc_open_direct("tcp://127.0.0.1:1", &d, err, sizeof(err)), BC_EUNREACHABLE);
+    cr_assert_null(d);
+}
+
+static nng_socket subscriber(const char *prefix)
+{
+    nng_socket s;
+    cr_assert_eq(nng_sub0_open(&s), 0);
+    cr_assert_eq(nng_socket_set(s, NNG_OPT_SUB_SUBSCRIBE, prefix, strlen(prefix)), 0);
+    cr_assert_eq(nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 5000), 0);
+    cr_assert_eq(nng_dial(s, D.events, NULL, 0), 0);
+    return s;
+}
+
+static void expect_event(nng_socket s, const char *subject)
+{
+    nng_msg *m;
+    cr_assert_eq(nng_recvmsg(s, &m, 0), 0, "event %s not received", subject);
+    cr_assert_str_eq((const char *)nng_msg_body(m), subject);
+    nng_msg_free(m);
+}
+
+/* berthd skips events while nobody subscribes; it must go on publishing
+ * to the subscribers that stay when another one leaves or comes back. */
+Test(wire, events_reach_the_subscribers_that_stay)
+{
+    nng_socket a = subscriber("task.parked."), b = subscriber("task.parked.");
+    struct timespec pause = {0, 200 * 1000000L};
+    nanosleep(&pause, NULL);
+    free(submit_id("stay1", "p"));
+    expect_event(a, "task.parked.stay1");
+    expect_event(b, "task.parked.stay1");
+    nng_close(b);
+    nanosleep(&pause, NULL);
+    free(submit_id("stay2", "p"));
+    expect_event(a, "task.parked.stay2");
+    nng_close(a);
+    nanosleep(&pause, NULL);
+    free(submit_id("unseen", "p")); /* nobody listens */
+    nng_socket c = subscriber("task.parked.");
+    nanosleep(&pause, NULL);
+    free(submit_id("stay3", "p"));
+    expect_event(c, "task.parked.stay3");
+    nng_close(c);
+}
