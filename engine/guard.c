@@ -20,9 +20,10 @@
  *   until the grace window ends, and the refusal carries intake's engine
  *   code and retryable flag.
  *
- *   Within one process lifetime a completion's inbox key can exist only
- *   beside its own delete, so only a task recovered from the store (which
- *   may have been dispatched before a crash) asks the inbox first.
+ *   The inbox key is written only when the task outlives the dispatch
+ *   (the failpoint): a completion whose delete shares its batch leaves
+ *   nothing that could offer it again. So only a task recovered from the
+ *   store asks the inbox first.
  *
  * Engine thread only.
  */
@@ -121,20 +122,24 @@ static void complete_one(engine *e, const engine_complete_args *a, engine_status
         in.content_type = b.content_type;
     }
     rv = intake_dispatch(e, &in, st, duplicate);
-    store_body_clear(&b);
     if (rv != BERTH_OK) {
+        store_body_clear(&b);
         put_state(e, t, st); /* refused: locked until the grace window ends */
         return;
     }
     if (failpoint_take(&e->fp_crash)) {
         /* The dispatch and the re-taken lock are committed; the delete
-         * never happens. */
+         * never happens. The task outlives the dispatch, so its inbox key
+         * is written, as a store that cannot share one batch would. */
+        intake_remember(e, &in);
+        store_body_clear(&b);
         put_state(e, t, st);
         e->t.halt = true;
         return;
     }
+    store_body_clear(&b);
     turn_event(e, ENGINE_EVENT_TASK_COMPLETED, t->topic, t->id, NULL, 0);
-    task_delete(e, t);
+    task_delete(e, t); /* in the dispatch's batch: no inbox key needed */
 }
 
 void op_complete(engine *e, pending *p)

@@ -10,8 +10,9 @@
  *   2. Dedup: the delivery's idempotency key (its sequence) in the inbox column
  *      family. A key seen inside the dedup horizon is absorbed: OK, and
  *      nothing happens twice. The caller says when the key cannot have
- *      been seen (maybe_seen false), which spares the read, never the
- *      record.
+ *      been seen (maybe_seen false), which spares the read, and records
+ *      the key (intake_remember) when the message's source outlives the
+ *      batch and could offer it again.
  *   3. Correlation: the parked headers carry a call's instance; a task
  *      that is not a call has none and correlates with nothing.
  * A refusal carries an engine code and says whether retrying can help:
@@ -104,11 +105,12 @@ int intake_dispatch(engine *e, const inbound *in, engine_status *st, bool *dupli
                       "the inbox could not be read: try again later");
     }
 
-    if ((rv = correlate(e, in, st)) != BERTH_OK)
-        return rv;
+    return correlate(e, in, st);
+}
 
+void intake_remember(engine *e, const inbound *in)
+{
     uint8_t at[STORE_DEDUP_TIME_LEN];
     store_put_be64(at, e->t.now_ms);
     store_batch_put(e->batch, STORE_CF_INBOX, in->key, in->key_len, at, sizeof(at));
-    return BERTH_OK;
 }

@@ -353,6 +353,11 @@ typedef struct inbound {
 /* 0: accepted (*duplicate when inbox dedup absorbed it). Otherwise the
  * refusal is in st, with its engine code and retryable flag (R10). */
 int intake_dispatch(engine *e, const inbound *in, engine_status *st, bool *duplicate);
+/* Writes the accepted message's key to the inbox, for dedup. Needed only
+ * when its source outlives the batch and may offer it again: a task row
+ * deleted in the same batch cannot, and a later completion of it finds no
+ * task at all. */
+void intake_remember(engine *e, const inbound *in);
 
 /* ---- admin.c ---- */
 void op_get_task(engine *e, pending *p);
