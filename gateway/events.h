@@ -19,7 +19,8 @@ typedef struct gw_events gw_events;
 int gw_events_open(const char *url, nng_tls_config *tls, gw_events **out, char *err, size_t errlen);
 const char *gw_events_url(const gw_events *ev);
 /* An engine_event_fn: ctx is the gw_events. Copies the event onto a queue
- * that a publisher thread sends from; never blocks on the network. */
+ * that a publisher thread sends from; never blocks on the network. While
+ * no subscriber is connected it returns at once (PUB would drop it). */
 void gw_events_publish(void *ctx, const engine_event *ev);
 void gw_events_close(gw_events *ev);
 

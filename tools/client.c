@@ -143,6 +143,15 @@ static void direct_hangup(bc *c)
     c->fd = -1;
 }
 
+/* Bounds every read and write on the connection: a server that stops
+ * reading cannot block a call forever either. */
+static void direct_timeouts(int fd, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
 /* Connects and exchanges the handshake: "\0SP\0", the protocol, 2 zeros. */
 static bool direct_dial(bc *c)
 {
@@ -154,8 +163,7 @@ static bool direct_dial(bc *c)
     uint8_t hs[8] = {0, 'S', 'P', 0, 0, SP_REQ0, 0, 0}, peer[8];
     size_t got;
     struct iovec iov = {hs, sizeof(hs)};
-    struct timeval tv = {10, 0};
-    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    direct_timeouts(c->fd, 10000);
     if (connect(c->fd, (struct sockaddr *)&c->addr, c->addr_len) != 0 ||
         !write_all(c->fd, &iov, 1) || !read_all(c->fd, peer, sizeof(peer), &got) ||
         memcmp(peer, (uint8_t[]){0, 'S', 'P', 0, 0, SP_REP0}, 6) != 0) {
@@ -232,9 +240,7 @@ static int direct_call(bc *c, const void *buf, size_t len, int timeout_ms,
 {
     if (c->fd < 0 && !direct_dial(c))
         return BC_EUNREACHABLE;
-    int ms = timeout_ms > 0 ? timeout_ms : 10000;
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    direct_timeouts(c->fd, timeout_ms > 0 ? timeout_ms : 10000);
     uint32_t id = c->next_id++ | 0x80000000u;
     uint8_t head[12];
     put_be(head, len + 4, 8);
