@@ -5,19 +5,22 @@
  *   engine_exec() appends to a mutex-guarded queue (the only state other
  *   threads touch) and signals. The actor takes everything queued (up to
  *   turn_max_requests), applies it, runs the relay and the waits, and
- *   commits the turn's batch with ONE synced write. One fsync serves every
- *   request of the turn: this is where throughput comes from.
+ *   writes the turn's batch with ONE append. It hands the turn's answers
+ *   and events to the commit thread (commit.c), which releases them after
+ *   the sync that makes the turn durable; meanwhile the actor runs the
+ *   next turns, and one sync serves them all: this is where throughput
+ *   comes from.
  *
- * ANSWERS AFTER THE WRITE
- *   Replies and events are staged during the turn and released only after
- *   the write returned OK. If it failed, memory is reloaded from the store
- *   (recover.c), every staged reply becomes UNAVAILABLE (retryable), the
- *   events are dropped, the turn's parks count as failed delivery attempts,
- *   and the store backs off (50 ms doubling to 2 s): until then the relay
- *   pauses and requests that would write are refused UNAVAILABLE at once,
- *   so a failing disk costs one reload per backoff, not one per turn.
- *   Memory never disagrees with disk, and nothing is answered OK that is
- *   not on disk (R1).
+ * A FAILED WRITE
+ *   If the append failed, nothing of it was applied: memory is reloaded
+ *   from the store (recover.c), every staged reply becomes UNAVAILABLE
+ *   (retryable), the events are dropped, the turn's parks count as failed
+ *   delivery attempts, and the store backs off (50 ms doubling to 2 s):
+ *   until then the relay pauses and requests that would write are refused
+ *   UNAVAILABLE at once, so a failing disk costs one reload per backoff,
+ *   not one per turn. Memory never disagrees with the store, and nothing
+ *   is answered OK that is not on disk (R1). A failed SYNC halts the
+ *   engine (commit.c says why).
  *
  * SLEEPING
  *   The actor sleeps until a request arrives or the next due instant (an
@@ -174,6 +177,14 @@ static void deliver_answers(engine *e)
     }
 }
 
+/* Memory cannot be made to match the store: serve nothing more. */
+static void halt(engine *e, const char *why)
+{
+    fprintf(stderr, "berth: engine halted: %s\n", why);
+    e->halted = true;
+    claim_abort_all(e, ENGINE_CODE_UNAVAILABLE, "the engine has halted");
+}
+
 /* The write failed (or a request was half-applied): undo the turn. */
 static void turn_failed(engine *e, const char *why)
 {
@@ -181,10 +192,9 @@ static void turn_failed(engine *e, const char *why)
     state_clear(e);
     char err[256] = "";
     if (state_load(e, err, sizeof(err)) != BERTH_OK) {
-        /* Memory cannot be made to match the store: serve nothing more. */
-        fprintf(stderr, "berth: engine halted: cannot reload state: %s\n", err);
-        e->halted = true;
-        claim_abort_all(e, ENGINE_CODE_UNAVAILABLE, "the engine has halted");
+        char msg[300];
+        snprintf(msg, sizeof(msg), "cannot reload state: %s", err);
+        halt(e, msg);
     }
     for (pending *p = t->answered; p != NULL; p = p->next) {
         reply_reset(p->reply);
@@ -211,6 +221,11 @@ static void run_turn(engine *e, pending *list)
     t->n_parked = 0;
     t->halt = false;
     t->abort = false;
+    if (!e->halted && commit_failed(e)) {
+        char why[300];
+        snprintf(why, sizeof(why), "the store failed to sync: %s", commit_failure(e));
+        halt(e, why);
+    }
 
     /* Park what came due since the last turn before serving fetches, and
      * what this turn's submits created after them. */
@@ -233,19 +248,17 @@ static void run_turn(engine *e, pending *list)
     const char *why = "a request failed part-way";
     if (t->abort)
         rv = BERTH_EIO;
-    else if (store_batch_count(e->batch) > 0 && (rv = store_write(e->store, e->batch)) != BERTH_OK)
+    else if (store_batch_count(e->batch) > 0 && (rv = store_append(e->store, e->batch)) != BERTH_OK)
         why = store_last_error(e->store);
     bool wrote = store_batch_count(e->batch) > 0;
     store_batch_clear(e->batch);
     if (rv == BERTH_OK) {
         if (wrote) { /* the store writes again: the breaker closes */
+            commit_appended(e);
             e->counters.turns++;
             e->write_backoff_ms = 0;
             e->write_retry_at_ms = 0;
         }
-        for (size_t i = 0; i < t->n_events; i++)
-            e->o.on_event(e->o.event_ctx, &t->events[i]);
-        t->n_events = 0;
     } else {
         e->counters.commits_failed++;
         turn_failed(e, why);
@@ -259,7 +272,9 @@ static void run_turn(engine *e, pending *list)
         }
         claim_abort_all(e, ENGINE_CODE_UNAVAILABLE, "the engine has halted");
     }
-    deliver_answers(e);
+    /* A failed turn's events are dropped, except the retry accounting's,
+     * which its next write carries. */
+    commit_turn(e, !reloaded);
     /* What the turn kept in memory for the store's sake is written now. */
     while (t->key_list != NULL) {
         turn_key *k = t->key_list;
@@ -313,6 +328,8 @@ static void *actor_main(void *arg)
     pthread_mutex_lock(&e->mu);
     for (;;) {
         while ((e->q_head == NULL || e->held) && !e->stopping) {
+            if (!e->halted && !e->held && commit_failed(e))
+                break; /* a turn halts the engine */
             uint64_t due = e->halted || e->held ? UINT64_MAX : next_due(e);
             if (due <= engine_now(e))
                 break;
@@ -339,8 +356,10 @@ static void *actor_main(void *arg)
     pending *rest = e->q_head;
     e->q_head = e->q_tail = NULL;
     pthread_mutex_unlock(&e->mu);
+    /* Every turn written is answered (after its sync) before closing. */
+    commit_stop(e);
     /* Retry accounting left by a failed turn: one last try to keep it. */
-    if (!e->halted && store_batch_count(e->batch) > 0 &&
+    if (!e->halted && !commit_failed(e) && store_batch_count(e->batch) > 0 &&
         store_write(e->store, e->batch) != BERTH_OK)
         fprintf(stderr, "berth: closing: %s\n", store_last_error(e->store));
     store_batch_clear(e->batch);
@@ -475,8 +494,9 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, &ca);
     pthread_condattr_destroy(&ca);
-    if (pthread_create(&e->thread, NULL, actor_main, e) != 0) {
-        snprintf(err, errlen, "cannot start the engine thread");
+    if (commit_start(e) != BERTH_OK || pthread_create(&e->thread, NULL, actor_main, e) != 0) {
+        snprintf(err, errlen, "cannot start the engine threads");
+        commit_stop(e);
         pthread_mutex_destroy(&e->mu);
         pthread_cond_destroy(&e->cv);
         engine_free(e);
@@ -590,6 +610,12 @@ void engine_failpoint_set(engine *e, engine_failpoint fp, int n)
         break;
     case ENGINE_FP_STORE_READ:
         store_failpoint_reads(e->store, n);
+        break;
+    case ENGINE_FP_STORE_SYNC:
+        store_failpoint_syncs(e->store, n);
+        break;
+    case ENGINE_FP_HOLD_SYNCS:
+        store_hold_syncs(e->store, n > 0);
         break;
     }
 }

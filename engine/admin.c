@@ -138,6 +138,7 @@ void op_stats(engine *e, pending *p)
 {
     engine_stats *s = &p->reply->stats;
     *s = e->counters;
+    s->syncs = atomic_load(&e->commit.syncs);
     uint64_t now = e->t.now_ms;
     size_t i = 0;
     task *t;

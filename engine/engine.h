@@ -6,10 +6,12 @@
  *   and starts the actor thread, the only code that mutates state or
  *   writes the store. Callers hand it requests with engine_exec(); each
  *   turn of the actor drains many requests, applies them, runs the outbox
- *   relay, commits ONE synced write batch (group commit), and only then
- *   answers every request of the turn. A turn whose write fails answers
- *   all of its requests UNAVAILABLE (retryable) and reloads memory from the
- *   store, so memory never disagrees with disk.
+ *   relay and writes ONE batch. A commit thread syncs the store once for
+ *   every turn written meanwhile (group commit) and only then answers
+ *   their requests, while the actor goes on with the next turns. A turn
+ *   whose write fails answers all of its requests UNAVAILABLE (retryable)
+ *   and reloads memory from the store, so memory never disagrees with
+ *   disk. A failed sync halts the engine (see ENGINE_FP_STORE_SYNC).
  *
  *   The engine knows nothing of nng or of protobuf requests: the gateway
  *   maps the wire onto engine_request / engine_reply, and tests drive it in
@@ -18,7 +20,7 @@
  * OWNERSHIP
  *   engine_exec() borrows the request: every byte it points to must stay
  *   valid until done() is called. done() is called EXACTLY ONCE, on the
- *   engine thread, and receives ownership of the reply: free it with
+ *   engine's commit thread, and receives ownership of the reply: free it with
  *   engine_reply_free() on any thread. done() must not block and must not
  *   call engine_exec_sync() (it runs on the thread that would answer it).
  *
@@ -267,6 +269,7 @@ typedef struct engine_stats {
     uint64_t waiting_fetches;
     uint64_t topics; /* topics in memory: each named by a task, a delivery or a wait */
     uint64_t turns;  /* turns that committed a write */
+    uint64_t syncs;  /* store syncs (one serves every turn written before it) */
     uint64_t commits_failed;
 } engine_stats;
 
@@ -322,7 +325,7 @@ typedef struct engine_event {
     uint64_t at_ms;
 } engine_event;
 
-/* Called on the engine thread after the turn that caused it committed.
+/* Called on the commit thread after the turn that caused it is durable.
  * Everything it points to is valid during the call only. Must not block. */
 typedef void (*engine_event_fn)(void *ctx, const engine_event *ev);
 
@@ -403,7 +406,8 @@ typedef void (*engine_done_fn)(void *arg, engine_reply *reply);
  * (BERTH_ECLOSED, BERTH_ENOMEM): it was not queued and done() will never
  * be called. */
 int engine_exec(engine *e, const engine_request *req, engine_done_fn done, void *arg);
-/* engine_exec and wait for the reply (never from the engine thread).
+/* engine_exec and wait for the reply (never from an engine thread, nor
+ * from done()).
  * Returns NULL only if the request could not be queued. */
 engine_reply *engine_exec_sync(engine *e, const engine_request *req);
 /* A turn has run since this call: relay, timers and waits are up to date
@@ -422,10 +426,24 @@ typedef enum engine_failpoint {
     ENGINE_FP_STORE_WRITE,
     /* The next store reads fail. */
     ENGINE_FP_STORE_READ,
+    /* The next store syncs fail. Whether the turns written since the last
+     * good sync reached the disk is then unknown, so the engine halts:
+     * those turns and every request after are answered UNAVAILABLE until
+     * it is reopened, which recovers what the disk holds. */
+    ENGINE_FP_STORE_SYNC,
+    /* n > 0: syncs wait before syncing until it is set to 0 again. */
+    ENGINE_FP_HOLD_SYNCS,
 } engine_failpoint;
 
 /* The next n hits of fp fail. */
 void engine_failpoint_set(engine *e, engine_failpoint fp, int n);
+/* How far durability has got; any thread (tests). */
+typedef struct engine_durable {
+    uint64_t appended;   /* turns written to the store */
+    uint64_t synced;     /* of those, known durable */
+    uint32_t syncs_held; /* syncs waiting at ENGINE_FP_HOLD_SYNCS */
+} engine_durable;
+void engine_durability(engine *e, engine_durable *out);
 /* Holds the actor between turns (true), so that requests queued meanwhile
  * share the next turn; false releases it. */
 void engine_hold(engine *e, bool hold);

@@ -12,10 +12,11 @@
  *
  * A TURN (actor.c)
  *   relay (park what came due) → requests → relay (park this turn's
- *   submits, ring doorbells) → wake waiting
- *   fetches → expire waits → ONE synced write → events → replies.
+ *   submits, ring doorbells) → wake waiting fetches → expire waits → ONE
+ *   write (appended) → hand answers and events to the commit thread, which
+ *   syncs and then releases them (commit.c).
  *   Everything a turn changes in memory is written into e->batch by the
- *   same code that changed it; nothing is answered before the write.
+ *   same code that changed it; nothing is answered before the sync.
  */
 #ifndef BERTH_ENGINE_INTERNAL_H
 #define BERTH_ENGINE_INTERNAL_H
@@ -177,6 +178,22 @@ typedef struct turn {
     bool abort; /* a request failed half-applied: undo the turn as a failed write */
 } turn;
 
+/* The commit thread (commit.c). */
+typedef struct committer {
+    pthread_t thread;
+    pthread_mutex_t mu; /* guards the queue and `stopping` */
+    pthread_cond_t cv;
+    struct sealed *head, *tail; /* turns appended, not yet answered */
+    bool stopping;
+    bool started;
+    pthread_mutex_t sync_mu;       /* one sync at a time */
+    atomic_uint_fast64_t appended; /* turns appended (engine thread writes) */
+    atomic_uint_fast64_t synced;   /* of those, known durable */
+    atomic_uint_fast64_t syncs;    /* store syncs done */
+    atomic_bool failed;            /* a sync failed: nothing is durable any more */
+    char why[256];                 /* its error, set before `failed` */
+} committer;
+
 struct engine {
     engine_options o; /* copied; o.channels is not used after open */
     engine_clock clock;
@@ -214,6 +231,7 @@ struct engine {
     bool halted;
     turn t;
     engine_stats counters; /* turns, commits_failed */
+    committer commit;
 
     atomic_int fp_park;
     atomic_int fp_crash;
@@ -228,6 +246,20 @@ void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t
 /* Rings t's doorbell: its waiting fetches look again this turn (R7). */
 void doorbell_ring(engine *e, topic *t);
 bool failpoint_take(atomic_int *n);
+
+/* ---- commit.c: the commit thread ---- */
+int commit_start(engine *e);
+/* Answers every turn handed over (syncing first), then stops the thread. */
+void commit_stop(engine *e);
+/* The turn's batch was appended to the store. */
+void commit_appended(engine *e);
+/* Hands the turn's staged answers (and its events, with_events) to the
+ * commit thread, which releases them once every append so far is durable.
+ * The turn's lists are empty after. */
+void commit_turn(engine *e, bool with_events);
+/* A sync failed: the engine must halt. */
+bool commit_failed(engine *e);
+const char *commit_failure(engine *e);
 
 /* ---- reply.c ---- */
 engine_reply *reply_alloc(engine_op op);

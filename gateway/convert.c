@@ -1,6 +1,7 @@
 /*
- * convert.c — see convert.h. Runs on nng's threads (decode, encode), never
- * on the engine thread: the engine only hands over a finished reply.
+ * convert.c — see convert.h. Decodes on nng's threads and encodes on the
+ * engine's commit thread, never on the engine's actor thread: the engine
+ * only hands over a finished reply.
  *
  * The generated structs are not const-correct; the casts that drop const
  * below only let protobuf-c read engine memory while packing.

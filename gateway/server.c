@@ -1,10 +1,9 @@
 /*
  * server.c — see server.h. All of it runs on nng's threads except
- * engine_done(), which the engine thread calls once per request: it
- * encodes the answer and starts its send, which never blocks (REP queues
- * it for the pipe). Encoding there costs the engine a few microseconds per
- * request (a batch is one request), and saves a hand-off to nng's task
- * threads and back for every answer.
+ * engine_done(), which the engine's commit thread calls once per request
+ * once its turn is durable: it encodes the answer and starts its send,
+ * which never blocks (REP queues it for the pipe). Doing it there saves a
+ * hand-off to nng's task threads and back for every answer.
  */
 #include "gateway/server.h"
 

@@ -5,7 +5,7 @@
  * Each context runs one request at a time through the states of its
  * callback: RECV (decode, check, hand to the engine) → ENGINE (nothing runs:
  * the request waits in the engine, a long poll as data, holding no thread)
- * → ENCODE (the engine's answer, moved off the engine thread) → SEND → RECV.
+ * → SEND (encoded by the engine's commit thread) → RECV.
  * Parked long polls hold their contexts, so the pool grows: whenever the
  * last idle context takes a request, a new one starts receiving, up to
  * contexts_max. Completions and submits keep flowing while every worker

@@ -20,6 +20,7 @@
 #include "store/store.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -63,10 +64,16 @@ struct store {
     rocksdb_cache_t *cache;
     rocksdb_compactionfilter_t *filter;
     rocksdb_writeoptions_t *wo_sync;
+    rocksdb_writeoptions_t *wo_append; /* sync = 0: store_sync() makes it durable */
     rocksdb_readoptions_t *ro;
     dedup_filter dedup;
     atomic_int fail_writes; /* failpoints: remaining operations to fail */
     atomic_int fail_reads;
+    atomic_int fail_syncs;
+    pthread_mutex_t gate_mu; /* the sync gate (failpoint): syncs wait while held */
+    pthread_cond_t gate_cv;
+    bool gate_held;
+    int gate_waiting;
     char last_error[512];
 };
 
@@ -203,6 +210,8 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
     if (s == NULL)
         return BERTH_ENOMEM;
     s->dedup = (dedup_filter){o->dedup_horizon_ms, o->now_ms, o->now_ctx};
+    pthread_mutex_init(&s->gate_mu, NULL);
+    pthread_cond_init(&s->gate_cv, NULL);
 
     s->db_opts = rocksdb_options_create();
     rocksdb_options_set_create_if_missing(s->db_opts, 1);
@@ -298,6 +307,7 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
 
     s->wo_sync = rocksdb_writeoptions_create();
     rocksdb_writeoptions_set_sync(s->wo_sync, 1);
+    s->wo_append = rocksdb_writeoptions_create();
     s->ro = rocksdb_readoptions_create();
 
     int rv = check_format(s, err, errlen);
@@ -334,8 +344,12 @@ void store_close(store *s)
         rocksdb_compactionfilter_destroy(s->filter);
     if (s->wo_sync != NULL)
         rocksdb_writeoptions_destroy(s->wo_sync);
+    if (s->wo_append != NULL)
+        rocksdb_writeoptions_destroy(s->wo_append);
     if (s->ro != NULL)
         rocksdb_readoptions_destroy(s->ro);
+    pthread_mutex_destroy(&s->gate_mu);
+    pthread_cond_destroy(&s->gate_cv);
     free(s);
 }
 
@@ -403,16 +417,51 @@ static bool failpoint_hit(atomic_int *n)
     return false;
 }
 
-int store_write(store *s, store_batch *b)
+static int write_batch(store *s, store_batch *b, const rocksdb_writeoptions_t *wo)
 {
     if (failpoint_hit(&s->fail_writes)) {
         snprintf(s->last_error, sizeof(s->last_error), "failpoint: write refused");
         return BERTH_EIO;
     }
     char *rerr = NULL;
-    rocksdb_write(s->db, s->wo_sync, b->wb, &rerr);
+    rocksdb_write(s->db, wo, b->wb, &rerr);
     if (rerr != NULL)
         return take_error(s, &rerr, BERTH_EIO);
+    return BERTH_OK;
+}
+
+int store_write(store *s, store_batch *b)
+{
+    return write_batch(s, b, s->wo_sync);
+}
+
+int store_append(store *s, store_batch *b)
+{
+    return write_batch(s, b, s->wo_append);
+}
+
+int store_sync(store *s, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&s->gate_mu);
+    s->gate_waiting++;
+    while (s->gate_held)
+        pthread_cond_wait(&s->gate_cv, &s->gate_mu);
+    s->gate_waiting--;
+    pthread_mutex_unlock(&s->gate_mu);
+    if (failpoint_hit(&s->fail_syncs)) {
+        set_err(err, errlen, "failpoint: sync refused");
+        return BERTH_EIO;
+    }
+    /* FlushWAL(sync) is SyncWAL() here (the WAL is not flushed manually):
+     * it fsyncs every log up to the current one, and is safe against the
+     * writer appending meanwhile. */
+    char *rerr = NULL;
+    rocksdb_flush_wal(s->db, 1, &rerr);
+    if (rerr != NULL) {
+        set_err(err, errlen, "%s", rerr);
+        rocksdb_free(rerr);
+        return BERTH_EIO;
+    }
     return BERTH_OK;
 }
 
@@ -517,4 +566,25 @@ void store_failpoint_writes(store *s, int n)
 void store_failpoint_reads(store *s, int n)
 {
     atomic_store(&s->fail_reads, n);
+}
+
+void store_failpoint_syncs(store *s, int n)
+{
+    atomic_store(&s->fail_syncs, n);
+}
+
+void store_hold_syncs(store *s, bool hold)
+{
+    pthread_mutex_lock(&s->gate_mu);
+    s->gate_held = hold;
+    pthread_cond_broadcast(&s->gate_cv);
+    pthread_mutex_unlock(&s->gate_mu);
+}
+
+int store_syncs_waiting(store *s)
+{
+    pthread_mutex_lock(&s->gate_mu);
+    int n = s->gate_waiting;
+    pthread_mutex_unlock(&s->gate_mu);
+    return n;
 }

@@ -11,15 +11,19 @@
  *   store_last_error() (it is freed and reset before the next call).
  *
  * THREADS
- *   One writer: the engine thread owns the store and every batch. Only the
- *   failpoint setters and the clock passed in store_options may be touched
- *   from elsewhere (the clock is called from RocksDB's compaction threads
- *   and must be thread-safe).
+ *   One writer: the engine thread owns the store and every batch. Only
+ *   store_sync(), the failpoint setters and the clock passed in
+ *   store_options may be touched from elsewhere (the clock is called from
+ *   RocksDB's compaction threads and must be thread-safe).
  *
  * DURABILITY
  *   store_write() writes one batch atomically with sync = 1: when it
- *   returns BERTH_OK the batch is on disk, fsynced. A batch that failed was
- *   not applied at all.
+ *   returns BERTH_OK the batch is on disk, fsynced. store_append() writes
+ *   it atomically without waiting for the disk: reads see it at once, and
+ *   it is on disk once a store_sync() that began after it returned has
+ *   returned BERTH_OK. One sync serves every append before it, which is
+ *   how a writer keeps working while the disk flushes. A batch whose write
+ *   failed was not applied at all.
  *
  * The key and record layouts are specified in keys.h and records.h.
  */
@@ -84,6 +88,13 @@ void store_batch_single_delete(store_batch *b, store_cf cf, const void *k, size_
 /* Writes the batch atomically and fsynced. The batch is left as it was:
  * the caller clears it. */
 int store_write(store *s, store_batch *b);
+/* Writes the batch atomically, not yet durable (see DURABILITY). */
+int store_append(store *s, store_batch *b);
+/* Makes every batch appended before the call durable (the WAL is
+ * fsynced). Safe to call from another thread while the writer appends or
+ * reads. The error text goes to err, not to store_last_error(). After a
+ * failure it is unknown which unsynced batches reached the disk. */
+int store_sync(store *s, char *err, size_t errlen);
 
 /* ---- reads ---- */
 typedef struct store_value {
@@ -115,5 +126,11 @@ int store_compact(store *s, store_cf cf);
 void store_failpoint_writes(store *s, int n);
 /* The next n reads (store_get) fail with BERTH_EIO. */
 void store_failpoint_reads(store *s, int n);
+/* The next n syncs fail with BERTH_EIO without syncing. */
+void store_failpoint_syncs(store *s, int n);
+/* While held, store_sync() waits at a gate before syncing. */
+void store_hold_syncs(store *s, bool hold);
+/* Syncs waiting at the gate now. */
+int store_syncs_waiting(store *s);
 
 #endif

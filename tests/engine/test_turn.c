@@ -1,5 +1,7 @@
-/* Group commit: one synced write per turn; a failed write undoes the turn. */
+/* Group commit: one write per turn, answered after the sync that covers
+ * it; a failed write undoes the turn, a failed sync halts the engine. */
 #include <string.h>
+#include <time.h>
 
 #include "store/err.h"
 #include "tests/support/harness.h"
@@ -178,4 +180,94 @@ Test(group_commit, after_a_failed_write_writes_are_refused_until_the_store_backo
     h_advance(1);
     h_submit("t", "kept", NULL);
     cr_assert_eq(h_stats().tasks, 2);
+}
+
+/* Until the engine has appended `appended` turns and `held` syncs wait at
+ * the gate (real time, a bound against hanging, not a measurement). */
+static void wait_durability(uint64_t appended, uint32_t held)
+{
+    engine_durable d;
+    for (int i = 0; i < 10000; i++) {
+        engine_durability(H.e, &d);
+        if (d.appended >= appended && d.syncs_held == held)
+            return;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
+    cr_assert_fail("appended %llu (want %llu), syncs held %u (want %u)",
+                   (unsigned long long)d.appended, (unsigned long long)appended, d.syncs_held,
+                   held);
+}
+
+Test(group_commit, answers_wait_for_their_sync_while_the_next_turns_run)
+{
+    engine_durable d;
+    engine_durability(H.e, &d);
+    uint64_t base = d.appended;
+    uint64_t syncs = h_stats().syncs;
+    engine_failpoint_set(H.e, ENGINE_FP_HOLD_SYNCS, 1);
+    queue_submits(1);
+    wait_durability(base + 1, 1);
+    cr_assert_null(h_async_peek(&a[0]), "answered before its sync");
+
+    /* A read of the unsynced submit waits for that sync too; the engine
+     * meanwhile runs the next turn and writes it. */
+    engine_request st = {.op = ENGINE_OP_STATS};
+    h_async stats;
+    h_exec_async(&st, &stats);
+    subs[1] = (engine_request){.op = ENGINE_OP_SUBMIT};
+    subs[1].u.submit.topic = "t";
+    h_exec_async(&subs[1], &a[1]);
+    wait_durability(base + 2, 1);
+    cr_assert_null(h_async_peek(&stats), "a read answered before what it saw is on disk");
+    cr_assert_null(h_async_peek(&a[1]));
+    engine_durability(H.e, &d);
+    cr_assert_eq(d.synced, base, "nothing is durable while the sync is held");
+
+    engine_failpoint_set(H.e, ENGINE_FP_HOLD_SYNCS, 0);
+    h_expect_ok(h_async_wait(&a[0]));
+    h_expect_ok(h_async_wait(&a[1]));
+    engine_reply *r = h_async_wait(&stats);
+    h_expect_ok(r);
+    cr_assert_eq(r->stats.tasks, 1, "the stats saw the first submit only");
+    h_async_free(&stats);
+    for (int i = 0; i < 2; i++)
+        h_async_free(&a[i]);
+    engine_durability(H.e, &d);
+    cr_assert_eq(d.synced, base + 2);
+    cr_assert_leq(h_stats().syncs - syncs, 2, "one sync per turn at most");
+}
+
+Test(group_commit, a_failed_sync_halts_the_engine_and_answers_unavailable)
+{
+    char kept[ENGINE_ID_STR];
+    h_submit("t", "kept", kept);
+    static const char *T[] = {"other"};
+    h_async f;
+    h_fetch_async("w", T, 1, 30000, &f);
+    cr_assert_null(h_async_peek(&f), "waiting");
+
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_SYNC, 1);
+    engine_reply *r = h_submit_key("t", "unknown", NULL);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    cr_assert(r->status.retryable);
+    cr_assert(strstr(r->status.message, "may or may not have been kept"), "%s", r->status.message);
+    cr_assert_eq(r->n_submitted, 0, "no id for a submit that may not exist");
+    engine_reply_free(r);
+
+    r = h_async_wait(&f);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    h_async_free(&f);
+    r = h_submit_key("t", "after", NULL);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    engine_reply_free(r);
+    r = h_get_task(kept);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    engine_reply_free(r);
+
+    /* A restart recovers what the disk holds and serves again. */
+    h_reopen();
+    r = h_get_task(kept);
+    h_expect_ok(r);
+    engine_reply_free(r);
+    h_submit("t", "after the restart", NULL);
 }

@@ -216,6 +216,30 @@ Test(store, write_failpoint_fails_and_applies_nothing)
     store_close(s);
 }
 
+Test(store, an_appended_batch_is_read_at_once_and_kept_once_synced)
+{
+    store *s = open_ok();
+    store_batch *b;
+    store_batch_alloc(s, &b);
+    store_batch_put(b, STORE_CF_TASKS, "a", 1, "1", 1);
+    store_failpoint_writes(s, 1);
+    cr_assert_eq(store_append(s, b), BERTH_EIO);
+    cr_assert_not(has(s, STORE_CF_TASKS, "a"), "a failed append applies nothing");
+    cr_assert_eq(store_append(s, b), BERTH_OK);
+    cr_assert(has(s, STORE_CF_TASKS, "a"), "readable before any sync");
+
+    char err[128] = "";
+    store_failpoint_syncs(s, 1);
+    cr_assert_eq(store_sync(s, err, sizeof(err)), BERTH_EIO);
+    cr_assert_str_eq(err, "failpoint: sync refused");
+    cr_assert_eq(store_sync(s, err, sizeof(err)), BERTH_OK, "only the next n syncs fail");
+    store_batch_free(b);
+    store_close(s);
+    s = open_ok();
+    cr_assert(has(s, STORE_CF_TASKS, "a"));
+    store_close(s);
+}
+
 Test(store, read_failpoint_fails_the_next_reads)
 {
     store *s = open_ok();
