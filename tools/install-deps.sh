@@ -7,5 +7,5 @@ apt-get update
 apt-get install -y --no-install-recommends \
   build-essential cmake pkg-config \
   protobuf-c-compiler libprotobuf-c-dev \
-  libnng-dev librocksdb-dev libsodium-dev \
+  libnng-dev librocksdb-dev libsodium-dev libgoogle-perftools-dev \
   libcriterion-dev openssl
