@@ -219,6 +219,10 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
     rocksdb_options_increase_parallelism(s->db_opts, 2);
     rocksdb_options_set_max_background_jobs(s->db_opts, 2);
     rocksdb_options_set_keep_log_file_num(s->db_opts, 4);
+    /* An append only fills RocksDB's WAL buffer; store_sync() writes and
+     * fsyncs it (FlushWAL). The writer makes no write(2) per batch, and
+     * the sync, on its own thread, writes all that it covers at once. */
+    rocksdb_options_set_manual_wal_flush(s->db_opts, 1);
 
     s->cache = rocksdb_cache_create_lru(64u << 20);
     s->table_opts = rocksdb_block_based_options_create();
@@ -452,9 +456,9 @@ int store_sync(store *s, char *err, size_t errlen)
         set_err(err, errlen, "failpoint: sync refused");
         return BERTH_EIO;
     }
-    /* FlushWAL(sync) is SyncWAL() here (the WAL is not flushed manually):
-     * it fsyncs every log up to the current one, and is safe against the
-     * writer appending meanwhile. */
+    /* FlushWAL(sync): writes the WAL buffer, then SyncWAL() fsyncs every
+     * log up to the current one. Both are safe against the writer
+     * appending meanwhile. */
     char *rerr = NULL;
     rocksdb_flush_wal(s->db, 1, &rerr);
     if (rerr != NULL) {

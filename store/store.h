@@ -18,12 +18,12 @@
  *
  * DURABILITY
  *   store_write() writes one batch atomically with sync = 1: when it
- *   returns BERTH_OK the batch is on disk, fsynced. store_append() writes
- *   it atomically without waiting for the disk: reads see it at once, and
- *   it is on disk once a store_sync() that began after it returned has
- *   returned BERTH_OK. One sync serves every append before it, which is
- *   how a writer keeps working while the disk flushes. A batch whose write
- *   failed was not applied at all.
+ *   returns BERTH_OK the batch is on disk, fsynced. store_append() applies
+ *   it atomically without touching the disk (it waits in RocksDB's WAL
+ *   buffer): reads see it at once, and it is on disk once a store_sync()
+ *   that began after it returned has returned BERTH_OK. One sync serves every append before it,
+ * which is how a writer keeps working while the disk flushes. A batch whose write failed was not
+ * applied at all.
  *
  * The key and record layouts are specified in keys.h and records.h.
  */
