@@ -17,6 +17,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
+#include "gateway/call.h"
 #include "gateway/convert.h"
 #include "gateway/listen.h"
 #include "store/err.h"
@@ -27,41 +28,12 @@ typedef enum ctx_state {
     CTX_SEND,
 } ctx_state;
 
-/* protobuf-c's allocator for one request: a decode may not expand past
- * `cap` bytes (16x the message and 4 MiB), so a small message of many
- * empty items cannot make berthd allocate without bound. */
-typedef struct decode_budget {
-    ProtobufCAllocator a;
-    size_t used, cap;
-    bool over;
-} decode_budget;
-
-static void *budget_alloc(void *data, size_t size)
-{
-    decode_budget *b = data;
-    if (size > b->cap - b->used) {
-        b->over = true;
-        return NULL;
-    }
-    b->used += size;
-    return malloc(size);
-}
-
-static void budget_free(void *data, void *p)
-{
-    (void)data;
-    free(p);
-}
-
 typedef struct gw_ctx {
     struct gw_server *s;
-    decode_budget budget;
+    gw_call call;
     nng_ctx ctx;
     nng_aio *aio;
     ctx_state state;
-    Berth__V1__Request *req; /* unpacked; the engine request points into it */
-    engine_request ereq;
-    gw_arena arena;
     struct gw_ctx *next;
 } gw_ctx;
 
@@ -96,18 +68,10 @@ static void ctx_send(gw_ctx *c, nng_msg *m)
     nng_ctx_send(c->ctx, c->aio);
 }
 
-static void ctx_release_request(gw_ctx *c)
-{
-    if (c->req != NULL)
-        berth__v1__request__free_unpacked(c->req, &c->budget.a);
-    c->req = NULL;
-    gw_arena_reset(&c->arena);
-}
-
 /* The request is answered (or dropped): back to receiving. */
 static void ctx_finish(gw_ctx *c)
 {
-    ctx_release_request(c);
+    gw_call_release(&c->call);
     atomic_fetch_sub(&c->s->busy, 1);
     if (!atomic_load(&c->s->closing))
         ctx_recv(c);
@@ -130,8 +94,8 @@ static int ctx_add(gw_server *s)
     gw_ctx *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return BERTH_ENOMEM;
+    gw_call_init(&c->call);
     c->s = s;
-    c->budget.a = (ProtobufCAllocator){budget_alloc, budget_free, &c->budget};
     if (nng_aio_alloc(&c->aio, ctx_cb, c) != 0) {
         free(c);
         return BERTH_ENOMEM;
@@ -168,7 +132,7 @@ static void engine_done(void *arg, engine_reply *r)
         return;
     }
     nng_msg *m;
-    int rv = gw_encode_reply(r, &c->arena, &m);
+    int rv = gw_encode_reply(r, &c->call.arena, &m);
     engine_reply_free(r);
     if (rv != BERTH_OK) {
         ctx_finish(c);
@@ -179,53 +143,13 @@ static void engine_done(void *arg, engine_reply *r)
 
 static void ctx_handle(gw_ctx *c, nng_msg *m)
 {
-    gw_server *s = c->s;
     engine_status st;
-    memset(&st, 0, sizeof(st));
-    size_t len = nng_msg_len(m);
-    if (len > s->max_msg) {
-        nng_msg_free(m);
-        st.code = ENGINE_CODE_RESOURCE_EXHAUSTED;
-        snprintf(st.message, sizeof(st.message),
-                 "request: %zu bytes is over the ceiling of %zu bytes", len, s->max_msg);
-        snprintf(st.field, sizeof(st.field), "request");
-        st.has_limit = true;
-        st.limit = s->max_msg;
-        ctx_answer_status(c, &st);
-        return;
-    }
-    c->budget.used = 0;
-    c->budget.over = false;
-    c->budget.cap = 16 * len + (4u << 20);
-    c->req = berth__v1__request__unpack(&c->budget.a, len, nng_msg_body(m));
-    nng_msg_free(m);
-    if (c->req == NULL && c->budget.over) {
-        st.code = ENGINE_CODE_RESOURCE_EXHAUSTED;
-        snprintf(st.message, sizeof(st.message),
-                 "request: decoding it would take more than %zu bytes", c->budget.cap);
-        snprintf(st.field, sizeof(st.field), "request");
-        ctx_answer_status(c, &st);
-        return;
-    }
-    if (c->req == NULL) {
-        st.code = ENGINE_CODE_INVALID_ARGUMENT;
-        snprintf(st.message, sizeof(st.message),
-                 "the request is not a berth.v1.Request (malformed protobuf)");
-        ctx_answer_status(c, &st);
-        return;
-    }
-    if (gw_request_from_wire(c->req, &c->ereq, &c->arena, &st) != BERTH_OK) {
-        ctx_answer_status(c, &st);
-        return;
-    }
     c->state = CTX_ENGINE;
-    if (engine_exec(s->e, &c->ereq, engine_done, c) != BERTH_OK) {
-        st.code = ENGINE_CODE_UNAVAILABLE;
-        st.engine_code = ENGINE_EC_ENGINE_UNAVAILABLE;
-        st.retryable = true;
-        snprintf(st.message, sizeof(st.message), "berthd is shutting down");
+    int rv = gw_call_start(&c->call, c->s->e, nng_msg_body(m), nng_msg_len(m), c->s->max_msg,
+                           engine_done, c, &st);
+    nng_msg_free(m);
+    if (rv != BERTH_OK)
         ctx_answer_status(c, &st);
-    }
 }
 
 static void ctx_cb(void *arg)
@@ -322,7 +246,7 @@ void gw_server_close(gw_server *s)
         gw_ctx *next = c->next;
         nng_ctx_close(c->ctx);
         nng_aio_free(c->aio);
-        ctx_release_request(c);
+        gw_call_release(&c->call);
         free(c);
         c = next;
     }

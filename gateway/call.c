@@ -1,0 +1,81 @@
+/* call.c — see call.h. */
+#include "gateway/call.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/err.h"
+
+static void *budget_alloc(void *data, size_t size)
+{
+    gw_decode_budget *b = data;
+    if (size > b->cap - b->used) {
+        b->over = true;
+        return NULL;
+    }
+    b->used += size;
+    return malloc(size);
+}
+
+static void budget_free(void *data, void *p)
+{
+    (void)data;
+    free(p);
+}
+
+void gw_call_init(gw_call *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->budget.a = (ProtobufCAllocator){budget_alloc, budget_free, &c->budget};
+}
+
+int gw_call_start(gw_call *c, engine *e, const void *data, size_t len, size_t max_msg,
+                  engine_done_fn done, void *arg, engine_status *st)
+{
+    memset(st, 0, sizeof(*st));
+    if (len > max_msg) {
+        st->code = ENGINE_CODE_RESOURCE_EXHAUSTED;
+        snprintf(st->message, sizeof(st->message),
+                 "request: %zu bytes is over the ceiling of %zu bytes", len, max_msg);
+        snprintf(st->field, sizeof(st->field), "request");
+        st->has_limit = true;
+        st->limit = max_msg;
+        return BERTH_EINVAL;
+    }
+    c->budget.used = 0;
+    c->budget.over = false;
+    c->budget.cap = 16 * len + (4u << 20);
+    c->req = berth__v1__request__unpack(&c->budget.a, len, data);
+    if (c->req == NULL && c->budget.over) {
+        st->code = ENGINE_CODE_RESOURCE_EXHAUSTED;
+        snprintf(st->message, sizeof(st->message),
+                 "request: decoding it would take more than %zu bytes", c->budget.cap);
+        snprintf(st->field, sizeof(st->field), "request");
+        return BERTH_EINVAL;
+    }
+    if (c->req == NULL) {
+        st->code = ENGINE_CODE_INVALID_ARGUMENT;
+        snprintf(st->message, sizeof(st->message),
+                 "the request is not a berth.v1.Request (malformed protobuf)");
+        return BERTH_EINVAL;
+    }
+    if (gw_request_from_wire(c->req, &c->ereq, &c->arena, st) != BERTH_OK)
+        return BERTH_EINVAL;
+    if (engine_exec(e, &c->ereq, done, arg) != BERTH_OK) {
+        st->code = ENGINE_CODE_UNAVAILABLE;
+        st->engine_code = ENGINE_EC_ENGINE_UNAVAILABLE;
+        st->retryable = true;
+        snprintf(st->message, sizeof(st->message), "berthd is shutting down");
+        return BERTH_ECLOSED;
+    }
+    return BERTH_OK;
+}
+
+void gw_call_release(gw_call *c)
+{
+    if (c->req != NULL)
+        berth__v1__request__free_unpacked(c->req, &c->budget.a);
+    c->req = NULL;
+    gw_arena_reset(&c->arena);
+}

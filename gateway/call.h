@@ -1,0 +1,41 @@
+/*
+ * call.h — one operate request from its bytes to the engine, whatever
+ * transport carried it (server.c: nng's REP sockets; sp.c: berth's own
+ * TCP server).
+ *
+ * gw_call_start() decodes the bytes (a protobuf-c allocator bounded to
+ * 16x the message and 4 MiB, so a small message of many empty items
+ * cannot make berthd allocate without bound), maps them onto an
+ * engine_request and hands it to the engine. When it returns BERTH_OK the
+ * engine owns the call until done() (engine.h); otherwise *st holds the
+ * Status to answer with. gw_call_release() frees what the decode and the
+ * answer's encoding took; the call can then carry another request.
+ */
+#ifndef BERTH_GATEWAY_CALL_H
+#define BERTH_GATEWAY_CALL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/engine.h"
+#include "gateway/convert.h"
+
+typedef struct gw_decode_budget {
+    ProtobufCAllocator a;
+    size_t used, cap;
+    bool over;
+} gw_decode_budget;
+
+typedef struct gw_call {
+    gw_decode_budget budget;
+    Berth__V1__Request *req; /* unpacked; ereq points into it */
+    engine_request ereq;
+    gw_arena arena;
+} gw_call;
+
+void gw_call_init(gw_call *c);
+int gw_call_start(gw_call *c, engine *e, const void *data, size_t len, size_t max_msg,
+                  engine_done_fn done, void *arg, engine_status *st);
+void gw_call_release(gw_call *c);
+
+#endif
