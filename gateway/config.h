@@ -17,6 +17,7 @@
 #define BERTH_GATEWAY_CONFIG_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -31,6 +32,7 @@ typedef struct gw_config {
     const char *tls_cert; /* PEM files for tls+tcp:// URLs */
     const char *tls_key;
     uint64_t max_message_bytes;
+    bool operate_nng; /* tcp:// through nng's REP socket, not gateway/sp.c */
     uint32_t contexts;
     uint32_t contexts_max;
     const char *config_file;

@@ -80,6 +80,7 @@ static int serve(gw_config *cfg)
         .contexts = cfg->contexts,
         .contexts_max = cfg->contexts_max,
         .tls = tls,
+        .nng = cfg->operate_nng,
     };
     gw_server *server = NULL;
     if (gw_server_start(e, &so, &server, err, sizeof(err)) != BERTH_OK) {

@@ -20,6 +20,7 @@
 #include "gateway/call.h"
 #include "gateway/convert.h"
 #include "gateway/listen.h"
+#include "gateway/sp.h"
 #include "store/err.h"
 
 typedef enum ctx_state {
@@ -38,6 +39,7 @@ typedef struct gw_ctx {
 } gw_ctx;
 
 struct gw_server {
+    gw_sp *sp; /* tcp:// without TLS: berth's own server; the rest is unused */
     engine *e;
     nng_socket sock;
     size_t max_msg;
@@ -188,6 +190,15 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
     gw_server *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return BERTH_ENOMEM;
+    if (!o->nng && o->tls == NULL && strncmp(o->url, "tcp://", 6) == 0) {
+        int rv = gw_sp_start(e, o->url, o->max_message_bytes, &s->sp, err, errlen);
+        if (rv != BERTH_OK) {
+            free(s);
+            return rv;
+        }
+        *out = s;
+        return BERTH_OK;
+    }
     s->e = e;
     s->max_msg = o->max_message_bytes;
     s->ctx_max = o->contexts_max;
@@ -219,6 +230,8 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
 
 const char *gw_server_url(const gw_server *s)
 {
+    if (s->sp != NULL)
+        return gw_sp_url(s->sp);
     return s->url;
 }
 
@@ -226,6 +239,11 @@ void gw_server_close(gw_server *s)
 {
     if (s == NULL)
         return;
+    if (s->sp != NULL) {
+        gw_sp_close(s->sp);
+        free(s);
+        return;
+    }
     atomic_store(&s->closing, true);
     /* Answers owed (the engine's last ones, UNAVAILABLE to waiting fetches)
      * go out before the socket closes: wait for them, boundedly. */

@@ -1,6 +1,8 @@
 /*
- * server.h — the operate surface: an nng REP socket served asynchronously
- * on contexts.
+ * server.h — the operate surface: a tcp:// URL is served by berth's own
+ * server (sp.h) unless `nng` is set; every other URL (tls+tcp://, ipc://,
+ * ws://), and tcp:// with `nng`, by an nng REP socket served
+ * asynchronously on contexts, as follows.
  *
  * Each context runs one request at a time through the states of its
  * callback: RECV (decode, check, hand to the engine) → ENGINE (nothing runs:
@@ -20,6 +22,7 @@
 #ifndef BERTH_GATEWAY_SERVER_H
 #define BERTH_GATEWAY_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +39,7 @@ typedef struct gw_server_options {
     uint32_t contexts;     /* receiving at start */
     uint32_t contexts_max; /* the pool's ceiling */
     nng_tls_config *tls;   /* for tls+tcp://; NULL otherwise */
+    bool nng;              /* tcp:// through nng too (else gateway/sp.c serves it) */
 } gw_server_options;
 
 int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char *err,

@@ -25,6 +25,10 @@ static void build_argv(const daemon_proc *d, const char **argv)
     argv[n++] = "tcp://127.0.0.1:0";
     argv[n++] = "--events";
     argv[n++] = "tcp://127.0.0.1:0";
+    /* The wire suite runs twice: on berth's own tcp:// server, and with
+     * this set on nng's REP socket. */
+    if (getenv("BERTH_TEST_OPERATE_NNG") != NULL)
+        argv[n++] = "--operate-nng";
     for (int i = 0; i < d->n_extra; i++)
         argv[n++] = d->extra[i];
     argv[n] = NULL;

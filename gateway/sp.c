@@ -1,0 +1,643 @@
+/* sp.c — see sp.h. */
+#include "gateway/sp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/call.h"
+#include "gateway/convert.h"
+#include "store/err.h"
+
+#define SP_HEADER_LEN    8
+#define SP_BACKTRACE_MAX 32 /* 8 hops */
+#define SP_REQ0          0x30
+#define SP_REP0          0x31
+#define SP_OUT_MAX       (256u << 20) /* answers queued for a reader that does not read */
+
+typedef struct sp_conn {
+    struct gw_sp *s;
+    int fd;
+    atomic_int refs;             /* the loop's while registered, one per request in the engine */
+    struct sp_conn *prev, *next; /* s->conns (loop thread) */
+
+    /* loop thread only */
+    uint8_t hello[SP_HEADER_LEN];
+    size_t hello_got;
+    uint8_t *in;
+    size_t in_len, in_cap;
+
+    pthread_mutex_t mu; /* guards what follows */
+    bool closed;        /* nothing more is sent; fd closed */
+    uint8_t *out;       /* bytes the socket did not take yet */
+    size_t out_len, out_off, out_cap;
+    uint32_t inflight;
+    bool paused; /* not read: SP_INFLIGHT_MAX in the engine */
+    bool resume_listed;
+    struct sp_conn *resume_next;
+} sp_conn;
+
+typedef struct sp_req {
+    sp_conn *c;
+    uint8_t bt[SP_BACKTRACE_MAX];
+    size_t bt_len;
+    gw_call call;
+} sp_req;
+
+struct gw_sp {
+    engine *e;
+    size_t max_msg;
+    int lfd, efd, wake; /* listener, epoll, eventfd */
+    pthread_t thread;
+    char url[300];
+    sp_conn *conns;
+    sp_conn *dead;      /* closed this batch of events: freed after it */
+    pthread_mutex_t mu; /* guards resume and closing */
+    sp_conn *resume;    /* unpaused: the loop reads them again */
+    bool closing;
+};
+
+/* ---- connections ---- */
+
+static void conn_unref(sp_conn *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    pthread_mutex_destroy(&c->mu);
+    free(c->in);
+    free(c->out);
+    free(c);
+}
+
+/* epoll interest from the connection's state; c->mu held. */
+static void conn_arm(sp_conn *c)
+{
+    struct epoll_event ev = {.data.ptr = c};
+    if (!c->paused)
+        ev.events |= EPOLLIN;
+    if (c->out_len > c->out_off)
+        ev.events |= EPOLLOUT;
+    epoll_ctl(c->s->efd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Loop thread. */
+static void conn_close(sp_conn *c)
+{
+    gw_sp *s = c->s;
+    pthread_mutex_lock(&c->mu);
+    c->closed = true;
+    epoll_ctl(s->efd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    pthread_mutex_unlock(&c->mu);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    /* Events later in this batch may still name c: the loop's reference
+     * is dropped after the batch. */
+    c->next = s->dead;
+    s->dead = c;
+}
+
+/* Sends what is queued; c->mu held. False: the connection failed. */
+static bool conn_flush(sp_conn *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n =
+            send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return true;
+        if (n <= 0)
+            return false;
+        c->out_off += (size_t)n;
+    }
+    c->out_off = c->out_len = 0;
+    return true;
+}
+
+static bool out_append(sp_conn *c, const uint8_t *p, size_t n)
+{
+    if (n == 0)
+        return true;
+    if (c->out_len + n > SP_OUT_MAX)
+        return false;
+    if (c->out_len + n > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 4096;
+        while (cap < c->out_len + n)
+            cap *= 2;
+        uint8_t *o = realloc(c->out, cap);
+        if (o == NULL)
+            return false;
+        c->out = o;
+        c->out_cap = cap;
+    }
+    memcpy(c->out + c->out_len, p, n);
+    c->out_len += n;
+    return true;
+}
+
+/* ---- answers (the commit thread, or the loop for refusals) ---- */
+
+static void req_answer(sp_req *r, nng_msg *m)
+{
+    sp_conn *c = r->c;
+    gw_sp *s = c->s;
+    uint8_t head[8];
+    uint64_t len = r->bt_len + (m ? nng_msg_len(m) : 0);
+    for (int i = 0; i < 8; i++)
+        head[i] = (uint8_t)(len >> (56 - 8 * i));
+    pthread_mutex_lock(&c->mu);
+    if (!c->closed && m != NULL) {
+        size_t body = nng_msg_len(m), total = sizeof(head) + r->bt_len + body, sent = 0;
+        if (c->out_len == c->out_off) { /* nothing queued: try the socket now */
+            struct iovec iov[3] = {
+                {head, sizeof(head)}, {r->bt, r->bt_len}, {nng_msg_body(m), body}};
+            struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
+            ssize_t n;
+            do
+                n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+            while (n < 0 && errno == EINTR);
+            if (n > 0)
+                sent = (size_t)n;
+        }
+        if (sent < total) {
+            const uint8_t *parts[3] = {head, r->bt, nng_msg_body(m)};
+            size_t lens[3] = {sizeof(head), r->bt_len, body}, skip = sent;
+            bool ok = true;
+            for (int i = 0; i < 3 && ok; i++) {
+                size_t k = skip < lens[i] ? skip : lens[i];
+                skip -= k;
+                ok = out_append(c, parts[i] + k, lens[i] - k);
+            }
+            if (!ok) /* a reader this far behind, or no memory: the loop sees the end */
+                shutdown(c->fd, SHUT_RDWR);
+        }
+    }
+    c->inflight--;
+    bool resume = c->paused && c->inflight < SP_INFLIGHT_MAX && !c->closed;
+    if (!c->closed && (c->out_len > c->out_off || resume)) {
+        if (resume && !c->resume_listed) {
+            c->resume_listed = true;
+            atomic_fetch_add(&c->refs, 1); /* the list's */
+            pthread_mutex_lock(&s->mu);
+            c->resume_next = s->resume;
+            s->resume = c;
+            pthread_mutex_unlock(&s->mu);
+            uint64_t one = 1;
+            ssize_t w = write(s->wake, &one, sizeof(one));
+            (void)w;
+        }
+        conn_arm(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (m != NULL)
+        nng_msg_free(m);
+    gw_call_release(&r->call);
+    free(r);
+    conn_unref(c);
+}
+
+static void req_done(void *arg, engine_reply *reply)
+{
+    sp_req *r = arg;
+    nng_msg *m = NULL;
+    if (gw_encode_reply(reply, &r->call.arena, &m) != BERTH_OK)
+        m = NULL; /* dropped: the client's REQ resends */
+    engine_reply_free(reply);
+    req_answer(r, m);
+}
+
+/* ---- requests (loop thread) ---- */
+
+/* One frame: the backtrace, then the Request. False: a protocol error. */
+static bool conn_request(sp_conn *c, const uint8_t *p, size_t len)
+{
+    sp_req *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return true; /* dropped: the client's REQ resends */
+    /* The backtrace: 4-byte hops up to the request id, the one with its
+     * high bit set. */
+    while (r->bt_len + 4 <= len && r->bt_len < SP_BACKTRACE_MAX) {
+        memcpy(r->bt + r->bt_len, p + r->bt_len, 4);
+        r->bt_len += 4;
+        if (p[r->bt_len - 4] & 0x80)
+            break;
+    }
+    if (r->bt_len == 0 || !(r->bt[r->bt_len - 4] & 0x80)) {
+        free(r);
+        return false;
+    }
+    gw_call_init(&r->call);
+    r->c = c;
+    atomic_fetch_add(&c->refs, 1);
+    pthread_mutex_lock(&c->mu);
+    c->inflight++;
+    pthread_mutex_unlock(&c->mu);
+    engine_status st;
+    if (gw_call_start(&r->call, c->s->e, p + r->bt_len, len - r->bt_len, c->s->max_msg, req_done, r,
+                      &st) != BERTH_OK) {
+        nng_msg *m = NULL;
+        if (gw_encode_status(&st, &m) != BERTH_OK)
+            m = NULL;
+        req_answer(r, m);
+    }
+    return true;
+}
+
+/* Runs the complete frames read; stops while too many are in the engine.
+ * False: the connection must close. */
+static bool conn_frames(sp_conn *c)
+{
+    size_t off = 0;
+    bool ok = true;
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        bool full = c->inflight >= SP_INFLIGHT_MAX;
+        if (full && !c->paused) {
+            c->paused = true;
+            conn_arm(c);
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (full || c->in_len - off < 8)
+            break;
+        uint64_t len = 0;
+        for (int i = 0; i < 8; i++)
+            len = len << 8 | c->in[off + i];
+        if (len > 2 * c->s->max_msg + SP_BACKTRACE_MAX) {
+            ok = false; /* over the memory bound, as nng's receive limit */
+            break;
+        }
+        if (c->in_len - off - 8 < len) {
+            if (8 + len > c->in_cap) {
+                uint8_t *in = realloc(c->in, 8 + len);
+                if (in == NULL) {
+                    ok = false;
+                    break;
+                }
+                c->in = in;
+                c->in_cap = 8 + len;
+            }
+            break;
+        }
+        if (!conn_request(c, c->in + off + 8, (size_t)len)) {
+            ok = false;
+            break;
+        }
+        off += 8 + len;
+    }
+    if (off > 0) {
+        memmove(c->in, c->in + off, c->in_len - off);
+        c->in_len -= off;
+    }
+    return ok;
+}
+
+static bool conn_hello(sp_conn *c)
+{
+    while (c->hello_got < SP_HEADER_LEN) {
+        ssize_t n = recv(c->fd, c->hello + c->hello_got, SP_HEADER_LEN - c->hello_got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return true;
+        if (n <= 0)
+            return false;
+        c->hello_got += (size_t)n;
+    }
+    static const uint8_t want[SP_HEADER_LEN] = {0, 'S', 'P', 0, 0, SP_REQ0, 0, 0};
+    return memcmp(c->hello, want, SP_HEADER_LEN) == 0;
+}
+
+static void conn_readable(sp_conn *c)
+{
+    if (c->hello_got < SP_HEADER_LEN) {
+        if (!conn_hello(c)) {
+            conn_close(c);
+            return;
+        }
+        if (c->hello_got < SP_HEADER_LEN)
+            return;
+    }
+    /* A bounded number of reads: epoll (level-triggered) brings the
+     * connection back, after the others. */
+    for (int reads = 0; reads < 16; reads++) {
+        if (c->in_len == c->in_cap) {
+            size_t cap = c->in_cap ? c->in_cap * 2 : 16384;
+            uint8_t *in = realloc(c->in, cap);
+            if (in == NULL) {
+                conn_close(c);
+                return;
+            }
+            c->in = in;
+            c->in_cap = cap;
+        }
+        ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) {
+            conn_close(c);
+            return;
+        }
+        c->in_len += (size_t)n;
+        if (!conn_frames(c)) {
+            conn_close(c);
+            return;
+        }
+        if (c->paused)
+            return;
+    }
+}
+
+static void conn_writable(sp_conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    bool ok = conn_flush(c);
+    if (ok)
+        conn_arm(c);
+    pthread_mutex_unlock(&c->mu);
+    if (!ok)
+        conn_close(c);
+}
+
+static void reap(gw_sp *s)
+{
+    while (s->dead != NULL) {
+        sp_conn *c = s->dead;
+        s->dead = c->next;
+        conn_unref(c);
+    }
+}
+
+static void accept_all(gw_sp *s)
+{
+    for (;;) {
+        int fd = accept(s->lfd, NULL, NULL);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                /* Out of descriptors or memory: pause rather than spin. */
+                struct timespec pause = {0, 10 * 1000000L};
+                nanosleep(&pause, NULL);
+            }
+            return;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        sp_conn *c = calloc(1, sizeof(*c));
+        static const uint8_t hello[SP_HEADER_LEN] = {0, 'S', 'P', 0, 0, SP_REP0, 0, 0};
+        if (c == NULL || send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) {
+            free(c);
+            close(fd);
+            continue;
+        }
+        c->s = s;
+        c->fd = fd;
+        atomic_init(&c->refs, 1);
+        pthread_mutex_init(&c->mu, NULL);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(s->efd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            pthread_mutex_destroy(&c->mu);
+            free(c);
+            close(fd);
+            continue;
+        }
+        c->next = s->conns;
+        if (s->conns)
+            s->conns->prev = c;
+        s->conns = c;
+    }
+}
+
+/* Connections unpaused by their answers: run their buffered frames. */
+static void resume_all(gw_sp *s)
+{
+    pthread_mutex_lock(&s->mu);
+    sp_conn *list = s->resume;
+    s->resume = NULL;
+    pthread_mutex_unlock(&s->mu);
+    while (list != NULL) {
+        sp_conn *c = list;
+        list = c->resume_next;
+        pthread_mutex_lock(&c->mu);
+        c->resume_listed = false;
+        bool closed = c->closed;
+        c->paused = false;
+        if (!closed)
+            conn_arm(c);
+        pthread_mutex_unlock(&c->mu);
+        if (!closed && !conn_frames(c))
+            conn_close(c);
+        conn_unref(c);
+    }
+}
+
+static bool all_flushed(gw_sp *s)
+{
+    for (sp_conn *c = s->conns; c != NULL; c = c->next) {
+        pthread_mutex_lock(&c->mu);
+        bool pending = c->out_len > c->out_off;
+        pthread_mutex_unlock(&c->mu);
+        if (pending)
+            return false;
+    }
+    return true;
+}
+
+static void *loop_main(void *arg)
+{
+    gw_sp *s = arg;
+    struct epoll_event evs[64];
+    struct timespec deadline = {0, 0};
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        bool closing = s->closing;
+        pthread_mutex_unlock(&s->mu);
+        if (closing) {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (deadline.tv_sec == 0) {
+                deadline = now;
+                deadline.tv_sec += 2;
+                epoll_ctl(s->efd, EPOLL_CTL_DEL, s->lfd, NULL);
+            }
+            if (all_flushed(s) || now.tv_sec > deadline.tv_sec ||
+                (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
+                break;
+        }
+        int n = epoll_wait(s->efd, evs, 64, closing ? 10 : -1);
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &s->lfd) {
+                accept_all(s);
+            } else if (p == &s->wake) {
+                uint64_t v;
+                ssize_t r = read(s->wake, &v, sizeof(v));
+                (void)r;
+                resume_all(s);
+            } else {
+                sp_conn *c = p;
+                if (c->fd < 0)
+                    continue; /* closed earlier in this batch */
+                if (evs[i].events & (EPOLLERR | EPOLLHUP) && !(evs[i].events & EPOLLIN)) {
+                    conn_close(c);
+                    continue;
+                }
+                if (evs[i].events & EPOLLOUT)
+                    conn_writable(c);
+                if (c->fd >= 0 && evs[i].events & EPOLLIN)
+                    conn_readable(c);
+            }
+        }
+        reap(s);
+    }
+    while (s->conns != NULL)
+        conn_close(s->conns);
+    reap(s);
+    return NULL;
+}
+
+/* ---- start and stop ---- */
+
+static int listen_on(gw_sp *s, const char *url, char *err, size_t errlen)
+{
+    const char *hp = url + strlen("tcp://");
+    const char *colon = strrchr(hp, ':');
+    if (colon == NULL) {
+        snprintf(err, errlen, "%s: a tcp:// URL needs a port", url);
+        return BERTH_EINVAL;
+    }
+    char host[256];
+    size_t hl = (size_t)(colon - hp);
+    if (hl >= sizeof(host)) {
+        snprintf(err, errlen, "%s: the host is too long", url);
+        return BERTH_EINVAL;
+    }
+    memcpy(host, hp, hl);
+    host[hl] = '\0';
+    char *h = host;
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        h = host + 1;
+    }
+    bool any = h[0] == '\0' || strcmp(h, "*") == 0;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    int g = getaddrinfo(any ? NULL : h, colon + 1, &hints, &ai);
+    if (g != 0) {
+        snprintf(err, errlen, "%s: %s", url, gai_strerror(g));
+        return BERTH_EINVAL;
+    }
+    int fd = -1, saved = 0;
+    for (struct addrinfo *a = ai; a != NULL && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        if (fd < 0)
+            continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+            saved = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", url, strerror(saved ? saved : EINVAL));
+        return BERTH_EIO;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    unsigned port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                             : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    snprintf(s->url, sizeof(s->url), "tcp://%.*s:%u", (int)hl, hp, port);
+    s->lfd = fd;
+    return BERTH_OK;
+}
+
+int gw_sp_start(engine *e, const char *url, size_t max_message_bytes, gw_sp **out, char *err,
+                size_t errlen)
+{
+    *out = NULL;
+    gw_sp *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return BERTH_ENOMEM;
+    s->e = e;
+    s->max_msg = max_message_bytes;
+    s->lfd = s->efd = s->wake = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    int rv = listen_on(s, url, err, errlen);
+    if (rv == BERTH_OK) {
+        s->efd = epoll_create1(EPOLL_CLOEXEC);
+        s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        struct epoll_event l = {.events = EPOLLIN, .data.ptr = &s->lfd};
+        struct epoll_event w = {.events = EPOLLIN, .data.ptr = &s->wake};
+        if (s->efd < 0 || s->wake < 0 || epoll_ctl(s->efd, EPOLL_CTL_ADD, s->lfd, &l) != 0 ||
+            epoll_ctl(s->efd, EPOLL_CTL_ADD, s->wake, &w) != 0 ||
+            pthread_create(&s->thread, NULL, loop_main, s) != 0) {
+            snprintf(err, errlen, "cannot start the operate server: %s", strerror(errno));
+            rv = BERTH_EIO;
+        }
+    }
+    if (rv != BERTH_OK) {
+        if (s->lfd >= 0)
+            close(s->lfd);
+        if (s->efd >= 0)
+            close(s->efd);
+        if (s->wake >= 0)
+            close(s->wake);
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return rv;
+    }
+    *out = s;
+    return BERTH_OK;
+}
+
+const char *gw_sp_url(const gw_sp *s)
+{
+    return s->url;
+}
+
+void gw_sp_close(gw_sp *s)
+{
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->closing = true;
+    pthread_mutex_unlock(&s->mu);
+    uint64_t one = 1;
+    ssize_t w = write(s->wake, &one, sizeof(one));
+    (void)w;
+    pthread_join(s->thread, NULL);
+    close(s->lfd);
+    close(s->efd);
+    close(s->wake);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

@@ -1,0 +1,43 @@
+/*
+ * sp.h — berth's own server for the operate surface on tcp://.
+ *
+ * It speaks what an nng REQ socket speaks to a REP socket over TCP (the
+ * scalability protocols' TCP mapping): an 8-byte header each way
+ * ("\0SP\0", the protocol number, two zero bytes), then frames of a
+ * 64-bit big-endian length and the message, whose header is the request's
+ * backtrace (4-byte words, the last with its high bit set), echoed in the
+ * answer. Clients cannot tell it from nng's REP.
+ *
+ * One thread runs an epoll loop: it accepts, reads frames and hands each
+ * request to the engine (gateway/call.h). The engine's commit thread
+ * writes each answer straight to its socket; only what the socket does
+ * not take at once is left to the loop. Compared with nng's REP this saves
+ * two thread hand-offs and most of the locking per request.
+ *
+ * Limits, as with nng's socket: a frame over twice max_message_bytes
+ * closes its connection (the memory bound); one up to that size is
+ * answered with a Status. A connection with SP_INFLIGHT_MAX requests in
+ * the engine is not read until one is answered, and one whose peer leaves
+ * more than 256 MiB of answers unread is closed.
+ */
+#ifndef BERTH_GATEWAY_SP_H
+#define BERTH_GATEWAY_SP_H
+
+#include <stddef.h>
+
+#include "engine/engine.h"
+
+#define SP_INFLIGHT_MAX 256
+
+typedef struct gw_sp gw_sp;
+
+/* url: tcp://HOST:PORT (HOST may be empty or '*' for every address, or
+ * [v6]; PORT may be 0). */
+int gw_sp_start(engine *e, const char *url, size_t max_message_bytes, gw_sp **out, char *err,
+                size_t errlen);
+const char *gw_sp_url(const gw_sp *s);
+/* Call after engine_stop(): answers already handed to sockets are
+ * flushed (2 s at most), then every connection closes. */
+void gw_sp_close(gw_sp *s);
+
+#endif

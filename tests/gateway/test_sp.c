@@ -1,0 +1,259 @@
+/* berthd's own tcp:// server (gateway/sp.c) against raw sockets: what an
+ * nng client would never send, many requests on one connection, and
+ * answers bigger than the socket takes at once. */
+#define _XOPEN_SOURCE 700
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/support/daemon.h"
+
+static daemon_proc D;
+
+static void setup(void)
+{
+    d_start(&D, NULL);
+}
+
+static void teardown(void)
+{
+    d_cleanup(&D);
+}
+
+TestSuite(sp, .init = setup, .fini = teardown, .timeout = 120);
+
+static int raw_connect(void)
+{
+    const char *colon = strrchr(D.operate, ':');
+    cr_assert_not_null(colon, "%s", D.operate);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+static void read_all(int fd, void *p, size_t n)
+{
+    for (size_t got = 0; got < n;) {
+        ssize_t r = recv(fd, (char *)p + got, n - got, 0);
+        cr_assert_gt(r, 0, "the connection ended or timed out after %zu of %zu bytes", got, n);
+        got += (size_t)r;
+    }
+}
+
+static void write_all(int fd, const void *p, size_t n)
+{
+    cr_assert_eq(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* Connects and exchanges the SP headers as a REQ peer. */
+static int raw_req(void)
+{
+    int fd = raw_connect();
+    static const uint8_t req[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0};
+    static const uint8_t rep[8] = {0, 'S', 'P', 0, 0, 0x31, 0, 0};
+    write_all(fd, req, sizeof(req));
+    uint8_t got[8];
+    read_all(fd, got, sizeof(got));
+    cr_assert_eq(memcmp(got, rep, sizeof(rep)), 0, "berthd answers as a REP peer");
+    return fd;
+}
+
+/* A frame: 64-bit length, the request id (high bit set), the body. */
+static size_t frame(uint8_t *out, uint32_t id, const uint8_t *body, size_t len)
+{
+    uint64_t n = 4 + len;
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)(n >> (56 - 8 * i));
+    id |= 0x80000000u;
+    for (int i = 0; i < 4; i++)
+        out[8 + i] = (uint8_t)(id >> (24 - 8 * i));
+    memcpy(out + 12, body, len);
+    return 12 + len;
+}
+
+/* Reads one answer: its request id, and its Response. */
+static Berth__V1__Response *answer(int fd, uint32_t *id)
+{
+    uint8_t h[12];
+    read_all(fd, h, sizeof(h));
+    uint64_t n = 0;
+    for (int i = 0; i < 8; i++)
+        n = n << 8 | h[i];
+    cr_assert_geq(n, 4);
+    *id =
+        ((uint32_t)h[8] << 24 | (uint32_t)h[9] << 16 | (uint32_t)h[10] << 8 | h[11]) & 0x7fffffffu;
+    uint8_t *body = malloc(n - 4 + 1);
+    read_all(fd, body, n - 4);
+    Berth__V1__Response *r = berth__v1__response__unpack(NULL, n - 4, body);
+    free(body);
+    cr_assert_not_null(r, "the answer is a Response");
+    return r;
+}
+
+static size_t pack_fetch(uint8_t *out, const char *topic, uint32_t max, uint64_t wait_ms)
+{
+    Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
+    char *topics[] = {(char *)topic};
+    f.worker_id = "raw";
+    f.topics = topics;
+    f.n_topics = 1;
+    f.has_max_tasks = true;
+    f.max_tasks = max;
+    f.has_wait_ms = true;
+    f.wait_ms = wait_ms;
+    Berth__V1__Request r = BERTH__V1__REQUEST__INIT;
+    r.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
+    r.fetch = &f;
+    return berth__v1__request__pack(&r, out);
+}
+
+/* The peer closed the connection (recv sees its end within 10 s). */
+static void expect_closed(int fd)
+{
+    char b[64];
+    ssize_t r;
+    while ((r = recv(fd, b, sizeof(b), 0)) > 0)
+        ;
+    cr_assert(r == 0 || (r < 0 && errno == ECONNRESET), "closed, not timed out");
+}
+
+/* Another client is served normally. */
+static void still_serving(void)
+{
+    bc *c = d_client(&D);
+    Berth__V1__Response *r = w_submit(c, "after", "x", NULL);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    w_free(r);
+    bc_close(c);
+}
+
+Test(sp, a_peer_that_is_not_a_req_socket_is_disconnected)
+{
+    int fd = raw_connect();
+    const char *http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    write_all(fd, http, strlen(http));
+    uint8_t hello[8];
+    read_all(fd, hello, sizeof(hello)); /* berthd's header went out first */
+    expect_closed(fd);
+    close(fd);
+    still_serving();
+}
+
+Test(sp, a_frame_over_the_memory_bound_closes_only_its_connection)
+{
+    int fd = raw_req();
+    uint8_t h[8] = {0, 0, 1, 0, 0, 0, 0, 0}; /* 2^40 bytes announced */
+    write_all(fd, h, sizeof(h));
+    expect_closed(fd);
+    close(fd);
+    still_serving();
+}
+
+Test(sp, a_frame_without_a_request_id_closes_its_connection)
+{
+    int fd = raw_req();
+    uint8_t f[12] = {0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 1}; /* high bit clear: a hop, no id */
+    write_all(fd, f, sizeof(f));
+    expect_closed(fd);
+    close(fd);
+    still_serving();
+}
+
+Test(sp, garbage_in_a_well_framed_request_is_answered_with_a_status)
+{
+    int fd = raw_req();
+    uint8_t f[64];
+    static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f};
+    write_all(fd, f, frame(f, 7, junk, sizeof(junk)));
+    uint32_t id;
+    Berth__V1__Response *r = answer(fd, &id);
+    cr_assert_eq(id, 7);
+    w_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
+    berth__v1__response__free_unpacked(r, NULL);
+    close(fd);
+}
+
+Test(sp, more_requests_than_one_connection_may_have_in_flight_are_all_answered)
+{
+    /* 300 long polls written at once: berthd stops reading this connection
+     * at SP_INFLIGHT_MAX (256) in the engine and reads on as they end. */
+    enum { N = 300 };
+    int fd = raw_req();
+    uint8_t body[128];
+    size_t bl = pack_fetch(body, "nothing-here", 1, 300);
+    uint8_t *all = malloc(N * (12 + bl));
+    size_t len = 0;
+    for (uint32_t i = 0; i < N; i++)
+        len += frame(all + len, 1000 + i, body, bl);
+    write_all(fd, all, len);
+    free(all);
+    static bool seen[N];
+    for (int i = 0; i < N; i++) {
+        uint32_t id;
+        Berth__V1__Response *r = answer(fd, &id);
+        cr_assert(id >= 1000 && id < 1000 + N, "id %u", id);
+        cr_assert_not(seen[id - 1000], "answered twice: %u", id);
+        seen[id - 1000] = true;
+        w_expect_code(r, BERTH__V1__CODE__OK);
+        cr_assert_eq(r->fetch->n_tasks, 0);
+        berth__v1__response__free_unpacked(r, NULL);
+    }
+    close(fd);
+}
+
+Test(sp, an_answer_bigger_than_the_socket_takes_reaches_a_slow_reader_whole)
+{
+    /* 7 MB: more than the kernel's socket buffers hold while the reader
+     * sleeps, so berthd's send stops part-way and the loop finishes it. */
+    enum { TASKS = 7, PAYLOAD = 1000000 };
+    bc *c = d_client(&D);
+    char *p = malloc(PAYLOAD + 1);
+    memset(p, 'p', PAYLOAD);
+    p[PAYLOAD] = '\0';
+    for (int i = 0; i < TASKS; i++) {
+        Berth__V1__Response *r = w_submit(c, "big", p, NULL);
+        w_expect_code(r, BERTH__V1__CODE__OK);
+        w_free(r);
+    }
+    bc_close(c);
+    free(p);
+    int fd = raw_req();
+    uint8_t body[128], f[160];
+    size_t bl = pack_fetch(body, "big", TASKS, 0);
+    write_all(fd, f, frame(f, 9, body, bl));
+    nanosleep(&(struct timespec){.tv_nsec = 300 * 1000000L}, NULL); /* not reading yet */
+    uint32_t id;
+    Berth__V1__Response *r = answer(fd, &id);
+    cr_assert_eq(id, 9);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_eq(r->fetch->n_tasks, TASKS);
+    for (int i = 0; i < TASKS; i++)
+        cr_assert_eq(r->fetch->tasks[i]->payload.len, PAYLOAD);
+    berth__v1__response__free_unpacked(r, NULL);
+    close(fd);
+    still_serving();
+}
+
+Test(sp, a_client_gone_while_its_fetch_waits_costs_nothing)
+{
+    int fd = raw_req();
+    uint8_t body[128], f[160];
+    size_t bl = pack_fetch(body, "nothing-here", 1, 200);
+    write_all(fd, f, frame(f, 3, body, bl));
+    close(fd);
+    nanosleep(&(struct timespec){.tv_nsec = 400 * 1000000L}, NULL); /* the wait ends */
+    still_serving();
+}
