@@ -80,10 +80,24 @@ void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t
     ev->kind = kind;
     ev->topic = t->name;
     berth_id_format(id, ev->id);
-    if (err != NULL)
-        ev->error = *err; /* borrowed from the request: valid until it is answered */
+    if (err != NULL) {
+        /* Copied: the event is published after later turns ran, which may
+         * have freed what the strings belong to (a delivery, a request). */
+        ev->error.code = strdup_or_null(err->code);
+        ev->error.message = strdup_or_null(err->message);
+        ev->error.details = strdup_or_null(err->details);
+    }
     ev->retries_left = retries_left;
     ev->at_ms = tn->now_ms;
+}
+
+void events_free(engine_event *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free((char *)v[i].error.code);
+        free((char *)v[i].error.message);
+        free((char *)v[i].error.details);
+    }
 }
 
 /* Requests that only read, served even while the store is failing. */
@@ -201,6 +215,7 @@ static void turn_failed(engine *e, const char *why)
         status_unavailable(&p->reply->status, "the store write failed; nothing of this request "
                                               "was kept: try again");
     }
+    events_free(t->events, t->n_events);
     t->n_events = 0;
     uint64_t b = e->write_backoff_ms ? e->write_backoff_ms * 2 : ENGINE_STORE_BACKOFF_MIN_MS;
     e->write_backoff_ms = b > ENGINE_STORE_BACKOFF_MAX_MS ? ENGINE_STORE_BACKOFF_MAX_MS : b;
@@ -286,6 +301,7 @@ static void run_turn(engine *e, pending *list)
         task_evict_bodies(e);
     topics_reap(e, reloaded);
     state_check(e);
+    atomic_fetch_add(&e->commit.turns, 1);
 }
 
 static uint64_t next_due(engine *e)
@@ -441,6 +457,7 @@ static void engine_free(engine *e)
     store_batch_free(e->batch);
     store_close(e->store);
     store_buf_fini(&e->buf);
+    events_free(e->t.events, e->t.n_events);
     free(e->t.events);
     free(e->t.fresh);
     free(e->t.parked);

@@ -44,9 +44,11 @@ static void deliver(engine *e, pending *p, engine_event *ev, size_t n_ev, bool d
     if (durable)
         for (size_t i = 0; i < n_ev; i++)
             e->o.on_event(e->o.event_ctx, &ev[i]);
+    events_free(ev, n_ev);
     while (p != NULL) {
         pending *next = p->next;
-        if (!durable) {
+        /* (an answer already UNAVAILABLE keeps its own reason) */
+        if (!durable && p->reply->status.code != ENGINE_CODE_UNAVAILABLE) {
             reply_reset(p->reply);
             char why[400];
             snprintf(why, sizeof(why),
@@ -190,15 +192,18 @@ void commit_turn(engine *e, bool with_events)
         names += strlen(t->events[i].topic) + 1;
     sealed *s = malloc(sizeof(*s) + names);
     if (s == NULL) {
-        /* No memory to hand the turn over: sync and answer it here (the
-         * topics named by its events are still alive). */
+        /* No memory to hand the turn over: sync and answer it here. Its
+         * events are dropped (they are best effort), so that on_event
+         * runs on the commit thread only. */
         pthread_mutex_lock(&c->sync_mu);
         bool durable = sync_upto(e, need);
         pthread_mutex_unlock(&c->sync_mu);
-        deliver(e, t->answered, t->events, n_ev, durable);
+        deliver(e, t->answered, t->events, 0, durable);
         t->answered = t->answered_tail = NULL;
-        if (with_events)
+        if (with_events) {
+            events_free(t->events, t->n_events);
             t->n_events = 0;
+        }
         return;
     }
     s->next = NULL;
@@ -231,6 +236,7 @@ void commit_turn(engine *e, bool with_events)
 
 void engine_durability(engine *e, engine_durable *out)
 {
+    out->turns = atomic_load(&e->commit.turns);
     out->appended = atomic_load(&e->commit.appended);
     out->synced = atomic_load(&e->commit.synced);
     out->syncs_held = (uint32_t)store_syncs_waiting(e->store);

@@ -20,9 +20,10 @@
  * OWNERSHIP
  *   engine_exec() borrows the request: every byte it points to must stay
  *   valid until done() is called. done() is called EXACTLY ONCE, on the
- *   engine's commit thread, and receives ownership of the reply: free it with
- *   engine_reply_free() on any thread. done() must not block and must not
- *   call engine_exec_sync() (it runs on the thread that would answer it).
+ *   engine's commit thread (on the actor thread for what engine_stop()
+ *   answers, and for a turn that found no memory to hand over), and receives ownership of the
+ * reply: free it with engine_reply_free() on any thread. done() must not block and must not call
+ * engine_exec_sync() (it runs on the thread that would answer it).
  *
  * TIME
  *   All times are Unix milliseconds from the injected engine_clock.
@@ -431,7 +432,8 @@ typedef enum engine_failpoint {
      * those turns and every request after are answered UNAVAILABLE until
      * it is reopened, which recovers what the disk holds. */
     ENGINE_FP_STORE_SYNC,
-    /* n > 0: syncs wait before syncing until it is set to 0 again. */
+    /* n > 0: syncs wait before syncing until it is set to 0 again (release
+     * it before engine_stop(): the commit thread waits there). */
     ENGINE_FP_HOLD_SYNCS,
 } engine_failpoint;
 
@@ -439,6 +441,7 @@ typedef enum engine_failpoint {
 void engine_failpoint_set(engine *e, engine_failpoint fp, int n);
 /* How far durability has got; any thread (tests). */
 typedef struct engine_durable {
+    uint64_t turns;      /* turns the actor has finished, writing or not */
     uint64_t appended;   /* turns written to the store */
     uint64_t synced;     /* of those, known durable */
     uint32_t syncs_held; /* syncs waiting at ENGINE_FP_HOLD_SYNCS */

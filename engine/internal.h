@@ -187,6 +187,7 @@ typedef struct committer {
     bool stopping;
     bool started;
     pthread_mutex_t sync_mu;       /* one sync at a time */
+    atomic_uint_fast64_t turns;    /* turns finished (engine thread writes) */
     atomic_uint_fast64_t appended; /* turns appended (engine thread writes) */
     atomic_uint_fast64_t synced;   /* of those, known durable */
     atomic_uint_fast64_t syncs;    /* store syncs done */
@@ -241,8 +242,11 @@ struct engine {
 uint64_t engine_now(engine *e);
 /* Stages p's reply to be answered after this turn's write. */
 void turn_answer(engine *e, pending *p);
+/* Stages an event (its error strings are copied). */
 void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t id[BERTH_ID_LEN],
                 const engine_error *err, uint32_t retries_left);
+/* Frees the strings the events own. */
+void events_free(engine_event *v, size_t n);
 /* Rings t's doorbell: its waiting fetches look again this turn (R7). */
 void doorbell_ring(engine *e, topic *t);
 bool failpoint_take(atomic_int *n);

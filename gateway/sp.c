@@ -139,6 +139,11 @@ static bool out_append(sp_conn *c, const uint8_t *p, size_t n)
 {
     if (n == 0)
         return true;
+    if (c->out_off > 0) { /* drop what was sent */
+        memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+        c->out_len -= c->out_off;
+        c->out_off = 0;
+    }
     if (c->out_len + n > SP_OUT_MAX)
         return false;
     if (c->out_len + n > c->out_cap) {
@@ -194,7 +199,8 @@ static void req_answer(sp_req *r, nng_msg *m)
         }
     }
     c->inflight--;
-    bool resume = c->paused && c->inflight < SP_INFLIGHT_MAX && !c->closed;
+    /* Read again once half the window is free, not on every answer. */
+    bool resume = c->paused && c->inflight <= SP_INFLIGHT_MAX / 2 && !c->closed;
     if (!c->closed && (c->out_len > c->out_off || resume)) {
         if (resume && !c->resume_listed) {
             c->resume_listed = true;
@@ -395,7 +401,9 @@ static void accept_all(gw_sp *s)
     for (;;) {
         int fd = accept(s->lfd, NULL, NULL);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+                continue; /* that peer is gone; others may wait */
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
                 /* Out of descriptors or memory: pause rather than spin. */
                 struct timespec pause = {0, 10 * 1000000L};
                 nanosleep(&pause, NULL);
@@ -405,6 +413,7 @@ static void accept_all(gw_sp *s)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        fcntl(fd, F_SETFD, FD_CLOEXEC);
         sp_conn *c = calloc(1, sizeof(*c));
         static const uint8_t hello[SP_HEADER_LEN] = {0, 'S', 'P', 0, 0, SP_REP0, 0, 0};
         if (c == NULL || send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) {
@@ -515,6 +524,7 @@ static void *loop_main(void *arg)
     while (s->conns != NULL)
         conn_close(s->conns);
     reap(s);
+    resume_all(s); /* drops the resume list's references (all closed now) */
     return NULL;
 }
 
@@ -588,7 +598,8 @@ int gw_sp_start(engine *e, const char *url, size_t max_message_bytes, gw_sp **ou
     if (s == NULL)
         return BERTH_ENOMEM;
     s->e = e;
-    s->max_msg = max_message_bytes;
+    /* (frames up to twice this, plus a backtrace, must fit a size_t) */
+    s->max_msg = max_message_bytes < SIZE_MAX / 4 ? max_message_bytes : SIZE_MAX / 4;
     s->lfd = s->efd = s->wake = -1;
     pthread_mutex_init(&s->mu, NULL);
     int rv = listen_on(s, url, err, errlen);
@@ -598,9 +609,11 @@ int gw_sp_start(engine *e, const char *url, size_t max_message_bytes, gw_sp **ou
         struct epoll_event l = {.events = EPOLLIN, .data.ptr = &s->lfd};
         struct epoll_event w = {.events = EPOLLIN, .data.ptr = &s->wake};
         if (s->efd < 0 || s->wake < 0 || epoll_ctl(s->efd, EPOLL_CTL_ADD, s->lfd, &l) != 0 ||
-            epoll_ctl(s->efd, EPOLL_CTL_ADD, s->wake, &w) != 0 ||
-            pthread_create(&s->thread, NULL, loop_main, s) != 0) {
+            epoll_ctl(s->efd, EPOLL_CTL_ADD, s->wake, &w) != 0) {
             snprintf(err, errlen, "cannot start the operate server: %s", strerror(errno));
+            rv = BERTH_EIO;
+        } else if ((rv = pthread_create(&s->thread, NULL, loop_main, s)) != 0) {
+            snprintf(err, errlen, "cannot start the operate server: %s", strerror(rv));
             rv = BERTH_EIO;
         }
     }

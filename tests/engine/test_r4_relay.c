@@ -129,3 +129,36 @@ Test(r4_park_retry, poisoning_after_a_failed_write_still_publishes_its_event)
     cr_assert_eq(h_events(ENGINE_EVENT_DELIVERY_POISONED), 1,
                  "published with the write that kept it");
 }
+
+Test(r4_park_retry, a_poisoning_event_outlives_the_delivery_it_came_from)
+{
+    /* A turn's events are published after its sync; meanwhile the next
+     * turn may free the delivery the event's message came from (here a
+     * failed write reloads the state). The event carries its own copy. */
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 100);
+    h_submit("t", "p", NULL); /* attempt 1 fails */
+    h_advance(100);           /* attempt 2 fails */
+    engine_durable d;
+    engine_durability(H.e, &d);
+    engine_failpoint_set(H.e, ENGINE_FP_HOLD_SYNCS, 1);
+    engine_manual_clock_advance(&H.clock, 200);
+    engine_request tick = {.op = ENGINE_OP_TICK};
+    h_async a, b;
+    h_exec_async(&tick, &a); /* attempt 3: poisoned, its event waits for the sync */
+    h_wait_durability(d.appended + 1, 1);
+    engine_durability(H.e, &d);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    engine_request sub = {.op = ENGINE_OP_SUBMIT};
+    sub.u.submit.topic = "other";
+    h_exec_async(&sub, &b); /* its write fails: every delivery is freed and reloaded */
+    h_wait_turns(d.turns + 1);
+    engine_failpoint_set(H.e, ENGINE_FP_HOLD_SYNCS, 0);
+    h_expect_code(h_async_wait(&b), ENGINE_CODE_UNAVAILABLE);
+    h_expect_ok(h_async_wait(&a));
+    h_async_free(&a);
+    h_async_free(&b);
+    cr_assert_eq(h_events(ENGINE_EVENT_DELIVERY_POISONED), 1);
+    for (size_t i = 0; i < H.n_ev; i++)
+        if (H.ev[i].kind == ENGINE_EVENT_DELIVERY_POISONED)
+            cr_assert_str_eq(H.ev[i].message, "park failed: failpoint");
+}

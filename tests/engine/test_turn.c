@@ -182,22 +182,6 @@ Test(group_commit, after_a_failed_write_writes_are_refused_until_the_store_backo
     cr_assert_eq(h_stats().tasks, 2);
 }
 
-/* Until the engine has appended `appended` turns and `held` syncs wait at
- * the gate (real time, a bound against hanging, not a measurement). */
-static void wait_durability(uint64_t appended, uint32_t held)
-{
-    engine_durable d;
-    for (int i = 0; i < 10000; i++) {
-        engine_durability(H.e, &d);
-        if (d.appended >= appended && d.syncs_held == held)
-            return;
-        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-    }
-    cr_assert_fail("appended %llu (want %llu), syncs held %u (want %u)",
-                   (unsigned long long)d.appended, (unsigned long long)appended, d.syncs_held,
-                   held);
-}
-
 Test(group_commit, answers_wait_for_their_sync_while_the_next_turns_run)
 {
     engine_durable d;
@@ -206,7 +190,7 @@ Test(group_commit, answers_wait_for_their_sync_while_the_next_turns_run)
     uint64_t syncs = h_stats().syncs;
     engine_failpoint_set(H.e, ENGINE_FP_HOLD_SYNCS, 1);
     queue_submits(1);
-    wait_durability(base + 1, 1);
+    h_wait_durability(base + 1, 1);
     cr_assert_null(h_async_peek(&a[0]), "answered before its sync");
 
     /* A read of the unsynced submit waits for that sync too; the engine
@@ -217,7 +201,7 @@ Test(group_commit, answers_wait_for_their_sync_while_the_next_turns_run)
     subs[1] = (engine_request){.op = ENGINE_OP_SUBMIT};
     subs[1].u.submit.topic = "t";
     h_exec_async(&subs[1], &a[1]);
-    wait_durability(base + 2, 1);
+    h_wait_durability(base + 2, 1);
     cr_assert_null(h_async_peek(&stats), "a read answered before what it saw is on disk");
     cr_assert_null(h_async_peek(&a[1]));
     engine_durability(H.e, &d);

@@ -24,6 +24,7 @@ static void on_event(void *ctx, const engine_event *ev)
         snprintf(h->topic, sizeof(h->topic), "%s", ev->topic);
         memcpy(h->id, ev->id, ENGINE_ID_STR);
         snprintf(h->code, sizeof(h->code), "%s", ev->error.code ? ev->error.code : "");
+        snprintf(h->message, sizeof(h->message), "%s", ev->error.message ? ev->error.message : "");
         h->retries_left = ev->retries_left;
     }
     pthread_mutex_unlock(&H.mu);
@@ -91,6 +92,32 @@ void h_advance(uint64_t ms)
 {
     engine_manual_clock_advance(&H.clock, ms);
     engine_tick(H.e);
+}
+
+void h_wait_durability(uint64_t appended, uint32_t held)
+{
+    engine_durable d;
+    for (int i = 0; i < 10000; i++) {
+        engine_durability(H.e, &d);
+        if (d.appended >= appended && d.syncs_held == held)
+            return;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
+    cr_assert_fail("appended %llu (want %llu), syncs held %u (want %u)",
+                   (unsigned long long)d.appended, (unsigned long long)appended, d.syncs_held,
+                   held);
+}
+
+void h_wait_turns(uint64_t turns)
+{
+    engine_durable d;
+    for (int i = 0; i < 10000; i++) {
+        engine_durability(H.e, &d);
+        if (d.turns >= turns)
+            return;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
+    cr_assert_fail("turns %llu, want %llu", (unsigned long long)d.turns, (unsigned long long)turns);
 }
 
 uint64_t h_now(void)

@@ -25,6 +25,7 @@ typedef struct h_event {
     char topic[256];
     char id[ENGINE_ID_STR];
     char code[128];
+    char message[256];
     uint32_t retries_left;
 } h_event;
 
@@ -66,6 +67,11 @@ engine_reply *h_fail(const char *id, const char *worker, const char *token, cons
 engine_reply *h_guarded(engine_op op, const char *id, const char *worker, const char *token);
 engine_reply *h_get_task(const char *id);
 engine_stats h_stats(void);
+/* Until the engine has appended `appended` turns and `held` syncs wait at
+ * ENGINE_FP_HOLD_SYNCS (real time, a bound against hanging). */
+void h_wait_durability(uint64_t appended, uint32_t held);
+/* Until the engine has finished `turns` turns (same bound). */
+void h_wait_turns(uint64_t turns);
 size_t h_events(engine_event_kind kind);
 
 /* A request answered later (a waiting fetch). */
