@@ -21,9 +21,10 @@
  *   engine_exec() borrows the request: every byte it points to must stay
  *   valid until done() is called. done() is called EXACTLY ONCE, on the
  *   engine's commit thread (on the actor thread for what engine_stop()
- *   answers, and for a turn that found no memory to hand over), and receives ownership of the
- * reply: free it with engine_reply_free() on any thread. done() must not block and must not call
- * engine_exec_sync() (it runs on the thread that would answer it).
+ *   answers, and for a turn that found no memory to hand over), and
+ *   receives ownership of the reply: free it with engine_reply_free() on
+ *   any thread. done() must not block and must not call
+ *   engine_exec_sync() (it runs on the thread that would answer it).
  *
  * TIME
  *   All times are Unix milliseconds from the injected engine_clock.

@@ -140,6 +140,14 @@ static void still_serving(void)
     bc_close(c);
 }
 
+/* berthd closes fd (and only fd) after what was written on it. */
+static void expect_only_it_closed(int fd)
+{
+    expect_closed(fd);
+    close(fd);
+    still_serving();
+}
+
 Test(sp, a_peer_that_is_not_a_req_socket_is_disconnected)
 {
     int fd = raw_connect();
@@ -147,9 +155,7 @@ Test(sp, a_peer_that_is_not_a_req_socket_is_disconnected)
     write_all(fd, http, strlen(http));
     uint8_t hello[8];
     read_all(fd, hello, sizeof(hello)); /* berthd's header went out first */
-    expect_closed(fd);
-    close(fd);
-    still_serving();
+    expect_only_it_closed(fd);
 }
 
 Test(sp, a_frame_over_the_memory_bound_closes_only_its_connection)
@@ -157,9 +163,7 @@ Test(sp, a_frame_over_the_memory_bound_closes_only_its_connection)
     int fd = raw_req();
     uint8_t h[8] = {0, 0, 1, 0, 0, 0, 0, 0}; /* 2^40 bytes announced */
     write_all(fd, h, sizeof(h));
-    expect_closed(fd);
-    close(fd);
-    still_serving();
+    expect_only_it_closed(fd);
 }
 
 Test(sp, a_frame_without_a_request_id_closes_its_connection)
@@ -167,9 +171,7 @@ Test(sp, a_frame_without_a_request_id_closes_its_connection)
     int fd = raw_req();
     uint8_t f[12] = {0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 1}; /* high bit clear: a hop, no id */
     write_all(fd, f, sizeof(f));
-    expect_closed(fd);
-    close(fd);
-    still_serving();
+    expect_only_it_closed(fd);
 }
 
 Test(sp, garbage_in_a_well_framed_request_is_answered_with_a_status)
