@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include <sodium.h>
@@ -341,6 +342,7 @@ static void sleep_until(engine *e, uint64_t due)
 static void *actor_main(void *arg)
 {
     engine *e = arg;
+    prctl(PR_SET_NAME, "berth-engine", 0, 0, 0); /* top -H, perf, gdb */
     pthread_mutex_lock(&e->mu);
     for (;;) {
         while ((e->q_head == NULL || e->held) && !e->stopping) {

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "engine/internal.h"
 
@@ -116,6 +117,7 @@ static void *committer_main(void *arg)
 {
     engine *e = arg;
     committer *c = &e->commit;
+    prctl(PR_SET_NAME, "berth-commit", 0, 0, 0);
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (c->head == NULL && !c->stopping)

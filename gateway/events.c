@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/pubsub0/pub.h>
@@ -174,6 +175,7 @@ static void send_event(gw_events *ev, const engine_event *e)
 static void *publisher(void *arg)
 {
     gw_events *ev = arg;
+    prctl(PR_SET_NAME, "berth-events", 0, 0, 0);
     pthread_mutex_lock(&ev->mu);
     for (;;) {
         while (ev->head == NULL && !ev->stopping)

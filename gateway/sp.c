@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -478,6 +479,7 @@ static void *loop_main(void *arg)
 {
     gw_sp *s = arg;
     struct epoll_event evs[64];
+    prctl(PR_SET_NAME, "berth-operate", 0, 0, 0);
     struct timespec deadline = {0, 0};
     for (;;) {
         pthread_mutex_lock(&s->mu);
