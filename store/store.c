@@ -12,7 +12,10 @@
  *   is written): they get the compact-on-deletion collector so tombstones
  *   do not pile up in front of live rows. Point reads (bodies, dedup keys)
  *   get a bloom filter. inbox and submit_keys get the dedup-horizon
- *   compaction filter.
+ *   compaction filter. The families keyed by sequence (tasks, outbox,
+ *   inbox) keep a memtable insertion point per 256 sequences
+ *   (store/options.cc): their writes arrive as a few forward-moving
+ *   streams, and each then skips the skip list's search from the top.
  *
  * Failed RocksDB calls: the error string is copied into s->last_error,
  * freed with rocksdb_free and the pointer reset before the next call.
@@ -32,6 +35,7 @@
 
 #include "store/err.h"
 #include "store/keys.h"
+#include "store/options.h"
 
 static const char *const cf_names[STORE_CF_COUNT] = {
     [STORE_CF_TASKS] = "tasks",
@@ -239,6 +243,9 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
             rocksdb_options_add_compact_on_deletion_collector_factory(co, 4096, 1024);
         if (i == STORE_CF_INBOX || i == STORE_CF_SUBMIT_KEYS)
             rocksdb_options_set_compaction_filter(co, s->filter);
+        /* All but the last byte of the sequence: 256 rows per point. */
+        if (i == STORE_CF_TASKS || i == STORE_CF_OUTBOX || i == STORE_CF_INBOX)
+            store_options_insert_hints(co, 7);
         s->cf_opts[i] = co;
     }
 

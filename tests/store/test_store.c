@@ -1,5 +1,6 @@
 /* store/store.h against a real RocksDB in a temp directory. */
 #define _XOPEN_SOURCE 700
+#include <dirent.h>
 #include <ftw.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -93,6 +94,52 @@ Test(store, opens_new_with_every_family_and_the_format_version)
     }
     rocksdb_list_column_families_destroy(names, n);
     rocksdb_options_destroy(o);
+}
+
+/* The option value RocksDB recorded for family `cf` in the newest
+ * OPTIONS file of the store: what it really runs with. */
+static void recorded_option(const char *cf, const char *name, char *out, size_t outlen)
+{
+    char newest[256] = "";
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strncmp(e->d_name, "OPTIONS-", 8) == 0 && strcmp(e->d_name, newest) > 0)
+            snprintf(newest, sizeof(newest), "%s", e->d_name);
+    closedir(d);
+    cr_assert_neq(newest[0], 0, "no OPTIONS file");
+    char path[400], section[128], line[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, newest);
+    snprintf(section, sizeof(section), "[CFOptions \"%s\"]", cf);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    bool in = false;
+    size_t nl = strlen(name);
+    out[0] = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        line[strcspn(line, "\n")] = 0;
+        if (line[0] == '[')
+            in = strcmp(line, section) == 0;
+        const char *p = line + strspn(line, " ");
+        if (in && strncmp(p, name, nl) == 0 && p[nl] == '=')
+            snprintf(out, outlen, "%s", p + nl + 1);
+    }
+    fclose(f);
+    cr_assert_neq(out[0], 0, "%s has no %s in %s", cf, name, newest);
+}
+
+Test(store, sequence_keyed_families_insert_with_hints)
+{
+    store_close(open_ok());
+    char v[128];
+    const store_cf hinted[] = {STORE_CF_TASKS, STORE_CF_OUTBOX, STORE_CF_INBOX};
+    for (size_t i = 0; i < sizeof(hinted) / sizeof(hinted[0]); i++) {
+        recorded_option(store_cf_name(hinted[i]), "memtable_insert_with_hint_prefix_extractor", v,
+                        sizeof(v));
+        cr_assert_str_eq(v, "rocksdb.FixedPrefix.7", "%s", store_cf_name(hinted[i]));
+    }
+    recorded_option("submit_keys", "memtable_insert_with_hint_prefix_extractor", v, sizeof(v));
+    cr_assert_str_eq(v, "nullptr");
 }
 
 Test(store, a_written_batch_survives_reopen)
