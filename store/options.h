@@ -16,6 +16,9 @@ extern "C" {
 /* Memtable inserts keep one insertion point per key prefix of prefix_len
  * bytes (keys shorter than that insert as usual). */
 void store_options_insert_hints(rocksdb_options_t *o, size_t prefix_len);
+/* The store's WAL files are written over zeros kept ahead of their end, so
+ * that a sync need not write the inode (options.cc). */
+void store_options_zeroed_logs(rocksdb_options_t *o);
 
 #ifdef __cplusplus
 }

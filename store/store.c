@@ -16,6 +16,8 @@
  *   inbox) keep a memtable insertion point per 256 sequences
  *   (store/options.cc): their writes arrive as a few forward-moving
  *   streams, and each then skips the skip list's search from the top.
+ *   WAL files are written over zeros kept ahead of their end (options.cc),
+ *   so that a sync writes the log's new bytes and not its inode too.
  *
  * Failed RocksDB calls: the error string is copied into s->last_error,
  * freed with rocksdb_free and the pointer reset before the next call.
@@ -227,6 +229,7 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
      * fsyncs it (FlushWAL). The writer makes no write(2) per batch, and
      * the sync, on its own thread, writes all that it covers at once. */
     rocksdb_options_set_manual_wal_flush(s->db_opts, 1);
+    store_options_zeroed_logs(s->db_opts);
 
     s->cache = rocksdb_cache_create_lru(64u << 20);
     s->table_opts = rocksdb_block_based_options_create();

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <criterion/criterion.h>
 #include <rocksdb/c.h>
@@ -140,6 +141,70 @@ Test(store, sequence_keyed_families_insert_with_hints)
     }
     recorded_option("submit_keys", "memtable_insert_with_hint_prefix_extractor", v, sizeof(v));
     cr_assert_str_eq(v, "nullptr");
+}
+
+/* Size of the newest WAL file (*.log) of the store in `d`. */
+static off_t newest_log_size(const char *d)
+{
+    char newest[256] = "";
+    DIR *dh = opendir(d);
+    cr_assert_not_null(dh);
+    for (struct dirent *e; (e = readdir(dh)) != NULL;) {
+        size_t n = strlen(e->d_name);
+        if (n > 4 && strcmp(e->d_name + n - 4, ".log") == 0 && strcmp(e->d_name, newest) > 0)
+            snprintf(newest, sizeof(newest), "%s", e->d_name);
+    }
+    closedir(dh);
+    cr_assert_neq(newest[0], 0, "no WAL file in %s", d);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/%s", d, newest);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    return st.st_size;
+}
+
+Test(store, the_live_log_is_written_over_zeros_and_trimmed_at_close)
+{
+    store *s = open_ok();
+    put1(s, STORE_CF_TASKS, "k", "v");
+    cr_assert_geq(newest_log_size(dir), 512 << 10,
+                  "zeros are kept at least half a chunk ahead of the log's end");
+    store_close(s);
+    cr_assert_lt(newest_log_size(dir), 4096, "a closed log keeps only what was written");
+}
+
+Test(store, a_log_ending_in_zeros_recovers_every_synced_batch)
+{
+    store *s = open_ok();
+    char k[16];
+    for (int i = 0; i < 100; i++) {
+        snprintf(k, sizeof(k), "k%03d", i);
+        store_batch *b;
+        cr_assert_eq(store_batch_alloc(s, &b), BERTH_OK);
+        store_batch_put(b, STORE_CF_TASKS, k, strlen(k), "v", 1);
+        cr_assert_eq(store_append(s, b), BERTH_OK);
+        store_batch_free(b);
+    }
+    char err[256] = "";
+    cr_assert_eq(store_sync(s, err, sizeof(err)), BERTH_OK, "%s", err);
+    /* What a kill -9 leaves: the files as they are, the log not trimmed. */
+    char copy[96], cmd[256];
+    snprintf(copy, sizeof(copy), "%s-crash", dir);
+    snprintf(cmd, sizeof(cmd), "cp -r %s %s", dir, copy);
+    cr_assert_eq(system(cmd), 0);
+    store_close(s);
+    cr_assert_geq(newest_log_size(copy), 512 << 10);
+
+    store *r;
+    int rv = store_open(copy, &opts, &r, err, sizeof(err));
+    cr_assert_eq(rv, BERTH_OK, "store_open: %s", err);
+    for (int i = 0; i < 100; i++) {
+        snprintf(k, sizeof(k), "k%03d", i);
+        cr_assert(has(r, STORE_CF_TASKS, k), "%s lost", k);
+    }
+    put1(r, STORE_CF_TASKS, "after", "v");
+    store_close(r);
+    nftw(copy, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 Test(store, a_written_batch_survives_reopen)
