@@ -30,6 +30,7 @@
 #define SP_REQ0          0x30
 #define SP_REP0          0x31
 #define SP_OUT_MAX       (256u << 20) /* answers queued for a reader that does not read */
+#define SP_HELLO_MS      10000        /* a peer's header must arrive within this (as nng's) */
 
 typedef struct sp_conn {
     struct gw_sp *s;
@@ -40,6 +41,8 @@ typedef struct sp_conn {
     /* loop thread only */
     uint8_t hello[SP_HEADER_LEN];
     size_t hello_got;
+    uint64_t hello_by_ms;                    /* monotonic; closed if the header is not in */
+    struct sp_conn *hello_prev, *hello_next; /* s->hello_*, while the header is awaited */
     uint8_t *in;
     size_t in_len, in_cap;
 
@@ -67,13 +70,39 @@ struct gw_sp {
     pthread_t thread;
     char url[300];
     sp_conn *conns;
-    sp_conn *dead;      /* closed this batch of events: freed after it */
-    pthread_mutex_t mu; /* guards resume and closing */
-    sp_conn *resume;    /* unpaused: the loop reads them again */
+    sp_conn *hello_head, *hello_tail; /* awaiting their header, oldest first (loop thread) */
+    sp_conn *dead;                    /* closed this batch of events: freed after it */
+    pthread_mutex_t mu;               /* guards resume and closing */
+    sp_conn *resume;                  /* unpaused: the loop reads them again */
     bool closing;
 };
 
 /* ---- connections ---- */
+
+static uint64_t mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* The connections awaiting their header, in accept order: every one has
+ * the same timeout, so the oldest expires first. */
+static void hello_unlink(gw_sp *s, sp_conn *c)
+{
+    if (c->hello_by_ms == 0)
+        return;
+    if (c->hello_prev)
+        c->hello_prev->hello_next = c->hello_next;
+    else
+        s->hello_head = c->hello_next;
+    if (c->hello_next)
+        c->hello_next->hello_prev = c->hello_prev;
+    else
+        s->hello_tail = c->hello_prev;
+    c->hello_prev = c->hello_next = NULL;
+    c->hello_by_ms = 0;
+}
 
 static void conn_unref(sp_conn *c)
 {
@@ -100,6 +129,7 @@ static void conn_arm(sp_conn *c)
 static void conn_close(sp_conn *c)
 {
     gw_sp *s = c->s;
+    hello_unlink(s, c);
     pthread_mutex_lock(&c->mu);
     c->closed = true;
     epoll_ctl(s->efd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -344,6 +374,7 @@ static void conn_readable(sp_conn *c)
         }
         if (c->hello_got < SP_HEADER_LEN)
             return;
+        hello_unlink(c->s, c);
     }
     /* A bounded number of reads: epoll (level-triggered) brings the
      * connection back, after the others. */
@@ -437,7 +468,24 @@ static void accept_all(gw_sp *s)
         if (s->conns)
             s->conns->prev = c;
         s->conns = c;
+        c->hello_by_ms = mono_ms() + SP_HELLO_MS;
+        c->hello_prev = s->hello_tail;
+        if (s->hello_tail)
+            s->hello_tail->hello_next = c;
+        else
+            s->hello_head = c;
+        s->hello_tail = c;
     }
+}
+
+/* Closes the connections whose header is late; returns the epoll timeout
+ * until the next one is (-1: none waits). */
+static int hello_expire(gw_sp *s)
+{
+    uint64_t now = mono_ms();
+    while (s->hello_head != NULL && s->hello_head->hello_by_ms <= now)
+        conn_close(s->hello_head);
+    return s->hello_head ? (int)(s->hello_head->hello_by_ms - now) : -1;
 }
 
 /* Connections unpaused by their answers: run their buffered frames. */
@@ -497,7 +545,11 @@ static void *loop_main(void *arg)
                 (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
                 break;
         }
-        int n = epoll_wait(s->efd, evs, 64, closing ? 10 : -1);
+        int wait_ms = hello_expire(s);
+        reap(s);
+        if (closing)
+            wait_ms = 10;
+        int n = epoll_wait(s->efd, evs, 64, wait_ms);
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
             if (p == &s->lfd) {

@@ -18,7 +18,9 @@
  * closes its connection (the memory bound); one up to that size is
  * answered with a Status. A connection with SP_INFLIGHT_MAX requests in
  * the engine is not read until one is answered, and one whose peer leaves
- * more than 256 MiB of answers unread is closed.
+ * more than 256 MiB of answers unread is closed. A peer that has not sent
+ * its 8-byte header 10 s after connecting is closed (nng's negotiation
+ * timeout); once it has, an idle connection stays open.
  */
 #ifndef BERTH_GATEWAY_SP_H
 #define BERTH_GATEWAY_SP_H

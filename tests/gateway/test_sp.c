@@ -259,3 +259,37 @@ Test(sp, a_client_gone_while_its_fetch_waits_costs_nothing)
     nanosleep(&(struct timespec){.tv_nsec = 400 * 1000000L}, NULL); /* the wait ends */
     still_serving();
 }
+
+Test(sp, a_peer_silent_past_the_header_timeout_is_closed_an_idle_one_is_not)
+{
+    int mute = raw_connect();    /* never sends its header */
+    int partial = raw_connect(); /* sends half of it */
+    int idle = raw_req();        /* a whole header, then nothing for a while */
+    static const uint8_t half[4] = {0, 'S', 'P', 0};
+    write_all(partial, half, sizeof(half));
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(mute, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(partial, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint8_t hello[8];
+    read_all(mute, hello, sizeof(hello)); /* berthd's header went out at once */
+    expect_closed(mute);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    cr_assert_geq(waited, 9.0, "closed after %.1f s: before the 10 s timeout", waited);
+    read_all(partial, hello, sizeof(hello));
+    expect_closed(partial);
+    close(mute);
+    close(partial);
+
+    /* The idle connection had its header in: still served. */
+    uint8_t f[256], body[128];
+    write_all(idle, f, frame(f, 9, body, pack_fetch(body, "sp-idle", 1, 0)));
+    uint32_t id;
+    Berth__V1__Response *r = answer(idle, &id);
+    cr_assert_eq(id, 9);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    berth__v1__response__free_unpacked(r, NULL);
+    close(idle);
+}
