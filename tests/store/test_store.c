@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <criterion/criterion.h>
@@ -205,6 +207,39 @@ Test(store, a_log_ending_in_zeros_recovers_every_synced_batch)
     put1(r, STORE_CF_TASKS, "after", "v");
     store_close(r);
     nftw(copy, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+Test(store, a_log_that_cannot_be_zeroed_ahead_is_written_all_the_same)
+{
+    /* A file-size limit stands in for a full disk: the next chunk of
+     * zeros stops short of it (EFBIG), and the log's own appends, which
+     * stay under it, go on. */
+    store *s = open_ok();
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 1280 << 10; /* the first chunk (1 MiB) is in; the second cannot be */
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    static char v[10 << 10];
+    memset(v, 'v', sizeof(v));
+    char k[16];
+    for (int i = 0; i < 110; i++) { /* 1.1 MiB through the log */
+        snprintf(k, sizeof(k), "z%03d", i);
+        store_batch *b;
+        cr_assert_eq(store_batch_alloc(s, &b), BERTH_OK);
+        store_batch_put(b, STORE_CF_TASKS, k, strlen(k), v, sizeof(v));
+        cr_assert_eq(store_write(s, b), BERTH_OK, "%s: %s", k, store_last_error(s));
+        store_batch_free(b);
+    }
+    store_close(s);
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    s = open_ok();
+    for (int i = 0; i < 110; i++) {
+        snprintf(k, sizeof(k), "z%03d", i);
+        cr_assert(has(s, STORE_CF_TASKS, k), "%s lost", k);
+    }
+    store_close(s);
 }
 
 Test(store, a_written_batch_survives_reopen)
