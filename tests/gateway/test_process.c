@@ -50,6 +50,102 @@ Test(process, kill_9_right_after_acknowledged_submits_loses_none)
     bc_close(c);
 }
 
+/* Submitters that keep going until berthd dies under them; each keeps
+ * the ids berthd acknowledged. */
+enum { STREAM_THREADS = 4, STREAM_MAX = 4000 };
+typedef struct stream {
+    bc *c;
+    char (*ids)[33];
+    int n;
+} stream;
+
+static void *stream_submits(void *arg)
+{
+    stream *st = arg;
+    static char payload[1024];
+    memset(payload, 'p', sizeof(payload) - 1);
+    while (st->n < STREAM_MAX) {
+        Berth__V1__SubmitRequest s = BERTH__V1__SUBMIT_REQUEST__INIT;
+        s.topic = "stream";
+        s.has_payload = 1;
+        s.payload.data = (uint8_t *)payload;
+        s.payload.len = sizeof(payload) - 1;
+        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+        req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT;
+        req.submit = &s;
+        Berth__V1__Response *r = NULL;
+        if (bc_call(st->c, &req, 2000, &r) != BC_OK)
+            break; /* berthd is gone */
+        bool ok = r->status != NULL && r->status->code == BERTH__V1__CODE__OK && r->submit;
+        if (ok) {
+            memcpy(st->ids[st->n], r->submit->id, 33);
+            __atomic_store_n(&st->n, st->n + 1, __ATOMIC_RELEASE);
+        }
+        berth__v1__response__free_unpacked(r, NULL);
+        if (!ok)
+            break;
+    }
+    return NULL;
+}
+
+Test(process, kill_9_in_a_stream_of_submits_loses_none_acknowledged)
+{
+    /* Several MiB of WAL, so the kill lands well past the first chunks of
+     * zeros written ahead of the log (store/options.cc), with appends and
+     * syncs in flight. */
+    d_start(&D, NULL);
+    stream st[STREAM_THREADS];
+    pthread_t th[STREAM_THREADS];
+    for (int i = 0; i < STREAM_THREADS; i++) {
+        st[i] = (stream){.c = d_client(&D), .ids = calloc(STREAM_MAX, 33)};
+        pthread_create(&th[i], NULL, stream_submits, &st[i]);
+    }
+    for (int waited = 0; waited < 20000; waited += 10) {
+        int acked = 0;
+        for (int i = 0; i < STREAM_THREADS; i++)
+            acked += __atomic_load_n(&st[i].n, __ATOMIC_ACQUIRE);
+        if (acked >= 3000)
+            break;
+        struct timespec t = {0, 10 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    cr_assert_eq(d_signal(&D, SIGKILL), 128 + SIGKILL);
+    int acked = 0;
+    for (int i = 0; i < STREAM_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        bc_close(st[i].c);
+        acked += st[i].n;
+    }
+    cr_assert_geq(acked, 3000, "the stream was killed in flight, not before");
+
+    d_restart(&D);
+    bc *c = d_client(&D);
+    size_t cap = STREAM_THREADS * STREAM_MAX, n = 0;
+    char(*got)[33] = calloc(cap, 33);
+    for (;;) {
+        Berth__V1__Response *f = w_fetch(c, "w", "stream", 1000, 600000, 0);
+        w_expect_code(f, BERTH__V1__CODE__OK);
+        size_t k = f->fetch->n_tasks;
+        for (size_t j = 0; j < k && n < cap; j++)
+            memcpy(got[n++], f->fetch->tasks[j]->id, 33);
+        w_free(f);
+        if (k == 0)
+            break;
+    }
+    bc_close(c);
+    cr_assert_geq(n, (size_t)acked, "%zu tasks after the restart, %d acknowledged", n, acked);
+    for (int i = 0; i < STREAM_THREADS; i++)
+        for (int a = 0; a < st[i].n; a++) {
+            bool found = false;
+            for (size_t j = 0; j < n && !found; j++)
+                found = strcmp(got[j], st[i].ids[a]) == 0;
+            cr_assert(found, "acknowledged task %s lost", st[i].ids[a]);
+        }
+    free(got);
+    for (int i = 0; i < STREAM_THREADS; i++)
+        free(st[i].ids);
+}
+
 Test(process, a_live_lock_survives_kill_9)
 {
     d_start(&D, NULL);
