@@ -91,22 +91,12 @@ class ZeroedLog : public rocksdb::FSWritableFileOwnerWrapper
 
     IOStatus Append(const Slice &data, const IOOptions &o, IODebugContext *dbg) override
     {
-        std::lock_guard<std::mutex> g(mu_);
-        ZeroAhead(data.size());
-        IOStatus s = target()->Append(data, o, dbg);
-        if (s.ok())
-            written_ += data.size();
-        return s;
+        return Appended(data.size(), [&] { return target()->Append(data, o, dbg); });
     }
     IOStatus Append(const Slice &data, const IOOptions &o, const DataVerificationInfo &v,
                     IODebugContext *dbg) override
     {
-        std::lock_guard<std::mutex> g(mu_);
-        ZeroAhead(data.size());
-        IOStatus s = target()->Append(data, o, v, dbg);
-        if (s.ok())
-            written_ += data.size();
-        return s;
+        return Appended(data.size(), [&] { return target()->Append(data, o, v, dbg); });
     }
     /* Direct-I/O writes; a log written so is left alone. */
     IOStatus PositionedAppend(const Slice &data, uint64_t offset, const IOOptions &o,
@@ -137,6 +127,20 @@ class ZeroedLog : public rocksdb::FSWritableFileOwnerWrapper
     }
 
   private:
+    /* An append of len bytes at written_, over zeros. A failed one may
+     * have written part of its bytes: where the file ends is then not
+     * known, so the zeroing stops. */
+    template <typename F> IOStatus Appended(size_t len, F &&append)
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        ZeroAhead(len);
+        IOStatus s = append();
+        if (s.ok())
+            written_ += len;
+        else
+            StopZeroing();
+        return s;
+    }
     /* Caller holds mu_. Makes [written_, written_ + len) lie inside the
      * zeroed part, with at least half a chunk to spare. */
     void ZeroAhead(size_t len)
