@@ -85,26 +85,25 @@ void berth_id_format(const uint8_t id[BERTH_ID_LEN], char out[BERTH_ID_STR_LEN +
     out[BERTH_ID_STR_LEN] = '\0';
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+/* Each byte's hex digit value plus one; 0 for a byte that is not one. */
+static const uint8_t hex1[256] = {
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+    ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
+    ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+};
 
+/* Table-driven, one test for the whole id: each completion parses two
+ * (its task id and its lock token) on the engine thread. */
 int berth_id_parse(const char *s, uint8_t out[BERTH_ID_LEN])
 {
-    if (s == NULL || strlen(s) != BERTH_ID_STR_LEN)
+    if (s == NULL || strnlen(s, BERTH_ID_STR_LEN + 1) != BERTH_ID_STR_LEN)
         return BERTH_EINVAL;
+    const unsigned char *u = (const unsigned char *)s;
+    unsigned bad = 0;
     for (int i = 0; i < BERTH_ID_LEN; i++) {
-        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return BERTH_EINVAL;
-        out[i] = (uint8_t)(hi << 4 | lo);
+        unsigned hi = hex1[u[2 * i]], lo = hex1[u[2 * i + 1]];
+        bad |= (unsigned)(hi == 0) | (unsigned)(lo == 0);
+        out[i] = (uint8_t)((hi - 1) << 4 | ((lo - 1) & 15));
     }
-    return BERTH_OK;
+    return bad ? BERTH_EINVAL : BERTH_OK;
 }

@@ -72,6 +72,22 @@ Test(store_keys, ids_print_as_32_hex_digits_and_parse_back)
     cr_assert_eq(berth_id_parse("0123", back), BERTH_EINVAL);
     cr_assert_eq(berth_id_parse("zz000000000000000000000000000000", back), BERTH_EINVAL);
     cr_assert_eq(berth_id_parse(NULL, back), BERTH_EINVAL);
+    /* a bad digit anywhere, a byte past ASCII, one digit too many */
+    cr_assert_eq(berth_id_parse("0000000000000000000000000000000g", back), BERTH_EINVAL);
+    cr_assert_eq(berth_id_parse("00000000000000"
+                                "\xff"
+                                "00000000000000000",
+                                back),
+                 BERTH_EINVAL);
+    cr_assert_eq(berth_id_parse("000000000000000000000000000000000", back), BERTH_EINVAL);
+    cr_assert_eq(berth_id_parse("00000000000000000000000000000:00", back), BERTH_EINVAL);
+    /* upper case parses as lower case */
+    uint8_t up[BERTH_ID_LEN];
+    cr_assert_eq(berth_id_parse("ABCDEF0123456789abcdef0123456789", up), BERTH_OK);
+    cr_assert_eq(berth_id_parse("abcdef0123456789ABCDEF0123456789", back), BERTH_OK);
+    cr_assert_arr_eq(up, back, BERTH_ID_LEN);
+    cr_assert_eq(up[0], 0xab);
+    cr_assert_eq(up[15], 0x89);
 }
 
 Test(store_keys, dedup_entries_live_inside_the_horizon_only)
