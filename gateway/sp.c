@@ -30,6 +30,7 @@
 #define SP_REQ0          0x30
 #define SP_REP0          0x31
 #define SP_OUT_MAX       (256u << 20) /* answers queued for a reader that does not read */
+#define SP_IN_KEEP       (64u << 10)  /* input buffer kept between frames; more is freed */
 #define SP_HELLO_MS      10000        /* a peer's header must arrive within this (as nng's) */
 
 typedef struct sp_conn {
@@ -117,7 +118,8 @@ static void conn_unref(sp_conn *c)
 /* epoll interest from the connection's state; c->mu held. */
 static void conn_arm(sp_conn *c)
 {
-    struct epoll_event ev = {.data.ptr = c};
+    /* EPOLLRDHUP: a paused connection (not read) still hears its peer go. */
+    struct epoll_event ev = {.events = EPOLLRDHUP, .data.ptr = c};
     if (!c->paused)
         ev.events |= EPOLLIN;
     if (c->out_len > c->out_off)
@@ -346,6 +348,11 @@ static bool conn_frames(sp_conn *c)
         memmove(c->in, c->in + off, c->in_len - off);
         c->in_len -= off;
     }
+    if (c->in_len == 0 && c->in_cap > SP_IN_KEEP) { /* after a big frame */
+        free(c->in);
+        c->in = NULL;
+        c->in_cap = 0;
+    }
     return ok;
 }
 
@@ -457,7 +464,7 @@ static void accept_all(gw_sp *s)
         c->fd = fd;
         atomic_init(&c->refs, 1);
         pthread_mutex_init(&c->mu, NULL);
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
         if (epoll_ctl(s->efd, EPOLL_CTL_ADD, fd, &ev) != 0) {
             pthread_mutex_destroy(&c->mu);
             free(c);
@@ -564,6 +571,14 @@ static void *loop_main(void *arg)
                 if (c->fd < 0)
                     continue; /* closed earlier in this batch */
                 if (evs[i].events & (EPOLLERR | EPOLLHUP) && !(evs[i].events & EPOLLIN)) {
+                    conn_close(c);
+                    continue;
+                }
+                if (evs[i].events & EPOLLRDHUP && !(evs[i].events & EPOLLIN)) {
+                    /* The peer is gone while it is not read (paused): as
+                     * nng, its pipe ends; answers in the engine are
+                     * dropped when they come. (A read connection sees the
+                     * end after its last bytes, below.) */
                     conn_close(c);
                     continue;
                 }

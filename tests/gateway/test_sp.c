@@ -4,6 +4,7 @@
 #define _XOPEN_SOURCE 700
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -292,4 +293,76 @@ Test(sp, a_peer_silent_past_the_header_timeout_is_closed_an_idle_one_is_not)
     w_expect_code(r, BERTH__V1__CODE__OK);
     berth__v1__response__free_unpacked(r, NULL);
     close(idle);
+}
+
+static int open_fds(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    cr_assert_not_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+Test(sp, a_peer_that_leaves_while_its_connection_is_paused_is_let_go_at_once)
+{
+    int before = open_fds(D.pid);
+    /* 300 long polls of 20 s: berthd stops reading at 256 in the engine. */
+    enum { N = 300 };
+    int fd = raw_req();
+    uint8_t body[128];
+    size_t bl = pack_fetch(body, "paused-and-gone", 1, 20000);
+    uint8_t *all = malloc(N * (12 + bl));
+    size_t len = 0;
+    for (uint32_t i = 0; i < N; i++)
+        len += frame(all + len, 1 + i, body, bl);
+    write_all(fd, all, len);
+    free(all);
+    struct timespec t = {0, 200 * 1000000L};
+    nanosleep(&t, NULL);
+    cr_assert_eq(open_fds(D.pid), before + 1, "the connection is open while paused");
+    close(fd);
+    int now = before + 1;
+    for (int waited = 0; waited < 3000 && now != before; waited += 50) {
+        struct timespec s = {0, 50 * 1000000L};
+        nanosleep(&s, NULL);
+        now = open_fds(D.pid);
+    }
+    cr_assert_eq(now, before, "closed when its peer left, not when its 20 s polls end");
+    still_serving();
+}
+
+Test(sp, a_connection_serves_small_requests_after_a_big_one)
+{
+    /* The input buffer grows to the big frame and is let go after it. */
+    int fd = raw_req();
+    static uint8_t payload[200 << 10];
+    memset(payload, 'b', sizeof(payload));
+    const size_t sizes[] = {sizeof(payload), 10, sizeof(payload), 10};
+    for (uint32_t k = 0; k < 4; k++) {
+        Berth__V1__SubmitRequest sr = BERTH__V1__SUBMIT_REQUEST__INIT;
+        sr.topic = "sp-big";
+        sr.has_payload = 1;
+        sr.payload.data = payload;
+        sr.payload.len = sizes[k];
+        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+        req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT;
+        req.submit = &sr;
+        size_t bl = berth__v1__request__get_packed_size(&req);
+        uint8_t *body = malloc(bl), *f = malloc(12 + bl);
+        berth__v1__request__pack(&req, body);
+        write_all(fd, f, frame(f, 50 + k, body, bl));
+        free(body);
+        free(f);
+        uint32_t id;
+        Berth__V1__Response *r = answer(fd, &id);
+        cr_assert_eq(id, 50 + k);
+        w_expect_code(r, BERTH__V1__CODE__OK);
+        berth__v1__response__free_unpacked(r, NULL);
+    }
+    close(fd);
 }
