@@ -396,7 +396,8 @@ static void conn_readable(sp_conn *c)
             c->in = in;
             c->in_cap = cap;
         }
-        ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        size_t want = c->in_cap - c->in_len;
+        ssize_t n = recv(c->fd, c->in + c->in_len, want, 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -412,6 +413,8 @@ static void conn_readable(sp_conn *c)
         }
         if (c->paused)
             return;
+        if ((size_t)n < want)
+            break; /* drained for now: no recv just to see EAGAIN */
     }
 }
 
