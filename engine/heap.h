@@ -1,12 +1,22 @@
 /*
- * heap.h — an indexed binary min-heap, ordered by (at, seq).
+ * heap.h — an ordered index by (at, seq): an indexed binary min-heap,
+ * plus a few sorted runs beside it.
  *
  * The engine's ordered indexes are all this shape: the per-topic ready
  * index (at = the instant a task becomes fetchable), the outbox due index
  * (at = next attempt), the waiting fetches (at = deadline). Nodes are
- * embedded in the objects they order and remember their position, so
- * removing or re-keying an object is O(log n) with no search. Engine
- * thread only.
+ * embedded in the objects they order and remember where they are, so
+ * removing or re-keying an object needs no search. Engine thread only.
+ *
+ * RUNS
+ *   Most keys arrive in order: tasks are parked at "now" with rising
+ *   sequences, and claimed with one lock duration, so their re-keyed
+ *   instants rise too. A node whose key is not below the last node of a
+ *   run is appended to it (the run whose last key is the highest such),
+ *   or starts an empty run; only a node that fits no run goes into the
+ *   heap. Appending, taking the first node of a run and unlinking one are
+ *   O(1); the minimum is the least of the heap's root and the runs'
+ *   first nodes. The order is the heap's: (at, seq), seq breaking ties.
  */
 #ifndef BERTH_ENGINE_HEAP_H
 #define BERTH_ENGINE_HEAP_H
@@ -16,17 +26,24 @@
 #include <stdint.h>
 
 #define HEAP_ABSENT SIZE_MAX
+#define HEAP_RUNS   4
 
 typedef struct heap_node {
-    uint64_t at;  /* ms: the ordering instant */
-    uint64_t seq; /* tiebreak: FIFO among equal instants */
-    size_t pos;   /* index in the heap, HEAP_ABSENT when not in one */
+    uint64_t at;                   /* ms: the ordering instant */
+    uint64_t seq;                  /* tiebreak: FIFO among equal instants */
+    size_t pos;                    /* index in the heap's array, a run's mark, or HEAP_ABSENT */
+    struct heap_node *prev, *next; /* neighbours in its run */
 } heap_node;
 
+typedef struct heap_run {
+    heap_node *first, *last;
+} heap_run;
+
 typedef struct heap {
-    heap_node **v;
-    size_t n;
-    size_t cap;
+    size_t n;      /* nodes held, in the array and the runs */
+    heap_node **v; /* the binary heap */
+    size_t nv, cap;
+    heap_run run[HEAP_RUNS];
 } heap;
 
 void heap_init(heap *h);
@@ -39,13 +56,14 @@ static inline bool heap_has(const heap_node *x)
 /* BERTH_ENOMEM when the heap cannot grow. */
 int heap_push(heap *h, heap_node *x);
 void heap_remove(heap *h, heap_node *x);
-/* Restores order after x->at or x->seq changed. */
+/* Restores order after x->at or x->seq changed. Never allocates: the
+ * array always has room for every node held. */
 void heap_fix(heap *h, heap_node *x);
-static inline heap_node *heap_min(const heap *h)
-{
-    return h->n ? h->v[0] : NULL;
-}
-/* Whole-heap order check, for invariant checks. */
+heap_node *heap_min(const heap *h);
+/* x, which heap_has(), is where its position says in h: O(1), for the
+ * invariant checks. */
+bool heap_holds(const heap *h, const heap_node *x);
+/* Whole-index order and bookkeeping check, for invariant checks. */
 bool heap_valid(const heap *h);
 
 #endif

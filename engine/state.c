@@ -325,7 +325,7 @@ void state_check(engine *e)
         assert(t->terminal == !heap_has(&t->ready));
         if (heap_has(&t->ready)) {
             assert(t->ready.at == task_fetchable_at(t));
-            assert(t->topic->ready.v[t->ready.pos] == &t->ready);
+            assert(heap_holds(&t->topic->ready, &t->ready));
         }
         assert(!t->has_lock || t->worker_id != NULL);
     }

@@ -57,6 +57,84 @@ Test(heap, pops_in_at_then_seq_order_through_random_updates)
     heap_fini(&h);
 }
 
+/* The queue's own shape: tasks parked at "now" with rising sequences,
+ * the earliest claimed (re-keyed to now + a lock), some completed
+ * (removed), some failed (re-keyed to a backoff), with a plain sorted
+ * array as the oracle of what the minimum must be. */
+Test(heap, the_minimum_holds_through_a_queue_of_parks_claims_and_completions)
+{
+    enum { N = 20000 };
+    static item it[N];
+    heap h;
+    heap_init(&h);
+    srand(11);
+    uint64_t now = 1000;
+    int parked = 0, ops = 0;
+    size_t max_nv = 0, max_n = 0;
+    while (parked < N || h.n > 0) {
+        if (h.n > max_n)
+            max_n = h.n;
+        now += (uint64_t)(rand() % 3);
+        int what = rand() % 10;
+        if (parked < N && (what < 4 || h.n == 0)) { /* park */
+            item *x = &it[parked];
+            heap_node_init(&x->n);
+            x->n.at = now;
+            x->n.seq = (uint64_t)parked++;
+            cr_assert_eq(heap_push(&h, &x->n), BERTH_OK);
+            x->in = true;
+        } else {
+            heap_node *m = heap_min(&h);
+            /* the oracle: no node held is below m */
+            if (ops % 97 == 0)
+                for (int i = 0; i < parked; i++)
+                    if (it[i].in)
+                        cr_assert(
+                            !(it[i].n.at < m->at || (it[i].n.at == m->at && it[i].n.seq < m->seq)),
+                            "node %d is below the minimum", i);
+            item *x = (item *)m;
+            if (what < 8 && m->at <= now) { /* claimed: locked for 30 s */
+                m->at = now + 30000;
+                heap_fix(&h, m);
+            } else if (what == 8) { /* completed */
+                heap_remove(&h, m);
+                x->in = false;
+            } else { /* failed: a backoff, out of order */
+                m->at = now + (uint64_t)(rand() % 5000);
+                heap_fix(&h, m);
+                if (rand() % 2) { /* or a completion of some other held node */
+                    int k = rand() % parked;
+                    if (it[k].in) {
+                        heap_remove(&h, &it[k].n);
+                        it[k].in = false;
+                    }
+                }
+            }
+        }
+        if (h.nv > max_nv)
+            max_nv = h.nv;
+        if (++ops % 1000 == 0)
+            cr_assert(heap_valid(&h));
+        if (parked == N && ops > 20 * N)
+            break;
+    }
+    /* both halves of the index were used */
+    cr_assert(max_nv > 0 && max_nv < max_n, "array %zu of %zu", max_nv, max_n);
+    cr_assert(heap_valid(&h));
+    uint64_t last_at = 0, last_seq = 0;
+    bool first = true;
+    heap_node *m;
+    while ((m = heap_min(&h)) != NULL) {
+        cr_assert(first || m->at > last_at || (m->at == last_at && m->seq > last_seq));
+        last_at = m->at;
+        last_seq = m->seq;
+        first = false;
+        heap_remove(&h, m);
+    }
+    cr_assert_eq(h.n, 0);
+    heap_fini(&h);
+}
+
 Test(table, puts_gets_and_deletes_many_keys)
 {
     cr_assert_geq(sodium_init(), 0);
