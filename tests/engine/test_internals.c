@@ -15,6 +15,22 @@ typedef struct item {
     bool in;
 } item;
 
+/* Takes every node out by heap_min(), checking (at, seq) rises. */
+static void drain_in_order(heap *h)
+{
+    uint64_t last_at = 0, last_seq = 0;
+    bool first = true;
+    heap_node *m;
+    while ((m = heap_min(h)) != NULL) {
+        cr_assert(first || m->at > last_at || (m->at == last_at && m->seq > last_seq));
+        last_at = m->at;
+        last_seq = m->seq;
+        first = false;
+        heap_remove(h, m);
+    }
+    cr_assert_eq(h->n, 0);
+}
+
 Test(heap, pops_in_at_then_seq_order_through_random_updates)
 {
     enum { N = 2000 };
@@ -44,16 +60,7 @@ Test(heap, pops_in_at_then_seq_order_through_random_updates)
         if (k % 500 == 0)
             cr_assert(heap_valid(&h));
     }
-    uint64_t last_at = 0, last_seq = 0;
-    bool first = true;
-    heap_node *m;
-    while ((m = heap_min(&h)) != NULL) {
-        cr_assert(first || m->at > last_at || (m->at == last_at && m->seq > last_seq));
-        last_at = m->at;
-        last_seq = m->seq;
-        first = false;
-        heap_remove(&h, m);
-    }
+    drain_in_order(&h);
     heap_fini(&h);
 }
 
@@ -121,17 +128,7 @@ Test(heap, the_minimum_holds_through_a_queue_of_parks_claims_and_completions)
     /* both halves of the index were used */
     cr_assert(max_nv > 0 && max_nv < max_n, "array %zu of %zu", max_nv, max_n);
     cr_assert(heap_valid(&h));
-    uint64_t last_at = 0, last_seq = 0;
-    bool first = true;
-    heap_node *m;
-    while ((m = heap_min(&h)) != NULL) {
-        cr_assert(first || m->at > last_at || (m->at == last_at && m->seq > last_seq));
-        last_at = m->at;
-        last_seq = m->seq;
-        first = false;
-        heap_remove(&h, m);
-    }
-    cr_assert_eq(h.n, 0);
+    drain_in_order(&h);
     heap_fini(&h);
 }
 
