@@ -28,15 +28,19 @@
  *   writes zeros ahead of the log: a file system wrapper gives every
  *   `*.log` file RocksDB creates a companion descriptor, and before an
  *   append would pass the zeroed end it writes the next chunk of zeros
- *   there and starts its writeback. Safety rests on three facts:
+ *   there and starts its writeback. Safety rests on these facts:
  *   - zeros are written only at or past the end of what RocksDB wrote,
  *     under the same lock as RocksDB's appends to that file;
- *   - RocksDB trims a log to its written size when it closes it, so only
- *     the live log can end in zeros;
- *   - RocksDB's log reader skips zeros (record type 0 is "preallocated"),
- *     so a crash leaves a log that recovers exactly as without them.
- *   A failed zero write (a full disk) only stops the zeroing for that
- *   file: appends then grow it as before.
+ *   - RocksDB's log reader skips zeros: the rest of a block after a
+ *     header of zeros (record type 0 is "preallocated") and whole blocks
+ *     of them. The zeros end on a block boundary, so a log ending in them
+ *     reads to a clean end, and recovery goes on to the logs after it (an
+ *     older log stays open, zeros and all, until RocksDB lets it go);
+ *   - RocksDB trims a log to its written size when it closes it, and
+ *     writes out the last log's buffer before it starts a new one: a
+ *     record cut short can only end the newest log, as without zeros.
+ *   A failed zero write (a full disk) takes that round's zeros back and
+ *   stops the zeroing for that file: appends then grow it as before.
  */
 #include <fcntl.h>
 #include <unistd.h>
@@ -74,6 +78,13 @@ using rocksdb::IOStatus;
 using rocksdb::Slice;
 
 constexpr uint64_t zero_chunk = 1u << 20; /* bytes of zeros written at a time */
+/* RocksDB's log block (log_format.h kBlockSize). Zeros end on a block
+ * boundary: a log ending 1 to 6 bytes into a block reads as a record
+ * header cut short ("dropping 3 bytes; Corruption: truncated header"),
+ * and point-in-time recovery then goes on to the later logs only after
+ * checking that their sequence numbers leave no hole. Whole blocks of
+ * zeros read as padding (record type 0) and end cleanly. */
+constexpr uint64_t log_block = 32768;
 
 /* A WAL file: RocksDB's own, plus zeros kept ahead of its end. */
 class ZeroedLog : public rocksdb::FSWritableFileOwnerWrapper
@@ -149,15 +160,20 @@ class ZeroedLog : public rocksdb::FSWritableFileOwnerWrapper
             return;
         static char zeros[zero_chunk]; /* never written: stays zero */
         uint64_t from = zeroed_ > written_ ? zeroed_ : written_;
-        uint64_t upto = written_ + len + zero_chunk;
+        uint64_t upto = (written_ + len + zero_chunk + log_block - 1) / log_block * log_block;
         for (uint64_t at = from; at < upto;) {
             uint64_t n = upto - at < zero_chunk ? upto - at : zero_chunk;
             ssize_t w = ::pwrite(fd_, zeros, n, static_cast<off_t>(at));
-            if (w <= 0) {
+            if (w <= 0 || static_cast<uint64_t>(w) != n) {
+                /* A full disk, most likely. Take back this round's zeros,
+                 * so that the file ends where it ended before (on a block
+                 * boundary, or where RocksDB's own bytes end). */
+                if (::ftruncate(fd_, static_cast<off_t>(from)) == 0)
+                    zeroed_ = from;
                 StopZeroing();
                 return;
             }
-            at += static_cast<uint64_t>(w);
+            at += n;
             zeroed_ = at;
         }
         /* Start the zeros' writeback now, so that the syncs to come find
