@@ -121,6 +121,21 @@ static size_t pack_fetch(uint8_t *out, const char *topic, uint32_t max, uint64_t
     return berth__v1__request__pack(&r, out);
 }
 
+/* Writes n fetches of one task each on topic, waiting wait_ms, all at
+ * once: request ids first_id, first_id + 1, ... */
+static void write_long_polls(int fd, uint32_t n, const char *topic, uint32_t first_id,
+                             uint64_t wait_ms)
+{
+    uint8_t body[128];
+    size_t bl = pack_fetch(body, topic, 1, wait_ms);
+    uint8_t *all = malloc(n * (12 + bl));
+    size_t len = 0;
+    for (uint32_t i = 0; i < n; i++)
+        len += frame(all + len, first_id + i, body, bl);
+    write_all(fd, all, len);
+    free(all);
+}
+
 /* The peer closed the connection (recv sees its end within 10 s). */
 static void expect_closed(int fd)
 {
@@ -195,14 +210,7 @@ Test(sp, more_requests_than_one_connection_may_have_in_flight_are_all_answered)
      * at SP_INFLIGHT_MAX (256) in the engine and reads on as they end. */
     enum { N = 300 };
     int fd = raw_req();
-    uint8_t body[128];
-    size_t bl = pack_fetch(body, "nothing-here", 1, 300);
-    uint8_t *all = malloc(N * (12 + bl));
-    size_t len = 0;
-    for (uint32_t i = 0; i < N; i++)
-        len += frame(all + len, 1000 + i, body, bl);
-    write_all(fd, all, len);
-    free(all);
+    write_long_polls(fd, N, "nothing-here", 1000, 300);
     static bool seen[N];
     for (int i = 0; i < N; i++) {
         uint32_t id;
@@ -314,14 +322,7 @@ Test(sp, a_peer_that_leaves_while_its_connection_is_paused_is_let_go_at_once)
     /* 300 long polls of 20 s: berthd stops reading at 256 in the engine. */
     enum { N = 300 };
     int fd = raw_req();
-    uint8_t body[128];
-    size_t bl = pack_fetch(body, "paused-and-gone", 1, 20000);
-    uint8_t *all = malloc(N * (12 + bl));
-    size_t len = 0;
-    for (uint32_t i = 0; i < N; i++)
-        len += frame(all + len, 1 + i, body, bl);
-    write_all(fd, all, len);
-    free(all);
+    write_long_polls(fd, N, "paused-and-gone", 1, 20000);
     struct timespec t = {0, 200 * 1000000L};
     nanosleep(&t, NULL);
     cr_assert_eq(open_fds(D.pid), before + 1, "the connection is open while paused");
