@@ -11,10 +11,11 @@
  *   next turns, and one sync serves them all: this is where throughput
  *   comes from.
  *
- * A FAILED WRITE
- *   If the append failed, nothing of it was applied: memory is reloaded
- *   from the store (recover.c), every staged reply becomes UNAVAILABLE
- *   (retryable), the events are dropped, the turn's parks count as failed
+ * A FAILED TURN
+ *   If the append failed, or a request left the turn half-applied
+ *   (turn_fail, turn.h), nothing of the turn is kept: memory is reloaded
+ *   from the store (recover.c), every staged reply is answered with the
+ *   recorded reason (retryable), the events are dropped, the turn's parks count as failed
  *   delivery attempts, and the store backs off (50 ms doubling to 2 s):
  *   until then the relay pauses and requests that would write are refused
  *   UNAVAILABLE at once, so a failing disk costs one reload per backoff,
@@ -28,6 +29,8 @@
  *   fetchable). With a manual clock it sleeps until a request arrives:
  *   tests move the clock and then call engine_tick().
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,69 +39,35 @@
 
 #include <sodium.h>
 
-#include "engine/internal.h"
+#include "engine/admin.h"
+#include "engine/claim.h"
+#include "engine/commit.h"
+#include "engine/core.h"
+#include "engine/guard.h"
+#include "engine/recover.h"
+#include "engine/relay.h"
+#include "engine/reply.h"
+#include "engine/state.h"
+#include "engine/submit.h"
+#include "engine/turn.h"
+#include "store/err.h"
 
-uint64_t engine_now(engine *e)
+/* The request queue and the thread: the only state other threads touch. */
+struct actor {
+    pthread_t thread;
+    pthread_mutex_t mu; /* guards the queue, `stopping` and `held` */
+    pthread_cond_t cv;
+    pending *q_head, *q_tail;
+    bool stopping;
+    bool joined;                /* the thread has been joined */
+    bool held;                  /* engine_hold(): take no request until released */
+    bool started;               /* the thread runs */
+    atomic_uint_fast64_t turns; /* turns finished */
+};
+
+static uint64_t now_ms(engine *e)
 {
     return e->clock.now_ms(e->clock.ctx);
-}
-
-bool failpoint_take(atomic_int *n)
-{
-    int v = atomic_load(n);
-    while (v > 0)
-        if (atomic_compare_exchange_weak(n, &v, v - 1))
-            return true;
-    return false;
-}
-
-void turn_answer(engine *e, pending *p)
-{
-    p->next = NULL;
-    if (e->t.answered_tail)
-        e->t.answered_tail->next = p;
-    else
-        e->t.answered = p;
-    e->t.answered_tail = p;
-}
-
-void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t id[BERTH_ID_LEN],
-                const engine_error *err, uint32_t retries_left)
-{
-    turn *tn = &e->t;
-    if (e->o.on_event == NULL)
-        return;
-    if (tn->n_events == tn->cap_events) {
-        size_t cap = tn->cap_events ? tn->cap_events * 2 : 64;
-        engine_event *v = realloc(tn->events, cap * sizeof(*v));
-        if (v == NULL)
-            return; /* events are best effort */
-        tn->events = v;
-        tn->cap_events = cap;
-    }
-    engine_event *ev = &tn->events[tn->n_events++];
-    memset(ev, 0, sizeof(*ev));
-    ev->kind = kind;
-    ev->topic = t->name;
-    berth_id_format(id, ev->id);
-    if (err != NULL) {
-        /* Copied: the event is published after later turns ran, which may
-         * have freed what the strings belong to (a delivery, a request). */
-        ev->error.code = strdup_or_null(err->code);
-        ev->error.message = strdup_or_null(err->message);
-        ev->error.details = strdup_or_null(err->details);
-    }
-    ev->retries_left = retries_left;
-    ev->at_ms = tn->now_ms;
-}
-
-void events_free(engine_event *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        free((char *)v[i].error.code);
-        free((char *)v[i].error.message);
-        free((char *)v[i].error.details);
-    }
 }
 
 /* Requests that only read, served even while the store is failing. */
@@ -108,189 +77,162 @@ static bool read_only(engine_op op)
            op == ENGINE_OP_TICK;
 }
 
+typedef int (*handler_fn)(engine *e, pending *p);
+
+static handler_fn handler_of(engine_op op)
+{
+    switch (op) {
+    case ENGINE_OP_SUBMIT:
+        return submit_task;
+    case ENGINE_OP_SUBMIT_BATCH:
+        return submit_batch;
+    case ENGINE_OP_FETCH:
+        return claim_fetch;
+    case ENGINE_OP_COMPLETE:
+        return guard_complete;
+    case ENGINE_OP_COMPLETE_BATCH:
+        return guard_complete_batch;
+    case ENGINE_OP_FAIL:
+        return guard_fail;
+    case ENGINE_OP_REFUSE:
+        return guard_refuse;
+    case ENGINE_OP_EXTEND_LOCK:
+        return guard_extend_lock;
+    case ENGINE_OP_RELEASE:
+        return guard_release;
+    case ENGINE_OP_GET_TASK:
+        return admin_get_task;
+    case ENGINE_OP_RETRY_TERMINAL:
+        return admin_retry_terminal;
+    case ENGINE_OP_DISCARD_TERMINAL:
+        return admin_discard_terminal;
+    case ENGINE_OP_RETRY_DELIVERY:
+        return relay_retry_delivery;
+    case ENGINE_OP_LIST_INCIDENTS:
+        return admin_list_incidents;
+    case ENGINE_OP_STATS:
+        return admin_stats;
+    case ENGINE_OP_TICK:
+        break;
+    }
+    return NULL;
+}
+
 static void dispatch(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
-    if (e->halted || e->t.halt) {
-        status_unavailable(&r->status, "the engine has halted");
-        turn_answer(e, p);
-        return;
-    }
-    /* The circuit breaker: a write failed a moment ago. Until the store's
-     * backoff ends, whatever would write is refused at once rather than
-     * applied, failed and undone by reloading the store every turn. */
-    if (e->t.now_ms < e->write_retry_at_ms && !read_only(p->req.op)) {
-        status_unavailable(&r->status, "the store is failing writes; try again shortly");
-        turn_answer(e, p);
-        return;
-    }
-    switch (p->req.op) {
-    case ENGINE_OP_SUBMIT:
-        op_submit(e, p);
-        break;
-    case ENGINE_OP_SUBMIT_BATCH:
-        op_submit_batch(e, p);
-        break;
-    case ENGINE_OP_FETCH:
-        op_fetch(e, p);
-        break;
-    case ENGINE_OP_COMPLETE:
-        op_complete(e, p);
-        break;
-    case ENGINE_OP_COMPLETE_BATCH:
-        op_complete_batch(e, p);
-        break;
-    case ENGINE_OP_FAIL:
-        op_fail(e, p);
-        break;
-    case ENGINE_OP_REFUSE:
-        op_refuse(e, p);
-        break;
-    case ENGINE_OP_EXTEND_LOCK:
-        op_extend_lock(e, p);
-        break;
-    case ENGINE_OP_RELEASE:
-        op_release(e, p);
-        break;
-    case ENGINE_OP_GET_TASK:
-        op_get_task(e, p);
-        break;
-    case ENGINE_OP_RETRY_TERMINAL:
-        op_retry_terminal(e, p);
-        break;
-    case ENGINE_OP_DISCARD_TERMINAL:
-        op_discard_terminal(e, p);
-        break;
-    case ENGINE_OP_RETRY_DELIVERY:
-        op_retry_delivery(e, p);
-        break;
-    case ENGINE_OP_LIST_INCIDENTS:
-        op_list_incidents(e, p);
-        break;
-    case ENGINE_OP_STATS:
-        op_stats(e, p);
-        break;
-    case ENGINE_OP_TICK:
-        break;
-    default:
-        status_set(&r->status, ENGINE_CODE_UNIMPLEMENTED, "unknown request %d", (int)p->req.op);
-        break;
+    if (e->halted) {
+        reply_unavailable(&r->status, "the engine has halted");
+    } else if (turn_failed(e)) {
+        /* The turn will be undone: applying more of it would be lost. */
+        turn_fail_status(e, &r->status);
+    } else if (e->t.now_ms < e->write_retry_at_ms && !read_only(p->req.op)) {
+        /* The circuit breaker: a write failed a moment ago. Until the
+         * store's backoff ends, whatever would write is refused at once
+         * rather than applied, failed and undone by reloading the store
+         * every turn. */
+        reply_unavailable(&r->status, "the store is failing writes; try again shortly");
+    } else if (p->req.op != ENGINE_OP_TICK) {
+        handler_fn h = handler_of(p->req.op);
+        if (h != NULL)
+            (void)h(e, p); /* a failure is the turn's: turn_failed() */
+        else
+            reply_status(&r->status, ENGINE_CODE_UNIMPLEMENTED, "unknown request %d",
+                         (int)p->req.op);
     }
     if (p->waiter == NULL)
         turn_answer(e, p);
 }
 
-static void deliver_answers(engine *e)
+/* Memory from the store again; if that fails, the engine halts. */
+static void reload_or_halt(engine *e)
 {
-    pending *p = e->t.answered;
-    e->t.answered = e->t.answered_tail = NULL;
-    while (p != NULL) {
-        pending *next = p->next;
-        p->done(p->arg, p->reply);
-        free(p);
-        p = next;
-    }
-}
-
-/* Memory cannot be made to match the store: serve nothing more. */
-static void halt(engine *e, const char *why)
-{
-    fprintf(stderr, "berth: engine halted: %s\n", why);
-    e->halted = true;
-    claim_abort_all(e, ENGINE_CODE_UNAVAILABLE, "the engine has halted");
-}
-
-/* The write failed (or a request was half-applied): undo the turn. */
-static void turn_failed(engine *e, const char *why)
-{
-    turn *t = &e->t;
-    state_clear(e);
+    recover_clear(e);
     char err[256] = "";
-    if (state_load(e, err, sizeof(err)) != BERTH_OK) {
+    if (recover_load(e, err, sizeof(err)) != BERTH_OK) {
         char msg[300];
         snprintf(msg, sizeof(msg), "cannot reload state: %s", err);
-        halt(e, msg);
+        turn_halt(e, msg);
     }
-    for (pending *p = t->answered; p != NULL; p = p->next) {
-        reply_reset(p->reply);
-        status_unavailable(&p->reply->status, "the store write failed; nothing of this request "
-                                              "was kept: try again");
-    }
-    events_free(t->events, t->n_events);
-    t->n_events = 0;
+}
+
+/* The turn wrote nothing (its write failed, or it was half-applied):
+ * memory is reloaded from the store and every request of the turn is
+ * answered with the reason. */
+static void undo_turn(engine *e)
+{
+    turn *t = &e->t;
+    reload_or_halt(e);
+    engine_status st;
+    turn_fail_status(e, &st);
+    turn_refuse(t->answered, &st, false);
+    turn_events_free(t->events.v, t->events.n);
+    t->events.n = 0;
     uint64_t b = e->write_backoff_ms ? e->write_backoff_ms * 2 : ENGINE_STORE_BACKOFF_MIN_MS;
     e->write_backoff_ms = b > ENGINE_STORE_BACKOFF_MAX_MS ? ENGINE_STORE_BACKOFF_MAX_MS : b;
     e->write_retry_at_ms = t->now_ms + e->write_backoff_ms;
     if (!e->halted) {
+        /* The parks of the turn were not kept: each is a failed attempt,
+         * written by the next turn. Staged after the turn's own failure
+         * was recorded, so it must be cleared first. */
         char reason[300];
-        snprintf(reason, sizeof(reason), "park failed: %s", why);
-        relay_parks_failed(e, (const uint8_t(*)[BERTH_ID_LEN])t->parked, t->n_parked, reason);
+        snprintf(reason, sizeof(reason), "park failed: %s", t->fail_why);
+        t->failed = false;
+        if (relay_parks_failed(e, t->parked.v, t->parked.n, reason) != BERTH_OK) {
+            /* No memory to account for them: the store still holds every
+             * delivery, so reloading again is enough (attempts uncounted). */
+            store_batch_clear(e->batch);
+            reload_or_halt(e);
+        }
     }
 }
 
 static void run_turn(engine *e, pending *list)
 {
     turn *t = &e->t;
-    t->now_ms = engine_now(e);
-    t->answered = t->answered_tail = NULL;
-    t->rung = NULL; /* (events staged by a failed turn's retry accounting are kept) */
-    t->n_parked = 0;
-    t->halt = false;
-    t->abort = false;
+    turn_begin(e, now_ms(e));
     if (!e->halted && commit_failed(e)) {
         char why[300];
         snprintf(why, sizeof(why), "the store failed to sync: %s", commit_failure(e));
-        halt(e, why);
+        turn_halt(e, why);
     }
 
     /* Park what came due since the last turn before serving fetches, and
      * what this turn's submits created after them. */
     if (!e->halted)
-        relay_run(e);
+        (void)relay_run(e);
     while (list != NULL) {
         pending *next = list->next;
         dispatch(e, list);
         list = next;
     }
-    if (!t->halt && !e->halted) {
-        relay_run(e);
-        claim_wake(e);
+    if (!e->halted && !turn_failed(e) && relay_run(e) == BERTH_OK && claim_wake(e) == BERTH_OK)
         claim_expire(e);
-    }
     relay_flush_fresh(e);
 
-    int rv = BERTH_OK;
-    bool reloaded = false;
-    const char *why = "a request failed part-way";
-    if (t->abort)
-        rv = BERTH_EIO;
-    else if (store_batch_count(e->batch) > 0 && (rv = store_append(e->store, e->batch)) != BERTH_OK)
-        why = store_last_error(e->store);
     bool wrote = store_batch_count(e->batch) > 0;
+    if (!turn_failed(e) && wrote && store_append(e->store, e->batch) != BERTH_OK)
+        turn_fail(e, ENGINE_CODE_UNAVAILABLE, "the store write failed (%s)",
+                  store_last_error(e->store));
     store_batch_clear(e->batch);
-    if (rv == BERTH_OK) {
-        if (wrote) { /* the store writes again: the breaker closes */
-            commit_appended(e);
-            e->counters.turns++;
-            e->write_backoff_ms = 0;
-            e->write_retry_at_ms = 0;
-        }
-    } else {
+    bool undone = turn_failed(e);
+    if (undone) {
         e->counters.commits_failed++;
-        turn_failed(e, why);
-        reloaded = true;
+        undo_turn(e);
+    } else if (wrote) { /* the store writes again: the breaker closes */
+        commit_appended(e);
+        e->counters.turns++;
+        e->write_backoff_ms = 0;
+        e->write_retry_at_ms = 0;
     }
     if (t->halt) {
-        e->halted = true;
-        for (pending *p = t->answered; p != NULL; p = p->next) {
-            reply_reset(p->reply);
-            status_unavailable(&p->reply->status, "the engine halted (failpoint)");
-        }
-        claim_abort_all(e, ENGINE_CODE_UNAVAILABLE, "the engine has halted");
+        engine_status st;
+        reply_unavailable(&st, "the engine has halted");
+        claim_abort_all(e, &st);
     }
-    /* A failed turn's events are dropped, except the retry accounting's,
+    /* An undone turn's events are dropped, except the retry accounting's,
      * which its next write carries. */
-    commit_turn(e, !reloaded);
+    commit_turn(e, !undone);
     /* What the turn kept in memory for the store's sake is written now. */
     while (t->key_list != NULL) {
         turn_key *k = t->key_list;
@@ -298,11 +240,11 @@ static void run_turn(engine *e, pending *list)
         free(k);
     }
     table_clear(&t->keys);
-    if (!reloaded)
-        task_evict_bodies(e);
-    topics_reap(e, reloaded);
+    if (!undone)
+        state_task_evict_bodies(e);
+    state_topics_reap(e, undone);
     state_check(e);
-    atomic_fetch_add(&e->commit.turns, 1);
+    atomic_fetch_add(&e->actor->turns, 1);
 }
 
 static uint64_t next_due(engine *e)
@@ -321,9 +263,10 @@ static uint64_t next_due(engine *e)
 
 static void sleep_until(engine *e, uint64_t due)
 {
-    uint64_t now = engine_now(e);
+    struct actor *a = e->actor;
+    uint64_t now = now_ms(e);
     if (e->clock.manual || due == UINT64_MAX) {
-        pthread_cond_wait(&e->cv, &e->mu);
+        pthread_cond_wait(&a->cv, &a->mu);
         return;
     }
     /* The clock may have reached `due` since the caller looked. */
@@ -336,44 +279,45 @@ static void sleep_until(engine *e, uint64_t due)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
-    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+    pthread_cond_timedwait(&a->cv, &a->mu, &ts);
 }
 
 static void *actor_main(void *arg)
 {
     engine *e = arg;
+    struct actor *a = e->actor;
     prctl(PR_SET_NAME, "berth-engine", 0, 0, 0); /* top -H, perf, gdb */
-    pthread_mutex_lock(&e->mu);
+    pthread_mutex_lock(&a->mu);
     for (;;) {
-        while ((e->q_head == NULL || e->held) && !e->stopping) {
-            if (!e->halted && !e->held && commit_failed(e))
+        while ((a->q_head == NULL || a->held) && !a->stopping) {
+            if (!e->halted && !a->held && commit_failed(e))
                 break; /* a turn halts the engine */
-            uint64_t due = e->halted || e->held ? UINT64_MAX : next_due(e);
-            if (due <= engine_now(e))
+            uint64_t due = e->halted || a->held ? UINT64_MAX : next_due(e);
+            if (due <= now_ms(e))
                 break;
             sleep_until(e, due);
         }
-        if (e->stopping)
+        if (a->stopping)
             break;
-        pending *list = e->q_head, *last = NULL;
+        pending *list = a->q_head, *last = NULL;
         uint32_t n = 0;
         for (pending *p = list; p != NULL && n < e->o.turn_max_requests; p = p->next, n++)
             last = p;
         if (last != NULL) {
-            e->q_head = last->next;
-            if (e->q_head == NULL)
-                e->q_tail = NULL;
+            a->q_head = last->next;
+            if (a->q_head == NULL)
+                a->q_tail = NULL;
             last->next = NULL;
         }
-        pthread_mutex_unlock(&e->mu);
+        pthread_mutex_unlock(&a->mu);
         run_turn(e, list);
-        pthread_mutex_lock(&e->mu);
+        pthread_mutex_lock(&a->mu);
     }
     /* Closing: nothing more is applied; everything still owed an answer
      * gets UNAVAILABLE. */
-    pending *rest = e->q_head;
-    e->q_head = e->q_tail = NULL;
-    pthread_mutex_unlock(&e->mu);
+    pending *rest = a->q_head;
+    a->q_head = a->q_tail = NULL;
+    pthread_mutex_unlock(&a->mu);
     /* Every turn written is answered (after its sync) before closing. */
     commit_stop(e);
     /* Retry accounting left by a failed turn: one last try to keep it. */
@@ -381,16 +325,24 @@ static void *actor_main(void *arg)
         store_write(e->store, e->batch) != BERTH_OK)
         fprintf(stderr, "berth: closing: %s\n", store_last_error(e->store));
     store_batch_clear(e->batch);
+    engine_status st;
+    reply_unavailable(&st, "the engine is closing");
     e->t.answered = e->t.answered_tail = NULL;
-    claim_abort_all(e, ENGINE_CODE_UNAVAILABLE, "the engine is closing");
-    while (rest != NULL) {
-        pending *next = rest->next;
-        status_unavailable(&rest->reply->status, "the engine is closing");
-        turn_answer(e, rest);
-        rest = next;
-    }
-    deliver_answers(e);
+    claim_abort_all(e, &st);
+    turn_refuse(rest, &st, false);
+    turn_release(e->t.answered);
+    e->t.answered = e->t.answered_tail = NULL;
+    turn_release(rest);
     return NULL;
+}
+
+/* The commit thread's callback: a sync failed, the actor must look. */
+static void actor_wake(void *arg)
+{
+    engine *e = arg;
+    pthread_mutex_lock(&e->actor->mu);
+    pthread_cond_signal(&e->actor->cv);
+    pthread_mutex_unlock(&e->actor->mu);
 }
 
 /* ---- public API ---- */
@@ -408,38 +360,40 @@ static void channels_free(engine *e)
 
 static int channels_copy(engine *e, const engine_options *o)
 {
-    e->chans = calloc(o->n_channels ? o->n_channels : 1, sizeof(*e->chans));
+    e->chans = mem_calloc(o->n_channels, sizeof(*e->chans));
     if (e->chans == NULL)
         return BERTH_ENOMEM;
-    e->n_chans = o->n_channels;
-    for (size_t i = 0; i < o->n_channels; i++) {
+    for (size_t i = 0; i < o->n_channels; i++, e->n_chans++) {
         const engine_channel *src = &o->channels[i];
         channel *c = &e->chans[i];
-        c->name = strdup(src->name);
+        c->name = mem_strdup(src->name);
         c->reply_max_bytes = src->reply_max_bytes;
-        c->content_types =
-            calloc(src->n_content_types ? src->n_content_types : 1, sizeof(*c->content_types));
-        if (c->name == NULL || c->content_types == NULL)
+        c->content_types = mem_calloc(src->n_content_types, sizeof(*c->content_types));
+        if (c->name == NULL || c->content_types == NULL) {
+            e->n_chans++; /* freed with the others */
             return BERTH_ENOMEM;
-        c->n_content_types = src->n_content_types;
-        for (size_t j = 0; j < src->n_content_types; j++)
-            if ((c->content_types[j] = strdup(src->content_types[j])) == NULL)
+        }
+        for (size_t j = 0; j < src->n_content_types; j++, c->n_content_types++)
+            if ((c->content_types[j] = mem_strdup(src->content_types[j])) == NULL) {
+                e->n_chans++;
                 return BERTH_ENOMEM;
-        if (table_put(&e->channels, c->name, strlen(c->name), c) != BERTH_OK)
+            }
+        if (table_put(&e->channels, c->name, strlen(c->name), c) != BERTH_OK) {
+            e->n_chans++;
             return BERTH_ENOMEM;
+        }
     }
     return BERTH_OK;
 }
 
 static uint64_t clock_thunk(void *ctx)
 {
-    engine *e = ctx;
-    return engine_now(e);
+    return now_ms(ctx);
 }
 
 static void engine_free(engine *e)
 {
-    state_clear(e);
+    recover_clear(e);
     size_t i = 0;
     topic *tp;
     while ((tp = table_next(&e->topics, &i)) != NULL) {
@@ -452,19 +406,41 @@ static void engine_free(engine *e)
     table_fini(&e->deliveries);
     table_fini(&e->channels);
     table_fini(&e->t.keys);
-    free(e->t.evict);
     channels_free(e);
     heap_fini(&e->outbox);
     heap_fini(&e->waits);
+    commit_free(e);
     store_batch_free(e->batch);
     store_close(e->store);
     store_buf_fini(&e->buf);
-    events_free(e->t.events, e->t.n_events);
-    free(e->t.events);
-    free(e->t.fresh);
-    free(e->t.parked);
+    turn_events_free(e->t.events.v, e->t.events.n);
+    VEC_FREE(&e->t.events);
+    VEC_FREE(&e->t.fresh);
+    VEC_FREE(&e->t.parked);
+    VEC_FREE(&e->t.evict);
+    if (e->actor != NULL) {
+        pthread_mutex_destroy(&e->actor->mu);
+        pthread_cond_destroy(&e->actor->cv);
+        free(e->actor);
+    }
     free((char *)e->o.data_dir);
     free(e);
+}
+
+static int actor_init(engine *e)
+{
+    struct actor *a = mem_calloc(1, sizeof(*a));
+    if (a == NULL)
+        return BERTH_ENOMEM;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_init(&a->turns, 0);
+    e->actor = a;
+    return BERTH_OK;
 }
 
 int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
@@ -477,21 +453,22 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     int rv = engine_options_check(o, err, errlen);
     if (rv != BERTH_OK)
         return rv;
-    engine *e = calloc(1, sizeof(*e));
-    if (e == NULL)
+    engine *e = mem_calloc(1, sizeof(*e));
+    if (e == NULL) {
+        snprintf(err, errlen, "out of memory");
         return BERTH_ENOMEM;
+    }
     e->o = *o;
     e->o.channels = NULL;
     e->o.n_channels = 0;
-    e->o.data_dir = strdup(o->data_dir ? o->data_dir : "./var/berth");
+    e->o.data_dir = mem_strdup(o->data_dir ? o->data_dir : "./var/berth");
     e->clock = o->clock.now_ms ? o->clock : engine_clock_system();
     heap_init(&e->outbox);
     heap_init(&e->waits);
     atomic_init(&e->fp_park, 0);
-    atomic_init(&e->fp_crash, 0);
     if (e->o.data_dir == NULL || table_init(&e->tasks) || table_init(&e->deliveries) ||
         table_init(&e->topics) || table_init(&e->channels) || table_init(&e->t.keys) ||
-        channels_copy(e, o)) {
+        channels_copy(e, o) || actor_init(e)) {
         snprintf(err, errlen, "out of memory");
         engine_free(e);
         return BERTH_ENOMEM;
@@ -503,38 +480,32 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     };
     if ((rv = store_open(e->o.data_dir, &so, &e->store, err, errlen)) != BERTH_OK ||
         (rv = store_batch_alloc(e->store, &e->batch)) != BERTH_OK ||
-        (rv = state_load(e, err, errlen)) != BERTH_OK) {
+        (rv = recover_load(e, err, errlen)) != BERTH_OK) {
         engine_free(e);
         return rv;
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (commit_start(e) != BERTH_OK || pthread_create(&e->thread, NULL, actor_main, e) != 0) {
+    if (commit_start(e, actor_wake, e) != BERTH_OK ||
+        pthread_create(&e->actor->thread, NULL, actor_main, e) != 0) {
         snprintf(err, errlen, "cannot start the engine threads");
-        commit_stop(e);
-        pthread_mutex_destroy(&e->mu);
-        pthread_cond_destroy(&e->cv);
         engine_free(e);
         return BERTH_ENOMEM;
     }
+    e->actor->started = true;
     *out = e;
     return BERTH_OK;
 }
 
 void engine_stop(engine *e)
 {
-    pthread_mutex_lock(&e->mu);
-    bool join = !e->joined;
-    e->stopping = true;
-    e->joined = true;
-    pthread_cond_signal(&e->cv);
-    pthread_mutex_unlock(&e->mu);
+    struct actor *a = e->actor;
+    pthread_mutex_lock(&a->mu);
+    bool join = !a->joined;
+    a->stopping = true;
+    a->joined = true;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
     if (join)
-        pthread_join(e->thread, NULL);
+        pthread_join(a->thread, NULL);
 }
 
 void engine_close(engine *e)
@@ -542,14 +513,13 @@ void engine_close(engine *e)
     if (e == NULL)
         return;
     engine_stop(e);
-    pthread_mutex_destroy(&e->mu);
-    pthread_cond_destroy(&e->cv);
     engine_free(e);
 }
 
 int engine_exec(engine *e, const engine_request *req, engine_done_fn done, void *arg)
 {
-    pending *p = calloc(1, sizeof(*p));
+    struct actor *a = e->actor;
+    pending *p = mem_calloc(1, sizeof(*p));
     if (p == NULL || (p->reply = reply_alloc(req->op)) == NULL) {
         free(p);
         return BERTH_ENOMEM;
@@ -557,20 +527,20 @@ int engine_exec(engine *e, const engine_request *req, engine_done_fn done, void 
     p->req = *req;
     p->done = done;
     p->arg = arg;
-    pthread_mutex_lock(&e->mu);
-    if (e->stopping) {
-        pthread_mutex_unlock(&e->mu);
+    pthread_mutex_lock(&a->mu);
+    if (a->stopping) {
+        pthread_mutex_unlock(&a->mu);
         engine_reply_free(p->reply);
         free(p);
         return BERTH_ECLOSED;
     }
-    if (e->q_tail)
-        e->q_tail->next = p;
+    if (a->q_tail)
+        a->q_tail->next = p;
     else
-        e->q_head = p;
-    e->q_tail = p;
-    pthread_cond_signal(&e->cv);
-    pthread_mutex_unlock(&e->mu);
+        a->q_head = p;
+    a->q_tail = p;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
     return BERTH_OK;
 }
 
@@ -621,9 +591,6 @@ void engine_failpoint_set(engine *e, engine_failpoint fp, int n)
     case ENGINE_FP_PARK:
         atomic_store(&e->fp_park, n);
         break;
-    case ENGINE_FP_CRASH_AFTER_DISPATCH:
-        atomic_store(&e->fp_crash, n);
-        break;
     case ENGINE_FP_STORE_WRITE:
         store_failpoint_writes(e->store, n);
         break;
@@ -641,8 +608,14 @@ void engine_failpoint_set(engine *e, engine_failpoint fp, int n)
 
 void engine_hold(engine *e, bool hold)
 {
-    pthread_mutex_lock(&e->mu);
-    e->held = hold;
-    pthread_cond_signal(&e->cv);
-    pthread_mutex_unlock(&e->mu);
+    pthread_mutex_lock(&e->actor->mu);
+    e->actor->held = hold;
+    pthread_cond_signal(&e->actor->cv);
+    pthread_mutex_unlock(&e->actor->mu);
+}
+
+void engine_durability(engine *e, engine_durable *out)
+{
+    commit_durability(e, out);
+    out->turns = atomic_load(&e->actor->turns);
 }

@@ -11,7 +11,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "engine/admin.h"
+#include "engine/check.h"
+#include "engine/commit.h"
+#include "engine/reply.h"
+#include "engine/state.h"
+#include "engine/turn.h"
+#include "store/err.h"
 
 static engine_task_state state_of(const task *t, uint64_t now)
 {
@@ -24,93 +30,117 @@ static engine_task_state state_of(const task *t, uint64_t now)
     return ENGINE_TASK_READY;
 }
 
-void op_get_task(engine *e, pending *p)
+/* reply_strdup, remembering whether one found no memory. */
+static const char *dup(engine_reply *r, const char *s, bool *oom)
+{
+    char *d = reply_strdup(r, s);
+    *oom |= s != NULL && d == NULL;
+    return d;
+}
+
+int admin_get_task(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
-    task *t = task_find(e, p->req.u.get_task.id, "id", &r->status);
+    task *t = state_task_find(e, p->req.u.get_task.id, "id", &r->status);
     if (t == NULL)
-        return;
+        return BERTH_OK;
+    bool oom = false;
     engine_task_info *i = &r->task;
     berth_id_format(t->id, i->id);
-    i->topic = reply_strdup(r, t->topic->name);
+    i->topic = dup(r, t->topic->name, &oom);
     i->state = state_of(t, e->t.now_ms);
-    i->worker_id = reply_strdup(r, t->worker_id);
+    i->worker_id = dup(r, t->worker_id, &oom);
     i->lock_expires_at_ms = t->lock_expires_at_ms;
     i->available_at_ms = t->available_at_ms;
     i->attempt = t->claims;
     i->retries_left = t->retries_left;
     i->failures = t->failures;
-    i->last_error.code = reply_strdup(r, t->err_code);
-    i->last_error.message = reply_strdup(r, t->err_message);
-    i->last_error.details = reply_strdup(r, t->err_details);
+    i->last_error.code = dup(r, t->err_code, &oom);
+    i->last_error.message = dup(r, t->err_message, &oom);
+    i->last_error.details = dup(r, t->err_details, &oom);
     i->created_at_ms = t->created_at_ms;
     store_body b;
-    if (task_read_body(e, t, &b) == BERTH_OK) {
+    int rv = state_task_read_body(e, t, &b);
+    if (rv == BERTH_OK) {
         i->payload_bytes = b.payload_len;
         store_body_clear(&b);
     }
+    if (oom || rv == BERTH_ENOMEM) {
+        reply_reset(r);
+        reply_no_memory(&r->status);
+    } else if (rv != BERTH_OK) {
+        reply_reset(r);
+        reply_unavailable(&r->status, "reading the task failed");
+    }
+    return BERTH_OK;
 }
 
 static task *find_terminal(engine *e, const char *id, engine_status *st, const char *verb)
 {
-    task *t = task_find(e, id, "id", st);
+    task *t = state_task_find(e, id, "id", st);
     if (t != NULL && !t->terminal) {
-        status_set(st, ENGINE_CODE_FAILED_PRECONDITION, "task %s is not terminal: only %s", id,
-                   verb);
+        reply_status(st, ENGINE_CODE_FAILED_PRECONDITION, "task %s is not terminal: only %s", id,
+                     verb);
         return NULL;
     }
     return t;
 }
 
-void op_retry_terminal(engine *e, pending *p)
+int admin_retry_terminal(engine *e, pending *p)
 {
     engine_status *st = &p->reply->status;
     uint64_t retries;
     if (!check_bound(p->req.u.retry_terminal.has_retries, p->req.u.retry_terminal.retries,
                      e->o.retries, e->o.retries_max, false, "retries", &retries, st))
-        return;
+        return BERTH_OK;
     task *t = find_terminal(e, p->req.u.retry_terminal.id, st, "a terminal task can be retried");
     if (t == NULL)
-        return;
+        return BERTH_OK;
     uint64_t now = e->t.now_ms;
+    t->ready.at = now;
+    t->ready.seq = t->seq;
+    if (heap_push(&t->topic->ready, &t->ready) != BERTH_OK) {
+        reply_no_memory(st); /* nothing changed yet */
+        return BERTH_OK;
+    }
     t->terminal = false;
     t->topic->n_terminal--;
     t->retries_left = (uint32_t)retries;
     t->available_at_ms = now;
     t->lock_expires_at_ms = now;
-    t->ready.at = task_fetchable_at(t);
-    t->ready.seq = t->seq;
-    if (heap_push(&t->topic->ready, &t->ready) != BERTH_OK || task_put_state(e, t) != BERTH_OK) {
-        status_set(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
-        e->t.abort = true;
-        return;
-    }
-    doorbell_ring(e, t->topic);
+    state_task_reindex(e, t);
+    int rv = state_task_put(e, t);
+    if (rv == BERTH_OK)
+        turn_doorbell(e, t->topic);
+    return rv;
 }
 
-void op_discard_terminal(engine *e, pending *p)
+int admin_discard_terminal(engine *e, pending *p)
 {
     engine_status *st = &p->reply->status;
     task *t =
         find_terminal(e, p->req.u.discard_terminal.id, st, "a terminal task can be discarded");
     if (t != NULL)
-        task_delete(e, t);
+        state_task_delete(e, t);
+    return BERTH_OK;
 }
 
-void op_list_incidents(engine *e, pending *p)
+int admin_list_incidents(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
     uint64_t limit;
     uint32_t asked = p->req.u.list_incidents.limit;
     if (!check_bound(asked != 0, asked, e->o.batch_default, e->o.batch_max, false, "limit", &limit,
                      &r->status))
-        return;
+        return BERTH_OK;
     r->incidents = reply_mem(r, limit * sizeof(*r->incidents));
     store_iter *it;
     if (r->incidents == NULL || store_iter_open(e->store, STORE_CF_INCIDENTS, &it) != BERTH_OK) {
-        status_set(&r->status, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
-        return;
+        reply_reset(r);
+        reply_no_memory(&r->status);
+        return BERTH_OK;
     }
+    bool oom = false;
     for (; store_iter_valid(it) && r->n_incidents < limit; store_iter_next(it)) {
         size_t kl, vl;
         const uint8_t *k = store_iter_key(it, &kl);
@@ -122,23 +152,30 @@ void op_list_incidents(engine *e, pending *p)
         berth_id_format(k, o->id);
         o->kind = inc.kind;
         berth_id_format(inc.subject_id, o->subject_id);
-        o->topic = reply_strdup(r, inc.topic);
-        o->error.code = reply_strdup(r, inc.error.code);
-        o->error.message = reply_strdup(r, inc.error.message);
-        o->error.details = reply_strdup(r, inc.error.details);
+        o->topic = dup(r, inc.topic, &oom);
+        o->error.code = dup(r, inc.error.code, &oom);
+        o->error.message = dup(r, inc.error.message, &oom);
+        o->error.details = dup(r, inc.error.details, &oom);
         o->at_ms = inc.at_ms;
         store_incident_clear(&inc);
     }
-    if (store_iter_status(it) != BERTH_OK)
-        status_unavailable(&r->status, "reading incidents failed");
+    int rv = store_iter_status(it);
     store_iter_close(it);
+    if (oom) {
+        reply_reset(r);
+        reply_no_memory(&r->status);
+    } else if (rv != BERTH_OK) {
+        reply_reset(r);
+        reply_unavailable(&r->status, "reading incidents failed");
+    }
+    return BERTH_OK;
 }
 
-void op_stats(engine *e, pending *p)
+int admin_stats(engine *e, pending *p)
 {
     engine_stats *s = &p->reply->stats;
     *s = e->counters;
-    s->syncs = atomic_load(&e->commit.syncs);
+    s->syncs = commit_syncs(e);
     uint64_t now = e->t.now_ms;
     size_t i = 0;
     task *t;
@@ -163,4 +200,5 @@ void op_stats(engine *e, pending *p)
     s->poisoned = e->n_poisoned;
     s->waiting_fetches = e->n_waiters;
     s->topics = e->topics.n;
+    return BERTH_OK;
 }

@@ -10,11 +10,12 @@
 
 #include <sodium.h>
 
-#include "engine/internal.h"
+#include "engine/check.h"
+#include "engine/reply.h"
 
 static void reject(engine_status *st, const char *field, const char *fmt, const char *what)
 {
-    status_set(st, ENGINE_CODE_INVALID_ARGUMENT, fmt, field, what);
+    reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, fmt, field, what);
     snprintf(st->field, sizeof(st->field), "%s", field);
 }
 
@@ -26,7 +27,7 @@ bool check_topic(const char *s, const char *field, engine_status *st)
         return false;
     }
     if (n > BERTH_TOPIC_MAX) {
-        status_over_ceiling(st, field, n, BERTH_TOPIC_MAX);
+        reply_over_ceiling(st, field, n, BERTH_TOPIC_MAX);
         snprintf(st->message, sizeof(st->message), "%s: %zu bytes is over the ceiling %d", field, n,
                  BERTH_TOPIC_MAX);
         return false;
@@ -51,7 +52,7 @@ bool check_text(const char *s, size_t max, bool required, const char *field, eng
         return false;
     }
     if (n > max) {
-        status_over_ceiling(st, field, n, max);
+        reply_over_ceiling(st, field, n, max);
         snprintf(st->message, sizeof(st->message), "%s: %zu bytes is over the ceiling of %zu bytes",
                  field, n, max);
         return false;
@@ -62,7 +63,7 @@ bool check_text(const char *s, size_t max, bool required, const char *field, eng
 bool check_headers(const engine_header *h, size_t n, const char *field, engine_status *st)
 {
     if (n > ENGINE_HEADERS_MAX) {
-        status_over_ceiling(st, field, n, ENGINE_HEADERS_MAX);
+        reply_over_ceiling(st, field, n, ENGINE_HEADERS_MAX);
         return false;
     }
     for (size_t i = 0; i < n; i++) {
@@ -95,21 +96,21 @@ bool check_bound(bool has, uint64_t value, uint64_t def, uint64_t max, bool zero
         return true;
     }
     if (value == 0 && !zero_ok) {
-        status_set(st, ENGINE_CODE_INVALID_ARGUMENT, "%s: must be greater than zero", field);
+        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "%s: must be greater than zero", field);
         snprintf(st->field, sizeof(st->field), "%s", field);
         st->has_limit = true;
         st->limit = max;
         return false;
     }
     if (value > max) {
-        status_over_ceiling(st, field, value, max);
+        reply_over_ceiling(st, field, value, max);
         return false;
     }
     *out = value;
     return true;
 }
 
-uint64_t engine_backoff(uint64_t initial_ms, uint64_t max_ms, uint32_t n, double jitter)
+uint64_t check_backoff(uint64_t initial_ms, uint64_t max_ms, uint32_t n, double jitter)
 {
     uint64_t base = initial_ms;
     for (uint32_t i = 1; i < n && base < max_ms; i++)

@@ -32,7 +32,24 @@
 
 #include <sodium.h>
 
-#include "engine/internal.h"
+#include "engine/check.h"
+#include "engine/claim.h"
+#include "engine/reply.h"
+#include "engine/state.h"
+#include "engine/turn.h"
+#include "store/err.h"
+
+/* A fetch waiting for work: linked into each of its topics, and into the
+ * deadline heap. Waiting is data, not a thread. */
+typedef struct waiter {
+    pending *p;
+    topic **topics;
+    size_t n_topics;
+    wait_link *links; /* one per topic */
+    heap_node deadline;
+    uint32_t max_tasks;
+    uint64_t lock_ms;
+} waiter;
 
 static bool node_less(const heap_node *a, const heap_node *b)
 {
@@ -42,9 +59,11 @@ static bool node_less(const heap_node *a, const heap_node *b)
 /* Claims up to max fetchable tasks of the given topics, oldest fetchable
  * instant first across them, into r->tasks; stops early rather than pass
  * the fetch byte budget (the first task always fits: the budget is at
- * least the payload ceiling). */
-static void claim(engine *e, topic *const *topics, size_t n_topics, uint32_t max, uint64_t lock_ms,
-                  const char *worker_id, engine_reply *r)
+ * least the payload ceiling). A failure before the first task is claimed
+ * is the fetch's own answer (r->status); after it, the fetch answers with
+ * the tasks it has. Nonzero only when the turn failed. */
+static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_t max,
+                       uint64_t lock_ms, const char *worker_id, engine_reply *r)
 {
     uint64_t now = e->t.now_ms, bytes = 0;
     while (r->n_tasks < max) {
@@ -55,42 +74,50 @@ static void claim(engine *e, topic *const *topics, size_t n_topics, uint32_t max
                 best = x;
         }
         if (best == NULL)
-            return;
+            return BERTH_OK;
         task *t = container_of(best, task, ready);
         if (r->n_tasks > 0 && bytes + t->body_bytes > e->o.fetch_max_bytes)
-            return;
-        bytes += t->body_bytes;
+            return BERTH_OK;
 
+        /* Everything that can fail comes before the task changes. */
         if (r->tasks == NULL && (r->tasks = reply_mem(r, max * sizeof(*r->tasks))) == NULL)
-            return;
+            goto no_memory;
         store_body *b = reply_body(r);
-        int rv = b ? task_read_body(e, t, b) : BERTH_ENOMEM;
-        if (rv == BERTH_EIO || rv == BERTH_ENOTFOUND) {
-            if (r->n_tasks == 0)
-                status_unavailable(&r->status, "reading a task failed");
-            return;
+        if (b == NULL)
+            goto no_memory;
+        int rv = state_task_read_body(e, t, b);
+        if (rv == BERTH_ENOMEM)
+            goto no_memory;
+        if (rv != BERTH_OK) {
+            if (r->n_tasks == 0) {
+                char id[ENGINE_ID_STR];
+                berth_id_format(t->id, id);
+                if (rv == BERTH_ECORRUPT)
+                    reply_status(&r->status, ENGINE_CODE_INTERNAL,
+                                 "task %s: its body did not decode", id);
+                else
+                    reply_unavailable(&r->status, "reading a task failed");
+            }
+            return BERTH_OK;
         }
         engine_header *hs = NULL;
-        char *wid = strdup(worker_id);
-        if (rv != BERTH_OK || wid == NULL ||
+        char *wid = mem_strdup(worker_id);
+        if (wid == NULL ||
             (b->n_headers && (hs = reply_mem(r, b->n_headers * sizeof(*hs))) == NULL)) {
             free(wid);
-            if (r->n_tasks == 0)
-                status_set(&r->status, ENGINE_CODE_INTERNAL, "a task's body did not decode");
-            return;
+            goto no_memory;
         }
 
+        bytes += t->body_bytes;
         t->has_lock = true;
-        engine_random(e, t->lock_token, BERTH_ID_LEN);
+        state_random(e, t->lock_token, BERTH_ID_LEN);
         free(t->worker_id);
         t->worker_id = wid;
         t->lock_expires_at_ms = now + lock_ms;
         t->claims++;
-        task_reindex(e, t);
-        if (task_put_state(e, t) != BERTH_OK) {
-            e->t.abort = true;
-            return;
-        }
+        state_task_reindex(e, t);
+        if ((rv = state_task_put(e, t)) != BERTH_OK)
+            return rv;
 
         engine_task *et = &r->tasks[r->n_tasks++];
         memset(et, 0, sizeof(*et));
@@ -111,6 +138,13 @@ static void claim(engine *e, topic *const *topics, size_t n_topics, uint32_t max
         et->lock_expires_at_ms = t->lock_expires_at_ms;
         et->created_at_ms = t->created_at_ms;
     }
+    return BERTH_OK;
+
+no_memory:
+    /* Never "no work": a fetch that claimed nothing says why. */
+    if (r->n_tasks == 0)
+        reply_no_memory(&r->status);
+    return BERTH_OK;
 }
 
 static bool fetch_check(engine *e, const engine_fetch_args *a, uint64_t *max, uint64_t *lock_ms,
@@ -119,20 +153,20 @@ static bool fetch_check(engine *e, const engine_fetch_args *a, uint64_t *max, ui
     if (!check_text(a->worker_id, ENGINE_WORKER_ID_MAX, true, "worker_id", st))
         return false;
     if (a->n_topics == 0) {
-        status_set(st, ENGINE_CODE_INVALID_ARGUMENT, "topics: at least one is required");
+        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "topics: at least one is required");
         snprintf(st->field, sizeof(st->field), "topics");
         return false;
     }
     if (a->n_topics > e->o.topics_max) {
-        status_over_ceiling(st, "topics", a->n_topics, e->o.topics_max);
+        reply_over_ceiling(st, "topics", a->n_topics, e->o.topics_max);
         return false;
     }
     for (size_t i = 0; i < a->n_topics; i++) {
         if (!check_topic(a->topics[i], "topics", st))
             return false;
-        if (e->o.strict_channels && channel_find(e, a->topics[i]) == NULL) {
-            status_set(st, ENGINE_CODE_NOT_FOUND, "topic %s is not a declared channel",
-                       a->topics[i]);
+        if (e->o.strict_channels && state_channel(e, a->topics[i]) == NULL) {
+            reply_status(st, ENGINE_CODE_NOT_FOUND, "topic %s is not a declared channel",
+                         a->topics[i]);
             snprintf(st->field, sizeof(st->field), "topics");
             return false;
         }
@@ -191,7 +225,7 @@ static void waiter_answer(engine *e, waiter *w)
             tp->waiters_tail = l->prev;
         if (--tp->n_waiters == 0) {
             unwatch(e, tp);
-            topic_maybe_idle(e, tp);
+            state_topic_maybe_idle(e, tp);
         }
     }
     heap_remove(&e->waits, &w->deadline);
@@ -205,20 +239,20 @@ static void waiter_answer(engine *e, waiter *w)
 static bool waiter_add(engine *e, pending *p, uint32_t max, uint64_t lock_ms, uint64_t wait_ms)
 {
     const engine_fetch_args *a = &p->req.u.fetch;
-    waiter *w = calloc(1, sizeof(*w));
+    waiter *w = mem_calloc(1, sizeof(*w));
     if (w == NULL)
         return false;
-    w->topics = calloc(a->n_topics, sizeof(*w->topics));
-    w->links = calloc(a->n_topics, sizeof(*w->links));
+    w->topics = mem_calloc(a->n_topics, sizeof(*w->topics));
+    w->links = mem_calloc(a->n_topics, sizeof(*w->links));
     if (w->topics == NULL || w->links == NULL) {
         waiter_free(w);
         return false;
     }
     for (size_t i = 0; i < a->n_topics; i++) {
-        topic *tp = topic_get(e, a->topics[i], strlen(a->topics[i]), true);
+        topic *tp = state_topic(e, a->topics[i], strlen(a->topics[i]), true);
         if (tp == NULL) {
             for (size_t j = 0; j < w->n_topics; j++)
-                topic_maybe_idle(e, w->topics[j]);
+                state_topic_maybe_idle(e, w->topics[j]);
             waiter_free(w);
             return false;
         }
@@ -236,7 +270,7 @@ static bool waiter_add(engine *e, pending *p, uint32_t max, uint64_t lock_ms, ui
     w->deadline.seq = e->next_seq++;
     if (heap_push(&e->waits, &w->deadline) != BERTH_OK) {
         for (size_t j = 0; j < w->n_topics; j++)
-            topic_maybe_idle(e, w->topics[j]);
+            state_topic_maybe_idle(e, w->topics[j]);
         waiter_free(w);
         return false;
     }
@@ -259,39 +293,31 @@ static bool waiter_add(engine *e, pending *p, uint32_t max, uint64_t lock_ms, ui
     return true;
 }
 
-void op_fetch(engine *e, pending *p)
+int claim_fetch(engine *e, pending *p)
 {
     const engine_fetch_args *a = &p->req.u.fetch;
     engine_reply *r = p->reply;
     uint64_t max, lock_ms, wait_ms;
     if (!fetch_check(e, a, &max, &lock_ms, &wait_ms, &r->status))
-        return;
+        return BERTH_OK;
     topic *stack[64] = {0};
-    topic **topics = a->n_topics <= 64 ? stack : calloc(a->n_topics, sizeof(*topics));
+    topic **topics = a->n_topics <= 64 ? stack : mem_calloc(a->n_topics, sizeof(*topics));
     if (topics == NULL) {
-        status_set(&r->status, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
-        return;
+        reply_no_memory(&r->status);
+        return BERTH_OK;
     }
     /* A topic with no struct has no tasks; NULL entries are skipped. */
     for (size_t i = 0; i < a->n_topics; i++)
-        topics[i] = topic_get(e, a->topics[i], strlen(a->topics[i]), false);
-    claim(e, topics, a->n_topics, (uint32_t)max, lock_ms, a->worker_id, r);
+        topics[i] = state_topic(e, a->topics[i], strlen(a->topics[i]), false);
+    int rv = claim_tasks(e, topics, a->n_topics, (uint32_t)max, lock_ms, a->worker_id, r);
     if (topics != stack)
         free(topics);
     /* Answered by the actor unless it becomes a waiter. */
-    if (r->n_tasks > 0 || r->status.code != ENGINE_CODE_OK || wait_ms == 0)
-        return;
+    if (rv != BERTH_OK || r->n_tasks > 0 || r->status.code != ENGINE_CODE_OK || wait_ms == 0)
+        return rv;
     if (!waiter_add(e, p, (uint32_t)max, lock_ms, wait_ms))
-        status_set(&r->status, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
-}
-
-void doorbell_ring(engine *e, topic *tp)
-{
-    if (tp->n_waiters == 0 || tp->rung)
-        return;
-    tp->rung = true;
-    tp->rung_next = e->t.rung;
-    e->t.rung = tp;
+        reply_no_memory(&r->status);
+    return BERTH_OK;
 }
 
 static bool front_due(const topic *tp, uint64_t now)
@@ -300,12 +326,12 @@ static bool front_due(const topic *tp, uint64_t now)
     return x != NULL && x->at <= now;
 }
 
-void claim_wake(engine *e)
+int claim_wake(engine *e)
 {
     uint64_t now = e->t.now_ms;
     for (topic *tp = e->watched; tp != NULL; tp = tp->watch_next)
         if (front_due(tp, now))
-            doorbell_ring(e, tp);
+            turn_doorbell(e, tp);
     while (e->t.rung != NULL) {
         topic *tp = e->t.rung;
         e->t.rung = tp->rung_next;
@@ -317,8 +343,12 @@ void claim_wake(engine *e)
             wait_link *next = l->next;
             waiter *w = l->w;
             engine_reply *r = w->p->reply;
-            claim(e, w->topics, w->n_topics, w->max_tasks, w->lock_ms, w->p->req.u.fetch.worker_id,
-                  r);
+            int rv = claim_tasks(e, w->topics, w->n_topics, w->max_tasks, w->lock_ms,
+                                 w->p->req.u.fetch.worker_id, r);
+            if (rv != BERTH_OK) {
+                waiter_answer(e, w); /* with the turn's failure */
+                return rv;
+            }
             if (r->n_tasks > 0 || r->status.code != ENGINE_CODE_OK)
                 waiter_answer(e, w);
             else
@@ -326,6 +356,7 @@ void claim_wake(engine *e)
             l = next;
         }
     }
+    return BERTH_OK;
 }
 
 void claim_expire(engine *e)
@@ -349,16 +380,13 @@ uint64_t claim_next_due(engine *e)
     return due;
 }
 
-void claim_abort_all(engine *e, engine_code code, const char *why)
+void claim_abort_all(engine *e, const engine_status *st)
 {
     heap_node *x;
     while ((x = heap_min(&e->waits)) != NULL) {
         waiter *w = container_of(x, waiter, deadline);
-        engine_reply *r = w->p->reply;
-        reply_reset(r);
-        status_set(&r->status, code, "%s", why);
-        if (code == ENGINE_CODE_UNAVAILABLE)
-            status_unavailable(&r->status, why);
+        reply_reset(w->p->reply);
+        w->p->reply->status = *st;
         waiter_answer(e, w);
     }
 }

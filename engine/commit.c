@@ -22,12 +22,34 @@
  *   restart recovers what the disk holds. A failed APPEND is different:
  *   nothing of it was applied, and actor.c undoes the turn and goes on.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 
-#include "engine/internal.h"
+#include "engine/commit.h"
+#include "engine/reply.h"
+#include "engine/turn.h"
+#include "store/err.h"
+
+struct committer {
+    pthread_t thread;
+    pthread_mutex_t mu; /* guards the queue and `stopping` */
+    pthread_cond_t cv;
+    struct sealed *head, *tail; /* turns appended, not yet answered */
+    bool stopping;
+    bool joined;             /* the thread has been joined */
+    void (*wake)(void *arg); /* tells the engine thread a sync failed */
+    void *wake_arg;
+    pthread_mutex_t sync_mu;       /* one sync at a time */
+    atomic_uint_fast64_t appended; /* turns appended (engine thread writes) */
+    atomic_uint_fast64_t synced;   /* of those, known durable */
+    atomic_uint_fast64_t syncs;    /* store syncs done */
+    atomic_bool failed;            /* a sync failed: nothing is durable any more */
+    char why[256];                 /* its error, set before `failed` */
+};
 
 /* A turn appended, waiting to be answered. */
 typedef struct sealed {
@@ -41,33 +63,28 @@ typedef struct sealed {
 
 static void deliver(engine *e, pending *p, engine_event *ev, size_t n_ev, bool durable)
 {
-    committer *c = &e->commit;
+    struct committer *c = e->commit;
     if (durable)
         for (size_t i = 0; i < n_ev; i++)
             e->o.on_event(e->o.event_ctx, &ev[i]);
-    events_free(ev, n_ev);
-    while (p != NULL) {
-        pending *next = p->next;
-        /* (an answer already UNAVAILABLE keeps its own reason) */
-        if (!durable && p->reply->status.code != ENGINE_CODE_UNAVAILABLE) {
-            reply_reset(p->reply);
-            char why[400];
-            snprintf(why, sizeof(why),
-                     "the store failed to sync (%s); this request may or may not have been kept",
-                     c->why);
-            status_unavailable(&p->reply->status, why);
-        }
-        p->done(p->arg, p->reply);
-        free(p);
-        p = next;
+    turn_events_free(ev, n_ev);
+    if (!durable) {
+        char why[400];
+        snprintf(why, sizeof(why),
+                 "the store failed to sync (%s); this request may or may not have been kept",
+                 c->why);
+        engine_status st;
+        reply_unavailable(&st, why);
+        turn_refuse(p, &st, true); /* an answer already UNAVAILABLE keeps its reason */
     }
+    turn_release(p);
 }
 
 /* Syncs unless the first `need` appends are known durable. Caller holds
  * c->sync_mu. True when they are. */
 static bool sync_upto(engine *e, uint64_t need)
 {
-    committer *c = &e->commit;
+    struct committer *c = e->commit;
     if (need <= atomic_load(&c->synced))
         return true;
     if (atomic_load(&c->failed))
@@ -81,16 +98,13 @@ static bool sync_upto(engine *e, uint64_t need)
     }
     memcpy(c->why, why, sizeof(why));
     atomic_store(&c->failed, true);
-    /* The engine halts at its next turn: wake it. */
-    pthread_mutex_lock(&e->mu);
-    pthread_cond_signal(&e->cv);
-    pthread_mutex_unlock(&e->mu);
+    c->wake(c->wake_arg); /* the engine halts at its next turn */
     return false;
 }
 
 static void deliver_list(engine *e, sealed *list)
 {
-    uint64_t synced = atomic_load(&e->commit.synced);
+    uint64_t synced = atomic_load(&e->commit->synced);
     while (list != NULL) {
         sealed *next = list->next;
         deliver(e, list->answered, list->events, list->n_events, list->need <= synced);
@@ -102,7 +116,7 @@ static void deliver_list(engine *e, sealed *list)
 
 static void commit_list(engine *e, sealed *list)
 {
-    committer *c = &e->commit;
+    struct committer *c = e->commit;
     uint64_t need = 0;
     for (sealed *s = list; s != NULL; s = s->next)
         if (s->need > need)
@@ -116,7 +130,7 @@ static void commit_list(engine *e, sealed *list)
 static void *committer_main(void *arg)
 {
     engine *e = arg;
-    committer *c = &e->commit;
+    struct committer *c = e->commit;
     prctl(PR_SET_NAME, "berth-commit", 0, 0, 0);
     pthread_mutex_lock(&c->mu);
     for (;;) {
@@ -134,65 +148,90 @@ static void *committer_main(void *arg)
     return NULL;
 }
 
-int commit_start(engine *e)
+int commit_start(engine *e, void (*wake)(void *arg), void *arg)
 {
-    committer *c = &e->commit;
+    struct committer *c = mem_calloc(1, sizeof(*c));
+    if (c == NULL)
+        return BERTH_ENOMEM;
+    c->wake = wake;
+    c->wake_arg = arg;
+    atomic_init(&c->appended, 0);
+    atomic_init(&c->synced, 0);
+    atomic_init(&c->syncs, 0);
+    atomic_init(&c->failed, false);
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->sync_mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    e->commit = c;
     if (pthread_create(&c->thread, NULL, committer_main, e) != 0) {
         pthread_mutex_destroy(&c->mu);
         pthread_mutex_destroy(&c->sync_mu);
         pthread_cond_destroy(&c->cv);
+        free(c);
+        e->commit = NULL;
         return BERTH_ENOMEM;
     }
-    c->started = true;
     return BERTH_OK;
 }
 
 void commit_stop(engine *e)
 {
-    committer *c = &e->commit;
-    if (!c->started)
+    struct committer *c = e->commit;
+    if (c == NULL || c->joined)
         return;
     pthread_mutex_lock(&c->mu);
     c->stopping = true;
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->thread, NULL);
+    c->joined = true;
+}
+
+void commit_free(engine *e)
+{
+    struct committer *c = e->commit;
+    if (c == NULL)
+        return;
+    commit_stop(e);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->sync_mu);
     pthread_cond_destroy(&c->cv);
-    c->started = false;
+    free(c);
+    e->commit = NULL;
 }
 
 void commit_appended(engine *e)
 {
-    atomic_fetch_add(&e->commit.appended, 1);
+    atomic_fetch_add(&e->commit->appended, 1);
 }
 
 bool commit_failed(engine *e)
 {
-    return atomic_load(&e->commit.failed);
+    return e->commit != NULL && atomic_load(&e->commit->failed);
 }
 
 const char *commit_failure(engine *e)
 {
-    return atomic_load(&e->commit.failed) ? e->commit.why : "";
+    return commit_failed(e) ? e->commit->why : "";
+}
+
+uint64_t commit_syncs(engine *e)
+{
+    return e->commit != NULL ? atomic_load(&e->commit->syncs) : 0;
 }
 
 void commit_turn(engine *e, bool with_events)
 {
     turn *t = &e->t;
-    committer *c = &e->commit;
-    size_t n_ev = with_events ? t->n_events : 0;
+    struct committer *c = e->commit;
+    size_t n_ev = with_events ? t->events.n : 0;
     uint64_t need = atomic_load(&c->appended);
     if (t->answered == NULL && n_ev == 0 && need <= atomic_load(&c->synced))
         return;
     size_t names = 0;
     for (size_t i = 0; i < n_ev; i++)
-        names += strlen(t->events[i].topic) + 1;
-    sealed *s = malloc(sizeof(*s) + names);
+        names += strlen(t->events.v[i].topic) + 1;
+    sealed *s = mem_alloc(sizeof(*s) + names);
     if (s == NULL) {
         /* No memory to hand the turn over: sync and answer it here. Its
          * events are dropped (they are best effort), so that on_event
@@ -200,11 +239,11 @@ void commit_turn(engine *e, bool with_events)
         pthread_mutex_lock(&c->sync_mu);
         bool durable = sync_upto(e, need);
         pthread_mutex_unlock(&c->sync_mu);
-        deliver(e, t->answered, t->events, 0, durable);
+        deliver(e, t->answered, NULL, 0, durable);
         t->answered = t->answered_tail = NULL;
         if (with_events) {
-            events_free(t->events, t->n_events);
-            t->n_events = 0;
+            turn_events_free(t->events.v, t->events.n);
+            t->events.n = 0;
         }
         return;
     }
@@ -217,14 +256,14 @@ void commit_turn(engine *e, bool with_events)
     if (n_ev > 0) {
         char *at = s->names;
         for (size_t i = 0; i < n_ev; i++) {
-            size_t len = strlen(t->events[i].topic) + 1;
-            memcpy(at, t->events[i].topic, len);
-            t->events[i].topic = at;
+            size_t len = strlen(t->events.v[i].topic) + 1;
+            memcpy(at, t->events.v[i].topic, len);
+            t->events.v[i].topic = at;
             at += len;
         }
-        s->events = t->events;
-        t->events = NULL;
-        t->n_events = t->cap_events = 0;
+        s->events = t->events.v; /* the array goes with the turn */
+        t->events.v = NULL;
+        t->events.n = t->events.cap = 0;
     }
     pthread_mutex_lock(&c->mu);
     if (c->tail)
@@ -236,10 +275,9 @@ void commit_turn(engine *e, bool with_events)
     pthread_mutex_unlock(&c->mu);
 }
 
-void engine_durability(engine *e, engine_durable *out)
+void commit_durability(engine *e, engine_durable *out)
 {
-    out->turns = atomic_load(&e->commit.turns);
-    out->appended = atomic_load(&e->commit.appended);
-    out->synced = atomic_load(&e->commit.synced);
+    out->appended = atomic_load(&e->commit->appended);
+    out->synced = atomic_load(&e->commit->synced);
     out->syncs_held = (uint32_t)store_syncs_waiting(e->store);
 }

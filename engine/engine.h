@@ -17,6 +17,21 @@
  *   maps the wire onto engine_request / engine_reply, and tests drive it in
  *   process.
  *
+ * FILES, AND WHO CALLS WHOM
+ *   The engine's files call each other in one direction only (no cycle;
+ *   tools/check-layers.sh checks it in CI from the includes, and every
+ *   function is declared in the header of the file that defines it):
+ *
+ *     actor.c            the queue, the threads, sleeping, running a turn
+ *       -> submit, claim, guard, admin, relay   request handlers, sinks
+ *       -> commit                                the commit thread
+ *       -> recover                               memory from the store
+ *     handlers -> intake -> state -> turn -> reply -> mem
+ *     (check, heap, table, clock, mem: leaves; core.h: types only)
+ *
+ *   Nothing below the actor sees its queue or its threads, and the commit
+ *   thread wakes the actor through a callback it was given.
+ *
  * OWNERSHIP
  *   engine_exec() borrows the request: every byte it points to must stay
  *   valid until done() is called. done() is called EXACTLY ONCE, on the
@@ -66,6 +81,7 @@ typedef enum engine_verdict {
 /* Engine codes carried by intake refusals (R10) and call replies. */
 #define ENGINE_EC_VALIDATION_REJECTED "VALIDATION_REJECTED" /* never helps to retry */
 #define ENGINE_EC_ENGINE_UNAVAILABLE  "ENGINE_UNAVAILABLE"  /* may help later */
+#define ENGINE_EC_INTERNAL            "ENGINE_INTERNAL" /* a fault in berth: retrying will not help */
 
 #define ENGINE_ID_STR (BERTH_ID_STR_LEN + 1) /* printable id with its NUL */
 
@@ -287,7 +303,9 @@ typedef struct engine_reply {
     /* COMPLETE_BATCH: one per item, in order */
     engine_status *statuses;
     size_t n_statuses;
-    /* COMPLETE: absorbed by inbox dedup */
+    /* COMPLETE: intake absorbed it as a repeat (none in this version: a
+     * completion and its task's delete are one batch, so a task is never
+     * completed twice; a repeat finds no task, NOT_FOUND) */
     bool duplicate;
     /* FAIL */
     bool terminal;
@@ -420,12 +438,8 @@ void engine_tick(engine *e);
 typedef enum engine_failpoint {
     /* The pull sink answers Retry instead of parking. */
     ENGINE_FP_PARK = 1,
-    /* A completion commits its dispatch, then the engine halts before the
-     * delete, as a process killed between the two would. Every request
-     * from then on is answered UNAVAILABLE until the engine is reopened. */
-    ENGINE_FP_CRASH_AFTER_DISPATCH,
     /* The next store writes fail (the store's own failpoint). */
-    ENGINE_FP_STORE_WRITE,
+    ENGINE_FP_STORE_WRITE = 3,
     /* The next store reads fail. */
     ENGINE_FP_STORE_READ,
     /* The next store syncs fail. Whether the turns written since the last
@@ -440,6 +454,11 @@ typedef enum engine_failpoint {
 
 /* The next n hits of fp fail. */
 void engine_failpoint_set(engine *e, engine_failpoint fp, int n);
+/* The allocation seam (process-wide, any thread): the nth allocation the
+ * engine makes from now on fails, once; 0 disarms. fired: whether it has
+ * failed since it was armed (a walk over n ends when it no longer does). */
+void engine_fault_alloc(uint64_t nth);
+bool engine_fault_alloc_fired(void);
 /* How far durability has got; any thread (tests). */
 typedef struct engine_durable {
     uint64_t turns;      /* turns the actor has finished, writing or not */

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "engine/mem.h"
 #include "store/err.h"
 
 /* A node in run r has pos RUN_MARK(r); array indexes stay far below. */
@@ -155,7 +156,7 @@ int heap_push(heap *h, heap_node *x)
 {
     if (h->n == h->cap) { /* room in the array for every node held */
         size_t cap = h->cap ? h->cap * 2 : 16;
-        heap_node **v = realloc(h->v, cap * sizeof(*v));
+        heap_node **v = mem_realloc(h->v, cap * sizeof(*v));
         if (v == NULL)
             return BERTH_ENOMEM;
         h->v = v;

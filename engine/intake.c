@@ -7,12 +7,11 @@
  * channel could not:
  *   1. Validation: the channel's reply size ceiling and allowed content
  *      types, and no header under the reserved "berth-" prefix.
- *   2. Dedup: the delivery's idempotency key (its sequence) in the inbox column
- *      family. A key seen inside the dedup horizon is absorbed: OK, and
- *      nothing happens twice. The caller says when the key cannot have
- *      been seen (maybe_seen false), which spares the read, and records
- *      the key (intake_remember) when the message's source outlives the
- *      batch and could offer it again.
+ *   2. Dedup: none is needed for completions. A completion's dispatch and
+ *      its task's delete share one batch (guard.c), so a completion cannot
+ *      be offered twice: a repeat finds no task. The inbox column family
+ *      is kept for sources that outlive their batch; none does in this
+ *      format version.
  *   3. Correlation: the parked headers carry a call's instance; a task
  *      that is not a call has none and correlates with nothing.
  * A refusal carries an engine code and says whether retrying can help:
@@ -21,10 +20,14 @@
  *
  * Engine thread only; writes go into the turn's batch.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "engine/check.h"
+#include "engine/intake.h"
+#include "engine/reply.h"
+#include "store/err.h"
 
 __attribute__((format(printf, 5, 6))) static int
 refuse(engine_status *st, engine_code code, const char *ec, bool retryable, const char *fmt, ...)
@@ -83,34 +86,10 @@ static int correlate(engine *e, const inbound *in, engine_status *st)
                   "the task belongs to a call, and this build does not serve calls");
 }
 
-int intake_dispatch(engine *e, const inbound *in, engine_status *st, bool *duplicate)
+int intake_dispatch(engine *e, const inbound *in, engine_status *st)
 {
-    *duplicate = false;
     int rv = validate(e, in, st);
     if (rv != BERTH_OK)
         return rv;
-
-    store_value v;
-    rv = in->maybe_seen ? store_get(e->store, STORE_CF_INBOX, in->key, in->key_len, &v)
-                        : BERTH_ENOTFOUND;
-    if (rv == BERTH_OK) {
-        bool alive = store_dedup_alive(v.data, v.len, e->t.now_ms, e->o.dedup_horizon_ms);
-        store_value_free(&v);
-        if (alive) {
-            *duplicate = true;
-            return BERTH_OK;
-        }
-    } else if (rv != BERTH_ENOTFOUND) {
-        return refuse(st, ENGINE_CODE_UNAVAILABLE, ENGINE_EC_ENGINE_UNAVAILABLE, true,
-                      "the inbox could not be read: try again later");
-    }
-
     return correlate(e, in, st);
-}
-
-void intake_remember(engine *e, const inbound *in)
-{
-    uint8_t at[STORE_DEDUP_TIME_LEN];
-    store_put_be64(at, e->t.now_ms);
-    store_batch_put(e->batch, STORE_CF_INBOX, in->key, in->key_len, at, sizeof(at));
 }

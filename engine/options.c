@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "engine/check.h"
+#include "store/err.h"
 
 void engine_options_default(engine_options *o)
 {

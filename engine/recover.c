@@ -2,7 +2,7 @@
  * recover.c — rebuilds the engine's memory from the store.
  *
  * Called by engine_open(), and after a turn whose write failed (with
- * state_clear() first): the store is the truth, so reading it back is the
+ * recover_clear() first): the store is the truth, so reading it back is the
  * one way to make memory match it, and this path is exercised by every
  * restart test. The cost is a scan of the tasks and outbox column families
  * (bodies are decoded for their topic and order, payloads are not kept);
@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "engine/recover.h"
+#include "engine/state.h"
+#include "store/err.h"
 
 typedef struct load_ctx {
     engine *e;
@@ -55,18 +57,17 @@ static int load_task_body(load_ctx *c, uint64_t seq, const void *v, size_t vl)
         return rv;
     engine *e = c->e;
     /* Without a state row the task was never claimed. */
-    topic *tp = topic_get(e, b.topic, strlen(b.topic), true);
-    task *t = tp ? task_new(e, b.id, tp, seq, b.created_at_ms, vl) : NULL;
+    topic *tp = state_topic(e, b.topic, strlen(b.topic), true);
+    task *t = tp ? state_task_new(e, b.id, tp, seq, b.created_at_ms, vl) : NULL;
     if (t == NULL) {
         store_body_clear(&b);
         return BERTH_ENOMEM;
     }
     t->has_instance = b.has_instance;
-    t->recovered = true;
-    task_keep_body(e, t, NULL, v, vl);
     store_body_clear(&b);
-    if (table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK) {
-        task_free(e, t);
+    if (state_task_keep_body(e, t, NULL, v, vl) != BERTH_OK ||
+        table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK) {
+        state_task_free(e, t);
         return BERTH_ENOMEM;
     }
     c->last = t;
@@ -85,16 +86,20 @@ static int load_task_state(load_ctx *c, uint64_t seq, const void *v, size_t vl)
     t->available_at_ms = s.available_at_ms;
     t->has_lock = s.has_lock_token && s.worker_id != NULL;
     memcpy(t->lock_token, s.lock_token, BERTH_ID_LEN);
-    t->worker_id = strdup_or_null(s.worker_id);
+    t->worker_id = mem_strdup(s.worker_id);
+    if (s.worker_id != NULL && t->worker_id == NULL) {
+        store_task_state_clear(&s);
+        return BERTH_ENOMEM;
+    }
     t->lock_expires_at_ms = s.lock_expires_at_ms;
     t->claims = s.claims;
     t->retries_left = s.retries_left;
     t->failures = s.failures;
     t->terminal = s.terminal;
     engine_error err = {s.last_error.code, s.last_error.message, s.last_error.details};
-    task_set_error(t, &err);
+    int rv = state_task_set_error(t, &err);
     store_task_state_clear(&s);
-    return BERTH_OK;
+    return rv;
 }
 
 static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t vl)
@@ -104,8 +109,8 @@ static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t v
     if (rv != BERTH_OK)
         return rv;
     engine *e = c->e;
-    delivery *d = calloc(1, sizeof(*d));
-    topic *tp = d ? topic_get(e, b.topic, strlen(b.topic), true) : NULL;
+    delivery *d = mem_calloc(1, sizeof(*d));
+    topic *tp = d ? state_topic(e, b.topic, strlen(b.topic), true) : NULL;
     if (tp == NULL) {
         free(d);
         store_body_clear(&b);
@@ -121,7 +126,7 @@ static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t v
     d->due.seq = seq;
     store_body_clear(&b);
     if (table_put(&e->deliveries, d->id, BERTH_ID_LEN, d) != BERTH_OK) {
-        delivery_free(d);
+        state_delivery_free(d);
         return BERTH_ENOMEM;
     }
     c->last = d;
@@ -140,10 +145,11 @@ static int load_delivery_state(load_ctx *c, uint64_t seq, const void *v, size_t 
     d->attempts = s.attempts;
     d->due.at = s.next_attempt_at_ms;
     d->poisoned = s.poisoned;
-    d->err_message = strdup_or_null(s.last_error.message);
+    d->err_message = mem_strdup(s.last_error.message);
     d->has_state_row = true;
+    bool oom = s.last_error.message != NULL && d->err_message == NULL;
     store_delivery_state_clear(&s);
-    return BERTH_OK;
+    return oom ? BERTH_ENOMEM : BERTH_OK;
 }
 
 typedef int (*row_fn)(load_ctx *c, uint64_t seq, const void *v, size_t vl);
@@ -190,7 +196,7 @@ static int index_all(engine *e)
             t->topic->n_terminal++;
             continue;
         }
-        t->ready.at = task_fetchable_at(t);
+        t->ready.at = state_fetchable_at(t);
         t->ready.seq = t->seq;
         if (heap_push(&t->topic->ready, &t->ready) != BERTH_OK)
             return BERTH_ENOMEM;
@@ -226,7 +232,7 @@ static int scan_incident_seq(load_ctx *c)
     return rv;
 }
 
-int state_load(engine *e, char *err, size_t errlen)
+int recover_load(engine *e, char *err, size_t errlen)
 {
     load_ctx c = {.e = e, .err = err, .errlen = errlen};
     int rv = load_rows(&c, STORE_CF_TASKS, load_task_body, load_task_state);
@@ -236,13 +242,15 @@ int state_load(engine *e, char *err, size_t errlen)
         rv = scan_incident_seq(&c);
     if (rv == BERTH_OK)
         rv = index_all(e);
-    task_evict_bodies(e); /* the store holds them: keep only the budget */
+    state_task_evict_bodies(e); /* the store holds them: keep only the budget */
+    if (rv == BERTH_ENOMEM && err != NULL && err[0] == '\0')
+        snprintf(err, errlen, "out of memory");
     if (c.max_seq + 1 > e->next_seq)
         e->next_seq = c.max_seq + 1;
     return rv;
 }
 
-void state_clear(engine *e)
+void recover_clear(engine *e)
 {
     /* Heaps first: emptying one touches its nodes, which live in the
      * objects freed below. */
@@ -256,14 +264,14 @@ void state_clear(engine *e)
     i = 0;
     task *t;
     while ((t = table_next(&e->tasks, &i)) != NULL)
-        task_free(e, t);
+        state_task_free(e, t);
     table_clear(&e->tasks);
     i = 0;
     delivery *d;
     while ((d = table_next(&e->deliveries, &i)) != NULL)
-        delivery_free(d);
+        state_delivery_free(d);
     table_clear(&e->deliveries);
     e->n_poisoned = 0;
-    e->t.n_fresh = 0;
-    e->t.n_evict = 0;
+    e->t.fresh.n = 0;
+    e->t.evict.n = 0;
 }

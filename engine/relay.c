@@ -21,12 +21,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "engine/check.h"
+#include "engine/fault.h"
+#include "engine/relay.h"
+#include "engine/reply.h"
+#include "engine/state.h"
+#include "engine/turn.h"
+#include "store/err.h"
 
 typedef enum sink_result {
     SINK_DELIVERED,
     SINK_RETRY,
     SINK_REJECT,
+    SINK_FAILED, /* the sink left the turn half-applied (turn_fail): stop */
 } sink_result;
 
 typedef struct sink {
@@ -48,21 +55,6 @@ static const sink *sink_for(const topic *t)
     return &sinks[0];
 }
 
-static bool parked_push(engine *e, const uint8_t id[BERTH_ID_LEN])
-{
-    turn *t = &e->t;
-    if (t->n_parked == t->cap_parked) {
-        size_t cap = t->cap_parked ? t->cap_parked * 2 : 64;
-        uint8_t(*v)[BERTH_ID_LEN] = realloc(t->parked, cap * sizeof(*v));
-        if (v == NULL)
-            return false;
-        t->parked = v;
-        t->cap_parked = cap;
-    }
-    memcpy(t->parked[t->n_parked++], id, BERTH_ID_LEN);
-    return true;
-}
-
 /* A fresh delivery's outbox row goes into the batch after all. */
 static void write_fresh_body(engine *e, delivery *d)
 {
@@ -74,12 +66,12 @@ static void write_fresh_body(engine *e, delivery *d)
     free(d->body);
     d->body = NULL;
     d->fresh = false;
-    e->t.fresh[d->fresh_idx] = NULL;
+    e->t.fresh.v[d->fresh_idx] = NULL;
 }
 
 static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
 {
-    if (failpoint_take(&e->fp_park)) {
+    if (fault_take(&e->fp_park)) {
         *reason = "park failed: failpoint";
         return SINK_RETRY;
     }
@@ -96,7 +88,7 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
         body = v.data;
         body_len = v.len;
     }
-    task *t = task_new(e, d->id, d->topic, d->seq, d->created_at_ms, body_len);
+    task *t = state_task_new(e, d->id, d->topic, d->seq, d->created_at_ms, body_len);
     if (t == NULL)
         goto oom;
     if (table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK)
@@ -106,21 +98,30 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
         goto oom_free;
     }
     t->has_instance = false; /* pull deliveries of this build carry no call */
-    if (!d->fresh && !parked_push(e, d->id)) {
+    berth_id_bytes *parked = d->fresh ? NULL : VEC_ADD(&e->t.parked);
+    if (!d->fresh && parked == NULL) {
         heap_remove(&d->topic->ready, &t->ready);
         table_del(&e->tasks, t->id, BERTH_ID_LEN);
         goto oom_free;
     }
+    if (parked != NULL)
+        memcpy(parked->b, d->id, BERTH_ID_LEN);
 
     store_batch_put(e->batch, STORE_CF_TASKS, key, sizeof(key), body, body_len);
-    /* The body stays in memory for the claim and the completion to come. */
+    /* The body stays in memory for the claim and the completion to come.
+     * From here the park is half-applied: a failure fails the turn. */
+    int rv;
     if (d->fresh) {
-        task_keep_body(e, t, d->body, NULL, body_len);
+        rv = state_task_keep_body(e, t, d->body, NULL, body_len);
         d->body = NULL;
     } else {
-        task_keep_body(e, t, NULL, body, body_len);
+        rv = state_task_keep_body(e, t, NULL, body, body_len);
     }
     store_value_free(&v);
+    if (rv != BERTH_OK) {
+        *reason = "park failed: out of memory";
+        return SINK_FAILED;
+    }
     if (!d->fresh) {
         store_batch_single_delete(e->batch, STORE_CF_OUTBOX, key, sizeof(key));
         if (d->has_state_row) {
@@ -129,7 +130,7 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
         }
     }
     turn_event(e, ENGINE_EVENT_TASK_PARKED, t->topic, t->id, NULL, 0);
-    doorbell_ring(e, t->topic);
+    turn_doorbell(e, t->topic);
     return SINK_DELIVERED;
 
 oom_free:
@@ -140,112 +141,138 @@ oom:
     return SINK_RETRY;
 }
 
-static void relay_poison(engine *e, delivery *d, const char *reason)
+static int relay_poison(engine *e, delivery *d, const char *reason)
 {
     d->poisoned = true;
     e->n_poisoned++;
     write_fresh_body(e, d);
-    if (delivery_put_state(e, d) != BERTH_OK ||
-        incident_put(e, STORE_INCIDENT_DELIVERY_POISONED, d->id, d->topic, "DELIVERY_POISONED",
-                     reason) != BERTH_OK) {
-        e->t.abort = true;
-        return;
-    }
+    int rv = state_delivery_put(e, d);
+    if (rv == BERTH_OK)
+        rv = state_incident_put(e, STORE_INCIDENT_DELIVERY_POISONED, d->id, d->topic,
+                                "DELIVERY_POISONED", reason);
+    if (rv != BERTH_OK)
+        return rv;
     engine_error err = {.code = "DELIVERY_POISONED", .message = d->err_message};
     turn_event(e, ENGINE_EVENT_DELIVERY_POISONED, d->topic, d->id, &err, 0);
+    return BERTH_OK;
+}
+
+/* Keeps reason as d's last error (an allocation failure fails the turn). */
+static int note_error(engine *e, delivery *d, const char *reason)
+{
+    char *m = mem_strdup(reason);
+    if (m == NULL)
+        return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED,
+                         "out of memory recording a delivery's failure");
+    free(d->err_message);
+    d->err_message = m;
+    return BERTH_OK;
 }
 
 /* A failed attempt: back off on the outbox curve, or poison at the
  * ceiling. d is out of the due index. */
-static void relay_retry(engine *e, delivery *d, const char *reason)
+static int relay_retry(engine *e, delivery *d, const char *reason)
 {
     d->attempts++;
-    free(d->err_message);
-    d->err_message = strdup(reason);
-    if (e->o.delivery_attempts > 0 && d->attempts >= e->o.delivery_attempts) {
-        relay_poison(e, d, reason);
-        return;
-    }
+    int rv = note_error(e, d, reason);
+    if (rv != BERTH_OK)
+        return rv;
+    if (e->o.delivery_attempts > 0 && d->attempts >= e->o.delivery_attempts)
+        return relay_poison(e, d, reason);
     d->due.at =
-        e->t.now_ms + engine_backoff(e->o.delivery_backoff_initial_ms, e->o.delivery_backoff_max_ms,
-                                     d->attempts, e->o.backoff_jitter);
+        e->t.now_ms + check_backoff(e->o.delivery_backoff_initial_ms, e->o.delivery_backoff_max_ms,
+                                    d->attempts, e->o.backoff_jitter);
     write_fresh_body(e, d);
-    if (heap_push(&e->outbox, &d->due) != BERTH_OK || delivery_put_state(e, d) != BERTH_OK)
-        e->t.abort = true;
+    if (heap_push(&e->outbox, &d->due) != BERTH_OK)
+        return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory re-queueing a delivery");
+    return state_delivery_put(e, d);
 }
 
-void relay_run(engine *e)
+int relay_run(engine *e)
 {
     uint64_t now = e->t.now_ms;
     if (now < e->write_retry_at_ms)
-        return; /* the store is failing: do not pile up attempts */
+        return BERTH_OK; /* the store is failing: do not pile up attempts */
     heap_node *x;
     for (uint32_t n = 0;
          n < e->o.relay_max_per_turn && (x = heap_min(&e->outbox)) != NULL && x->at <= now; n++) {
         delivery *d = container_of(x, delivery, due);
         heap_remove(&e->outbox, x);
         const char *reason = NULL;
+        int rv = BERTH_OK;
         switch (sink_for(d->topic)->deliver(e, d, &reason)) {
         case SINK_DELIVERED:
             if (d->fresh)
-                e->t.fresh[d->fresh_idx] = NULL;
+                e->t.fresh.v[d->fresh_idx] = NULL;
             table_del(&e->deliveries, d->id, BERTH_ID_LEN);
-            delivery_free(d);
+            state_delivery_free(d);
             break;
         case SINK_RETRY:
-            relay_retry(e, d, reason);
+            rv = relay_retry(e, d, reason);
             break;
         case SINK_REJECT:
-            free(d->err_message);
-            d->err_message = strdup(reason);
-            relay_poison(e, d, reason);
+            rv = note_error(e, d, reason);
+            if (rv == BERTH_OK)
+                rv = relay_poison(e, d, reason);
+            break;
+        case SINK_FAILED:
+            rv = turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "%s", reason);
             break;
         }
+        if (rv != BERTH_OK)
+            return rv;
     }
+    return BERTH_OK;
 }
 
 void relay_flush_fresh(engine *e)
 {
-    for (size_t i = 0; i < e->t.n_fresh; i++)
-        if (e->t.fresh[i] != NULL)
-            write_fresh_body(e, e->t.fresh[i]);
-    e->t.n_fresh = 0;
+    for (size_t i = 0; i < e->t.fresh.n; i++)
+        if (e->t.fresh.v[i] != NULL)
+            write_fresh_body(e, e->t.fresh.v[i]);
+    e->t.fresh.n = 0;
 }
 
-void relay_parks_failed(engine *e, const uint8_t (*ids)[BERTH_ID_LEN], size_t n, const char *why)
+int relay_parks_failed(engine *e, const berth_id_bytes *ids, size_t n, const char *why)
 {
     for (size_t i = 0; i < n; i++) {
-        delivery *d = table_get(&e->deliveries, ids[i], BERTH_ID_LEN);
+        delivery *d = table_get(&e->deliveries, ids[i].b, BERTH_ID_LEN);
         if (d == NULL || d->poisoned)
             continue;
         heap_remove(&e->outbox, &d->due);
-        relay_retry(e, d, why);
+        int rv = relay_retry(e, d, why);
+        if (rv != BERTH_OK)
+            return rv;
     }
+    return BERTH_OK;
 }
 
-void op_retry_delivery(engine *e, pending *p)
+int relay_retry_delivery(engine *e, pending *p)
 {
     engine_status *st = &p->reply->status;
     uint8_t id[BERTH_ID_LEN];
     if (berth_id_parse(p->req.u.retry_delivery.id, id) != BERTH_OK) {
-        status_set(st, ENGINE_CODE_INVALID_ARGUMENT, "id: not a delivery id (32 hex digits)");
-        return;
+        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "id: not a delivery id (32 hex digits)");
+        return BERTH_OK;
     }
     delivery *d = table_get(&e->deliveries, id, BERTH_ID_LEN);
     if (d == NULL) {
-        status_set(st, ENGINE_CODE_NOT_FOUND, "no delivery %s in the outbox",
-                   p->req.u.retry_delivery.id);
-        return;
+        reply_status(st, ENGINE_CODE_NOT_FOUND, "no delivery %s in the outbox",
+                     p->req.u.retry_delivery.id);
+        return BERTH_OK;
     }
     if (!d->poisoned) {
-        status_set(st, ENGINE_CODE_FAILED_PRECONDITION, "delivery %s is not poisoned",
-                   p->req.u.retry_delivery.id);
-        return;
+        reply_status(st, ENGINE_CODE_FAILED_PRECONDITION, "delivery %s is not poisoned",
+                     p->req.u.retry_delivery.id);
+        return BERTH_OK;
+    }
+    d->due.at = e->t.now_ms;
+    if (heap_push(&e->outbox, &d->due) != BERTH_OK) {
+        reply_no_memory(st); /* nothing changed yet */
+        return BERTH_OK;
     }
     d->poisoned = false;
     e->n_poisoned--;
     d->attempts = 0;
-    d->due.at = e->t.now_ms;
-    if (heap_push(&e->outbox, &d->due) != BERTH_OK || delivery_put_state(e, d) != BERTH_OK)
-        e->t.abort = true;
+    return state_delivery_put(e, d);
 }

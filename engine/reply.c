@@ -1,16 +1,12 @@
-/*
- * reply.c — engine replies and statuses.
- *
- * A reply owns everything its pointers reach: blocks chained on r->priv,
- * each released (after its optional finaliser) by engine_reply_free(). So
- * a fetch's payloads point straight into the decoded bodies, with no copy.
- */
+/* reply.c — see reply.h. */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/internal.h"
+#include "engine/mem.h"
+#include "engine/reply.h"
 
 typedef struct reply_block {
     struct reply_block *next;
@@ -20,7 +16,7 @@ typedef struct reply_block {
 
 engine_reply *reply_alloc(engine_op op)
 {
-    engine_reply *r = calloc(1, sizeof(*r));
+    engine_reply *r = mem_calloc(1, sizeof(*r));
     if (r != NULL)
         r->op = op;
     return r;
@@ -28,7 +24,7 @@ engine_reply *reply_alloc(engine_op op)
 
 static void *block_add(engine_reply *r, size_t n, void (*fini)(void *))
 {
-    reply_block *b = calloc(1, sizeof(*b) + n);
+    reply_block *b = mem_calloc(1, sizeof(*b) + n);
     if (b == NULL)
         return NULL;
     b->fini = fini;
@@ -86,7 +82,7 @@ void engine_reply_free(engine_reply *r)
     free(r);
 }
 
-void status_set(engine_status *st, engine_code code, const char *fmt, ...)
+void reply_status(engine_status *st, engine_code code, const char *fmt, ...)
 {
     memset(st, 0, sizeof(*st));
     st->code = code;
@@ -96,18 +92,25 @@ void status_set(engine_status *st, engine_code code, const char *fmt, ...)
     va_end(ap);
 }
 
-void status_over_ceiling(engine_status *st, const char *field, uint64_t value, uint64_t limit)
+void reply_over_ceiling(engine_status *st, const char *field, uint64_t value, uint64_t limit)
 {
-    status_set(st, ENGINE_CODE_INVALID_ARGUMENT, "%s: %" PRIu64 " is over the ceiling %" PRIu64,
-               field, value, limit);
+    reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "%s: %" PRIu64 " is over the ceiling %" PRIu64,
+                 field, value, limit);
     snprintf(st->field, sizeof(st->field), "%s", field);
     st->has_limit = true;
     st->limit = limit;
 }
 
-void status_unavailable(engine_status *st, const char *what)
+void reply_unavailable(engine_status *st, const char *what)
 {
-    status_set(st, ENGINE_CODE_UNAVAILABLE, "%s", what);
+    reply_status(st, ENGINE_CODE_UNAVAILABLE, "%s", what);
+    st->engine_code = ENGINE_EC_ENGINE_UNAVAILABLE;
+    st->retryable = true;
+}
+
+void reply_no_memory(engine_status *st)
+{
+    reply_status(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory: nothing was done; try again");
     st->engine_code = ENGINE_EC_ENGINE_UNAVAILABLE;
     st->retryable = true;
 }

@@ -1,9 +1,6 @@
 /*
- * state.c — the engine's objects (topics, tasks, deliveries, incidents):
- * how each is found, indexed, written into the turn's batch and freed.
- * Every mutation of a persisted field is followed, in the same turn, by
- * the *_put_state that writes it; the invariant checks at the bottom hold
- * between turns.
+ * state.c — see state.h. The invariant checks at the bottom hold between
+ * turns.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -12,22 +9,25 @@
 
 #include <sodium.h>
 
-#include "engine/internal.h"
+#include "engine/reply.h"
+#include "engine/state.h"
+#include "engine/turn.h"
+#include "store/err.h"
 
-const channel *channel_find(engine *e, const char *name)
+const channel *state_channel(engine *e, const char *name)
 {
     return table_get(&e->channels, name, strlen(name));
 }
 
-topic *topic_get(engine *e, const char *name, size_t len, bool create)
+topic *state_topic(engine *e, const char *name, size_t len, bool create)
 {
     topic *t = table_get(&e->topics, name, len);
     if (t != NULL || !create)
         return t;
-    t = calloc(1, sizeof(*t));
+    t = mem_calloc(1, sizeof(*t));
     if (t == NULL)
         return NULL;
-    t->name = malloc(len + 1);
+    t->name = mem_alloc(len + 1);
     if (t->name == NULL) {
         free(t);
         return NULL;
@@ -35,7 +35,7 @@ topic *topic_get(engine *e, const char *name, size_t len, bool create)
     memcpy(t->name, name, len);
     t->name[len] = '\0';
     t->name_len = len;
-    t->chan = channel_find(e, t->name);
+    t->chan = state_channel(e, t->name);
     heap_init(&t->ready);
     if (table_put(&e->topics, t->name, len, t) != BERTH_OK) {
         free(t->name);
@@ -51,7 +51,7 @@ static bool topic_unused(const topic *tp)
            !tp->rung;
 }
 
-void topic_maybe_idle(engine *e, topic *tp)
+void state_topic_maybe_idle(engine *e, topic *tp)
 {
     if (tp->idle_listed || !topic_unused(tp))
         return;
@@ -60,13 +60,13 @@ void topic_maybe_idle(engine *e, topic *tp)
     e->idle = tp;
 }
 
-void topics_reap(engine *e, bool all)
+void state_topics_reap(engine *e, bool all)
 {
     if (all) {
         size_t i = 0;
         topic *tp;
         while ((tp = table_next(&e->topics, &i)) != NULL)
-            topic_maybe_idle(e, tp); /* (listing does not change the table) */
+            state_topic_maybe_idle(e, tp); /* (listing does not change the table) */
     }
     while (e->idle != NULL) {
         topic *tp = e->idle;
@@ -81,14 +81,14 @@ void topics_reap(engine *e, bool all)
     }
 }
 
-void task_reindex(engine *e, task *t)
+void state_task_reindex(engine *e, task *t)
 {
-    t->ready.at = task_fetchable_at(t);
+    t->ready.at = state_fetchable_at(t);
     if (heap_has(&t->ready))
         heap_fix(&t->topic->ready, &t->ready);
 }
 
-int task_put_state(engine *e, task *t)
+int state_task_put(engine *e, task *t)
 {
     store_task_state r = {
         .available_at_ms = t->available_at_ms,
@@ -102,16 +102,15 @@ int task_put_state(engine *e, task *t)
         .last_error = {t->err_code, t->err_message, t->err_details},
     };
     memcpy(r.lock_token, t->lock_token, BERTH_ID_LEN);
-    int rv = store_task_state_encode(&r, &e->buf);
-    if (rv != BERTH_OK)
-        return rv;
+    if (store_task_state_encode(&r, &e->buf) != BERTH_OK)
+        return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory writing a task's state");
     uint8_t key[STORE_ROW_KEY_LEN];
     store_row_key(key, t->seq, STORE_KIND_STATE);
     store_batch_put(e->batch, STORE_CF_TASKS, key, sizeof(key), e->buf.data, e->buf.len);
     return BERTH_OK;
 }
 
-void task_free(engine *e, task *t)
+void state_task_free(engine *e, task *t)
 {
     if (t == NULL)
         return;
@@ -126,7 +125,7 @@ void task_free(engine *e, task *t)
     free(t);
 }
 
-void task_delete(engine *e, task *t)
+void state_task_delete(engine *e, task *t)
 {
     uint8_t key[STORE_ROW_KEY_LEN];
     store_row_key(key, t->seq, STORE_KIND_BODY);
@@ -141,51 +140,44 @@ void task_delete(engine *e, task *t)
         t->topic->n_terminal--;
     topic *tp = t->topic;
     table_del(&e->tasks, t->id, BERTH_ID_LEN);
-    task_free(e, t);
-    topic_maybe_idle(e, tp);
+    state_task_free(e, t);
+    state_topic_maybe_idle(e, tp);
 }
 
-void task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, size_t len)
+int state_task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, size_t len)
 {
-    turn *tn = &e->t;
     bool over = e->body_cache_used + len > e->o.body_cache_bytes;
-    if (over && tn->n_evict == tn->cap_evict) {
-        size_t cap = tn->cap_evict ? tn->cap_evict * 2 : 64;
-        uint8_t(*v)[BERTH_ID_LEN] = realloc(tn->evict, cap * sizeof(*v));
-        if (v == NULL) {
-            free(owned);
-            e->t.abort = true; /* the store cannot serve it before the write */
-            return;
-        }
-        tn->evict = v;
-        tn->cap_evict = cap;
-    }
-    if (owned == NULL && (owned = malloc(len ? len : 1)) != NULL)
-        memcpy(owned, bytes, len);
-    if (owned == NULL) {
-        e->t.abort = true;
-        return;
+    berth_id_bytes *ev = over ? VEC_ADD(&e->t.evict) : NULL;
+    if (owned == NULL && (!over || ev != NULL))
+        owned = mem_dup(bytes, len);
+    if (owned == NULL || (over && ev == NULL)) {
+        if (ev != NULL)
+            e->t.evict.n--;
+        free(owned);
+        /* The store cannot serve the body before the turn's write. */
+        return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory keeping a task's body");
     }
     t->body = owned;
     e->body_cache_used += len;
-    if (over)
-        memcpy(tn->evict[tn->n_evict++], t->id, BERTH_ID_LEN);
+    if (ev != NULL)
+        memcpy(ev->b, t->id, BERTH_ID_LEN);
+    return BERTH_OK;
 }
 
-void task_evict_bodies(engine *e)
+void state_task_evict_bodies(engine *e)
 {
-    for (size_t i = 0; i < e->t.n_evict; i++) {
-        task *t = table_get(&e->tasks, e->t.evict[i], BERTH_ID_LEN);
+    for (size_t i = 0; i < e->t.evict.n; i++) {
+        task *t = table_get(&e->tasks, e->t.evict.v[i].b, BERTH_ID_LEN);
         if (t != NULL && t->body != NULL) {
             e->body_cache_used -= t->body_bytes;
             free(t->body);
             t->body = NULL;
         }
     }
-    e->t.n_evict = 0;
+    e->t.evict.n = 0;
 }
 
-int task_read_body(engine *e, task *t, store_body *out)
+int state_task_read_body(engine *e, task *t, store_body *out)
 {
     if (t->body != NULL)
         return store_body_decode(t->body, t->body_bytes, out);
@@ -200,7 +192,7 @@ int task_read_body(engine *e, task *t, store_body *out)
     return rv;
 }
 
-void engine_random(engine *e, void *out, size_t n)
+void state_random(engine *e, void *out, size_t n)
 {
     if (n > sizeof(e->rand_pool)) {
         randombytes_buf(out, n);
@@ -215,15 +207,10 @@ void engine_random(engine *e, void *out, size_t n)
     e->rand_used += n;
 }
 
-char *strdup_or_null(const char *s)
+task *state_task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t seq,
+                     uint64_t created_at_ms, size_t body_bytes)
 {
-    return s ? strdup(s) : NULL;
-}
-
-task *task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t seq,
-               uint64_t created_at_ms, size_t body_bytes)
-{
-    task *t = calloc(1, sizeof(*t));
+    task *t = mem_calloc(1, sizeof(*t));
     if (t == NULL)
         return NULL;
     memcpy(t->id, id, BERTH_ID_LEN);
@@ -234,38 +221,47 @@ task *task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t se
     t->available_at_ms = created_at_ms;
     t->retries_left = e->o.retries;
     heap_node_init(&t->ready);
-    t->ready.at = task_fetchable_at(t);
+    t->ready.at = state_fetchable_at(t);
     t->ready.seq = seq;
     return t;
 }
 
-void task_set_error(task *t, const engine_error *err)
+int state_task_set_error(task *t, const engine_error *err)
 {
+    char *code = mem_strdup(err->code), *message = mem_strdup(err->message),
+         *details = mem_strdup(err->details);
+    if ((err->code && !code) || (err->message && !message) || (err->details && !details)) {
+        free(code);
+        free(message);
+        free(details);
+        return BERTH_ENOMEM;
+    }
     free(t->err_code);
     free(t->err_message);
     free(t->err_details);
-    t->err_code = strdup_or_null(err->code);
-    t->err_message = strdup_or_null(err->message);
-    t->err_details = strdup_or_null(err->details);
+    t->err_code = code;
+    t->err_message = message;
+    t->err_details = details;
+    return BERTH_OK;
 }
 
-task *task_find(engine *e, const char *id_str, const char *field, engine_status *st)
+task *state_task_find(engine *e, const char *id_str, const char *field, engine_status *st)
 {
     uint8_t id[BERTH_ID_LEN];
     if (berth_id_parse(id_str, id) != BERTH_OK) {
-        status_set(st, ENGINE_CODE_INVALID_ARGUMENT, "%s: not a task id (32 hex digits)", field);
+        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "%s: not a task id (32 hex digits)", field);
         snprintf(st->field, sizeof(st->field), "%s", field);
         return NULL;
     }
     task *t = table_get(&e->tasks, id, BERTH_ID_LEN);
     if (t == NULL) {
-        status_set(st, ENGINE_CODE_NOT_FOUND, "no task %s", id_str);
+        reply_status(st, ENGINE_CODE_NOT_FOUND, "no task %s", id_str);
         st->verdict = ENGINE_VERDICT_NOT_FOUND;
     }
     return t;
 }
 
-int delivery_put_state(engine *e, delivery *d)
+int state_delivery_put(engine *e, delivery *d)
 {
     store_delivery_state r = {
         .attempts = d->attempts,
@@ -273,9 +269,9 @@ int delivery_put_state(engine *e, delivery *d)
         .poisoned = d->poisoned,
         .last_error = {.message = d->err_message},
     };
-    int rv = store_delivery_state_encode(&r, &e->buf);
-    if (rv != BERTH_OK)
-        return rv;
+    if (store_delivery_state_encode(&r, &e->buf) != BERTH_OK)
+        return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED,
+                         "out of memory writing a delivery's state");
     uint8_t key[STORE_ROW_KEY_LEN];
     store_row_key(key, d->seq, STORE_KIND_STATE);
     store_batch_put(e->batch, STORE_CF_OUTBOX, key, sizeof(key), e->buf.data, e->buf.len);
@@ -283,7 +279,7 @@ int delivery_put_state(engine *e, delivery *d)
     return BERTH_OK;
 }
 
-void delivery_free(delivery *d)
+void state_delivery_free(delivery *d)
 {
     if (d == NULL)
         return;
@@ -294,8 +290,8 @@ void delivery_free(delivery *d)
     free(d);
 }
 
-int incident_put(engine *e, int kind, const uint8_t subject[BERTH_ID_LEN], const topic *t,
-                 const char *code, const char *message)
+int state_incident_put(engine *e, int kind, const uint8_t subject[BERTH_ID_LEN], const topic *t,
+                       const char *code, const char *message)
 {
     store_incident r = {
         .kind = kind,
@@ -304,9 +300,8 @@ int incident_put(engine *e, int kind, const uint8_t subject[BERTH_ID_LEN], const
         .at_ms = e->t.now_ms,
     };
     memcpy(r.subject_id, subject, BERTH_ID_LEN);
-    int rv = store_incident_encode(&r, &e->buf);
-    if (rv != BERTH_OK)
-        return rv;
+    if (store_incident_encode(&r, &e->buf) != BERTH_OK)
+        return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory writing an incident");
     uint8_t key[STORE_INCIDENT_KEY_LEN];
     store_incident_key(key, e->t.now_ms, e->next_seq++);
     store_batch_put(e->batch, STORE_CF_INCIDENTS, key, sizeof(key), e->buf.data, e->buf.len);
@@ -324,7 +319,7 @@ void state_check(engine *e)
         assert(t->topic != NULL);
         assert(t->terminal == !heap_has(&t->ready));
         if (heap_has(&t->ready)) {
-            assert(t->ready.at == task_fetchable_at(t));
+            assert(t->ready.at == state_fetchable_at(t));
             assert(heap_holds(&t->topic->ready, &t->ready));
         }
         assert(!t->has_lock || t->worker_id != NULL);

@@ -10,7 +10,9 @@
  * reply waits for that batch's fsync: OK means kept (R1).
  *
  * submit_batch is all or nothing: every item is checked before any is
- * applied, and all share the turn's one write.
+ * applied, and all share the turn's one write; an item that fails after
+ * others were applied (out of memory, an unreadable key) fails the turn,
+ * so none is kept.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +20,12 @@
 
 #include <sodium.h>
 
-#include "engine/internal.h"
+#include "engine/check.h"
+#include "engine/reply.h"
+#include "engine/state.h"
+#include "engine/submit.h"
+#include "engine/turn.h"
+#include "store/err.h"
 
 /* Field names are plain ("topic"); a batch prefixes the item's index to
  * them only when an item is rejected, off the hot path. */
@@ -26,13 +33,13 @@ static bool submit_check(engine *e, const engine_submit_args *a, engine_status *
 {
     if (!check_topic(a->topic, "topic", st))
         return false;
-    if (e->o.strict_channels && channel_find(e, a->topic) == NULL) {
-        status_set(st, ENGINE_CODE_NOT_FOUND, "topic %s is not a declared channel", a->topic);
+    if (e->o.strict_channels && state_channel(e, a->topic) == NULL) {
+        reply_status(st, ENGINE_CODE_NOT_FOUND, "topic %s is not a declared channel", a->topic);
         snprintf(st->field, sizeof(st->field), "topic");
         return false;
     }
     if (a->payload_len > e->o.payload_max_bytes) {
-        status_over_ceiling(st, "payload", a->payload_len, e->o.payload_max_bytes);
+        reply_over_ceiling(st, "payload", a->payload_len, e->o.payload_max_bytes);
         return false;
     }
     return check_headers(a->headers, a->n_headers, "headers", st) &&
@@ -75,27 +82,23 @@ static int dedup_lookup(engine *e, const uint8_t *skey, size_t sklen, uint8_t id
 static void new_id(engine *e, uint8_t id[BERTH_ID_LEN])
 {
     do
-        engine_random(e, id, BERTH_ID_LEN);
+        state_random(e, id, BERTH_ID_LEN);
     while (table_get(&e->deliveries, id, BERTH_ID_LEN) != NULL ||
            table_get(&e->tasks, id, BERTH_ID_LEN) != NULL);
 }
 
 static bool fresh_push(engine *e, delivery *d)
 {
-    turn *t = &e->t;
-    if (t->n_fresh == t->cap_fresh) {
-        size_t cap = t->cap_fresh ? t->cap_fresh * 2 : 64;
-        delivery **v = realloc(t->fresh, cap * sizeof(*v));
-        if (v == NULL)
-            return false;
-        t->fresh = v;
-        t->cap_fresh = cap;
-    }
-    d->fresh_idx = t->n_fresh;
-    t->fresh[t->n_fresh++] = d;
+    delivery **slot = VEC_ADD(&e->t.fresh);
+    if (slot == NULL)
+        return false;
+    d->fresh_idx = e->t.fresh.n - 1;
+    *slot = d;
     return true;
 }
 
+/* One submit, answered in out or st. Fails before it changes anything, or
+ * else succeeds: a failure never leaves it half-applied. */
 static void submit_one(engine *e, const engine_submit_args *a, engine_submitted *out,
                        engine_status *st)
 {
@@ -112,16 +115,28 @@ static void submit_one(engine *e, const engine_submit_args *a, engine_submitted 
             return;
         }
         if (rv != BERTH_ENOTFOUND) {
-            status_unavailable(st, "reading the idempotency key failed");
+            reply_unavailable(st, "reading the idempotency key failed");
             return;
         }
     }
 
-    delivery *d = calloc(1, sizeof(*d));
-    topic *tp = d ? topic_get(e, a->topic, strlen(a->topic), true) : NULL;
+    /* The key's bookkeeping first: after it, nothing can fail. */
+    turn_key *k = NULL;
+    if (sklen > 0) {
+        k = mem_alloc(sizeof(*k) + sklen);
+        if (k == NULL) {
+            reply_no_memory(st);
+            return;
+        }
+        k->len = sklen;
+        memcpy(k->key, skey, sklen);
+    }
+    delivery *d = mem_calloc(1, sizeof(*d));
+    topic *tp = d ? state_topic(e, a->topic, strlen(a->topic), true) : NULL;
     if (tp == NULL) {
         free(d);
-        status_set(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
+        free(k);
+        reply_no_memory(st);
         return;
     }
     new_id(e, d->id);
@@ -147,91 +162,98 @@ static void submit_one(engine *e, const engine_submit_args *a, engine_submitted 
         .created_at_ms = now,
     };
     memcpy(b.id, d->id, BERTH_ID_LEN);
-    if (store_body_encode(&b, &e->buf) != BERTH_OK || (d->body = malloc(e->buf.len)) == NULL) {
-        delivery_free(d);
-        status_set(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    memcpy(d->body, e->buf.data, e->buf.len);
+    if (store_body_encode(&b, &e->buf) != BERTH_OK ||
+        (d->body = mem_dup(e->buf.data, e->buf.len)) == NULL)
+        goto no_memory;
     d->body_len = e->buf.len;
     d->fresh = true;
-    if (table_put(&e->deliveries, d->id, BERTH_ID_LEN, d) != BERTH_OK) {
-        delivery_free(d);
-        status_set(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
-        return;
+    if (table_put(&e->deliveries, d->id, BERTH_ID_LEN, d) != BERTH_OK)
+        goto no_memory;
+    if (heap_push(&e->outbox, &d->due) != BERTH_OK)
+        goto unlist;
+    if (!fresh_push(e, d))
+        goto unqueue;
+    if (k != NULL) {
+        memcpy(k->id, d->id, BERTH_ID_LEN);
+        if (table_put(&e->t.keys, k->key, sklen, k) != BERTH_OK) {
+            e->t.fresh.n--; /* the slot fresh_push just took */
+            goto unqueue;
+        }
     }
-    if (heap_push(&e->outbox, &d->due) != BERTH_OK || !fresh_push(e, d)) {
-        if (heap_has(&d->due))
-            heap_remove(&e->outbox, &d->due);
-        table_del(&e->deliveries, d->id, BERTH_ID_LEN);
-        delivery_free(d);
-        status_set(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
-        return;
-    }
-    if (sklen > 0) {
+    if (k != NULL) {
+        k->next = e->t.key_list;
+        e->t.key_list = k;
         uint8_t v[STORE_SUBMIT_VALUE_LEN];
         store_put_be64(v, now);
         memcpy(v + STORE_DEDUP_TIME_LEN, d->id, BERTH_ID_LEN);
         store_batch_put(e->batch, STORE_CF_SUBMIT_KEYS, skey, sklen, v, sizeof(v));
-        turn_key *k = malloc(sizeof(*k) + sklen);
-        if (k != NULL) {
-            memcpy(k->id, d->id, BERTH_ID_LEN);
-            k->len = sklen;
-            memcpy(k->key, skey, sklen);
-            k->next = e->t.key_list;
-            e->t.key_list = k;
-        }
-        if (k == NULL || table_put(&e->t.keys, k->key, sklen, k) != BERTH_OK)
-            e->t.abort = true; /* a repeat in this turn could not be recognised */
     }
     berth_id_format(d->id, out->id);
     out->duplicate = false;
+    return;
+
+unqueue:
+    heap_remove(&e->outbox, &d->due);
+unlist:
+    table_del(&e->deliveries, d->id, BERTH_ID_LEN);
+no_memory:
+    state_delivery_free(d);
+    state_topic_maybe_idle(e, tp);
+    free(k);
+    reply_no_memory(st);
 }
 
-void op_submit(engine *e, pending *p)
+int submit_task(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
     if (!submit_check(e, &p->req.u.submit, &r->status))
-        return;
+        return BERTH_OK;
     r->submitted = reply_mem(r, sizeof(*r->submitted));
     if (r->submitted == NULL) {
-        status_set(&r->status, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
-        return;
+        reply_no_memory(&r->status);
+        return BERTH_OK;
     }
     r->n_submitted = 1;
     submit_one(e, &p->req.u.submit, r->submitted, &r->status);
+    return BERTH_OK;
 }
 
-void op_submit_batch(engine *e, pending *p)
+int submit_batch(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
     const engine_submit_args *items = p->req.u.submit_batch.items;
     size_t n = p->req.u.submit_batch.n;
     if (n == 0) {
-        status_set(&r->status, ENGINE_CODE_INVALID_ARGUMENT, "items: at least one is required");
+        reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT, "items: at least one is required");
         snprintf(r->status.field, sizeof(r->status.field), "items");
-        return;
+        return BERTH_OK;
     }
     if (n > e->o.batch_max) {
-        status_over_ceiling(&r->status, "items", n, e->o.batch_max);
-        return;
+        reply_over_ceiling(&r->status, "items", n, e->o.batch_max);
+        return BERTH_OK;
     }
     for (size_t i = 0; i < n; i++) {
         if (!submit_check(e, &items[i], &r->status)) {
             name_item(&r->status, i);
-            return;
+            return BERTH_OK;
         }
     }
     r->submitted = reply_mem(r, n * sizeof(*r->submitted));
     if (r->submitted == NULL) {
-        status_set(&r->status, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
-        return;
+        reply_no_memory(&r->status);
+        return BERTH_OK;
     }
     r->n_submitted = n;
-    for (size_t i = 0; i < n && r->status.code == ENGINE_CODE_OK; i++)
+    for (size_t i = 0; i < n; i++) {
         submit_one(e, &items[i], &r->submitted[i], &r->status);
-    /* Failing part-way (out of memory, an unreadable key) must not keep
-     * the items before: undo the whole turn, as a failed write would. */
-    if (r->status.code != ENGINE_CODE_OK)
-        e->t.abort = true;
+        /* Failing part-way must not keep the items before: the whole turn
+         * is undone, as a failed write would be, with this reason. */
+        if (r->status.code != ENGINE_CODE_OK) {
+            r->n_submitted = 0;
+            if (i == 0)
+                return BERTH_OK; /* nothing was applied */
+            return turn_fail(e, r->status.code, "items[%zu]: %s", i, r->status.message);
+        }
+    }
+    return BERTH_OK;
 }

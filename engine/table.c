@@ -7,6 +7,7 @@
 
 #include <sodium.h>
 
+#include "engine/mem.h"
 #include "store/err.h"
 
 static uint64_t hash_of(const table *t, const void *k, size_t kl)
@@ -25,7 +26,7 @@ int table_init(table *t)
 {
     t->cap = 64;
     t->n = 0;
-    t->v = calloc(t->cap, sizeof(*t->v));
+    t->v = mem_calloc(t->cap, sizeof(*t->v));
     if (t->v == NULL)
         return BERTH_ENOMEM;
     crypto_shorthash_keygen(t->hkey);
@@ -75,7 +76,7 @@ static void insert_slot(table_slot *v, size_t cap, table_slot e)
 static int grow(table *t)
 {
     size_t cap = t->cap * 2;
-    table_slot *v = calloc(cap, sizeof(*v));
+    table_slot *v = mem_calloc(cap, sizeof(*v));
     if (v == NULL)
         return BERTH_ENOMEM;
     for (size_t i = 0; i < t->cap; i++)

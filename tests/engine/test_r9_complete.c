@@ -41,62 +41,64 @@ Test(r9_complete, a_completion_with_a_result_is_accepted)
     cr_assert_eq(h_stats().tasks, 0);
 }
 
-Test(r9_complete, a_crash_between_dispatch_and_delete_re_offers_and_absorbs)
+/* The completion's dispatch and its task's delete are one batch: a write
+ * that fails keeps neither, so the worker still holds the task, exactly
+ * as before, and may complete it again. */
+Test(r9_complete, dispatch_and_delete_are_one_batch_a_failed_write_keeps_neither)
 {
     char id[ENGINE_ID_STR], tok[ENGINE_ID_STR];
+    engine_task before;
     h_submit("t", "p", id);
-    h_fetch_one("w1", "t", 5000, NULL, tok);
-    engine_failpoint_set(H.e, ENGINE_FP_CRASH_AFTER_DISPATCH, 1);
+    h_fetch_one("w1", "t", 5000, &before, tok);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
     engine_reply *r = h_complete(id, "w1", tok);
-    h_expect_code(r, ENGINE_CODE_UNAVAILABLE); /* the worker never heard back */
-    engine_reply_free(r);
-    r = h_fetch("w2", "t", 1, 0);
-    h_expect_code(r, ENGINE_CODE_UNAVAILABLE); /* the process is "dead" */
-    engine_reply_free(r);
-    h_reopen();
-
-    /* The dispatch is on disk, the task too, locked for the grace window. */
-    r = h_fetch("w2", "t", 1, 0);
-    cr_assert_eq(r->n_tasks, 0, "still locked by the re-taken grace window");
-    engine_reply_free(r);
-    h_advance(H.o.lock_default_ms);
-    r = h_fetch("w2", "t", 1, 0);
-    cr_assert_eq(r->n_tasks, 1, "re-offered: at-least-once, never lost");
-    cr_assert_str_eq(r->tasks[0].id, id);
-    engine_reply *c = h_complete(id, "w2", r->tasks[0].lock_token);
-    h_expect_ok(c);
-    cr_assert(c->duplicate, "the second completion is absorbed by inbox dedup");
-    engine_reply_free(c);
-    engine_reply_free(r);
-    cr_assert_eq(h_stats().tasks, 0, "and the task is gone");
-    cr_assert_eq(h_events(ENGINE_EVENT_TASK_COMPLETED), 1);
-}
-
-Test(r9_complete, without_the_crash_the_delete_follows_the_dispatch)
-{
-    /* Control for the test above: the same steps with no failpoint leave
-     * nothing to re-offer. */
-    char id[ENGINE_ID_STR], tok[ENGINE_ID_STR];
-    h_submit("t", "p", id);
-    h_fetch_one("w1", "t", 5000, NULL, tok);
-    engine_reply_free(h_complete(id, "w1", tok));
-    h_reopen();
-    h_advance(H.o.lock_default_ms);
-    engine_reply *r = h_fetch("w2", "t", 1, 0);
-    cr_assert_eq(r->n_tasks, 0);
-    engine_reply_free(r);
-}
-
-Test(r9_complete, a_halted_engine_answers_everything_unavailable)
-{
-    char id[ENGINE_ID_STR], tok[ENGINE_ID_STR];
-    h_submit("t", "p", id);
-    h_fetch_one("w1", "t", 5000, NULL, tok);
-    engine_failpoint_set(H.e, ENGINE_FP_CRASH_AFTER_DISPATCH, 1);
-    engine_reply_free(h_complete(id, "w1", tok));
-    engine_reply *r = h_submit_key("t", "x", NULL);
     h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    cr_assert(r->status.retryable);
+    cr_assert_str_eq(r->status.engine_code, ENGINE_EC_ENGINE_UNAVAILABLE);
     engine_reply_free(r);
+    cr_assert_eq(h_events(ENGINE_EVENT_TASK_COMPLETED), 0, "nothing was dispatched");
+
+    r = h_get_task(id);
+    h_expect_ok(r);
+    cr_assert_eq(r->task.state, ENGINE_TASK_LOCKED, "the task was not deleted");
+    cr_assert_str_eq(r->task.worker_id, "w1");
+    cr_assert_eq(r->task.lock_expires_at_ms, before.lock_expires_at_ms,
+                 "not even the grace window's re-take was kept");
+    engine_reply_free(r);
+
+    h_advance(50); /* the store's backoff after a failed write */
+    r = h_complete(id, "w1", tok);
+    h_expect_ok(r);
+    engine_reply_free(r);
+    cr_assert_eq(h_events(ENGINE_EVENT_TASK_COMPLETED), 1);
+    h_reopen();
+    r = h_get_task(id);
+    h_expect_code(r, ENGINE_CODE_NOT_FOUND);
+    engine_reply_free(r);
+}
+
+/* Once a completion is kept, its task is gone with it: a repeat (a worker
+ * that never heard the answer and tries again, here after a restart) finds
+ * no task, and the result is never dispatched twice. */
+Test(r9_complete, a_kept_completion_is_never_dispatched_again)
+{
+    char id[ENGINE_ID_STR], tok[ENGINE_ID_STR];
+    h_submit("t", "p", id);
+    h_fetch_one("w1", "t", 5000, NULL, tok);
+    engine_reply *r = h_complete(id, "w1", tok);
+    h_expect_ok(r);
+    cr_assert_not(r->duplicate);
+    engine_reply_free(r);
+    h_reopen();
+    r = h_complete(id, "w1", tok);
+    h_expect_code(r, ENGINE_CODE_NOT_FOUND);
+    cr_assert_eq(r->status.verdict, ENGINE_VERDICT_NOT_FOUND);
+    engine_reply_free(r);
+    h_advance(H.o.lock_default_ms);
+    r = h_fetch("w2", "t", 1, 0);
+    cr_assert_eq(r->n_tasks, 0, "nothing is re-offered");
+    engine_reply_free(r);
+    cr_assert_eq(h_events(ENGINE_EVENT_TASK_COMPLETED), 1);
 }
 
 Test(r9_complete, complete_batch_answers_each_item_in_order)
@@ -138,19 +140,4 @@ Test(r9_complete, complete_batch_bounds)
     h_expect_code(r, ENGINE_CODE_INVALID_ARGUMENT);
     cr_assert_eq(r->status.limit, 1000);
     engine_reply_free(r);
-}
-
-Test(r9_complete, a_halting_engine_answers_its_waiting_fetches)
-{
-    static const char *T[] = {"idle"};
-    h_async a;
-    h_fetch_async("w2", T, 1, 30000, &a);
-    char id[ENGINE_ID_STR], tok[ENGINE_ID_STR];
-    h_submit("t", "p", id);
-    h_fetch_one("w1", "t", 5000, NULL, tok);
-    engine_failpoint_set(H.e, ENGINE_FP_CRASH_AFTER_DISPATCH, 1);
-    engine_reply_free(h_complete(id, "w1", tok));
-    engine_reply *r = h_async_wait(&a);
-    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
-    h_async_free(&a);
 }

@@ -1,0 +1,14 @@
+/* admin.h — what an operator can see and do (R11). Engine thread. Each
+ * returns nonzero only when the turn failed (turn_fail). */
+#ifndef BERTH_ENGINE_ADMIN_H
+#define BERTH_ENGINE_ADMIN_H
+
+#include "engine/core.h"
+
+int admin_get_task(engine *e, pending *p);
+int admin_retry_terminal(engine *e, pending *p);
+int admin_discard_terminal(engine *e, pending *p);
+int admin_list_incidents(engine *e, pending *p);
+int admin_stats(engine *e, pending *p);
+
+#endif

@@ -1,0 +1,200 @@
+/*
+ * core.h — the engine's types: the objects it keeps in memory, the turn in
+ * flight, and the engine itself. Types only: no function is declared here,
+ * so every engine file may include it without depending on another.
+ *
+ * MEMORY IS DERIVED FROM THE STORE
+ *   RocksDB holds the truth. Memory holds what the hot paths need: every
+ *   task's lock state and its place in its topic's ready index, every
+ *   pending delivery's place in the outbox due index, and the waiting
+ *   fetches. Payloads stay on disk beyond the body cache. recover.c
+ *   rebuilds memory from the column families at open, and again after a
+ *   failed turn, which is how a failed turn leaves memory matching disk.
+ *
+ * THREADS
+ *   Everything here belongs to the engine thread, except the failpoint
+ *   counters (any thread). The actor's queue and the commit thread's
+ *   pipeline are opaque here (struct actor in actor.c, struct committer
+ *   in commit.c): no handler can reach them.
+ */
+#ifndef BERTH_ENGINE_CORE_H
+#define BERTH_ENGINE_CORE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "engine/heap.h"
+#include "engine/table.h"
+#include "engine/mem.h"
+#include "store/keys.h"
+#include "store/records.h"
+#include "store/store.h"
+
+#define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
+
+/* After a failed write the relay and timers pause (requests still run),
+ * doubling from the first to the last value, so a full disk is not a busy
+ * loop. */
+#define ENGINE_STORE_BACKOFF_MIN_MS 50
+#define ENGINE_STORE_BACKOFF_MAX_MS 2000
+
+struct waiter;
+
+/* A declared channel (a deep copy of engine_channel). */
+typedef struct channel {
+    char *name;
+    uint64_t reply_max_bytes;
+    char **content_types;
+    size_t n_content_types;
+} channel;
+
+typedef struct wait_link {
+    struct waiter *w;
+    struct wait_link *prev, *next;
+} wait_link;
+
+typedef struct topic {
+    char *name; /* owned; the key in e->topics */
+    size_t name_len;
+    const channel *chan;   /* its declaration, NULL: the defaults */
+    heap ready;            /* its non-terminal tasks by fetchable instant (R5) */
+    uint64_t n_terminal;   /* its terminal tasks (not in ready) */
+    uint64_t n_deliveries; /* its outbox rows */
+    wait_link *waiters;    /* fetches waiting on it, oldest first */
+    wait_link *waiters_tail;
+    size_t n_waiters;
+    struct topic *watch_prev, *watch_next; /* in e->watched while n_waiters > 0 */
+    bool rung;                             /* doorbell rang this turn */
+    struct topic *rung_next;
+    bool idle_listed; /* in e->idle: freed at the end of the turn if unused */
+    struct topic *idle_next;
+} topic;
+
+typedef struct task {
+    /* persisted: tasks CF, Body (immutable) and TaskState */
+    uint8_t id[BERTH_ID_LEN];
+    topic *topic;
+    uint64_t seq;                /* FIFO tiebreak (Body.seq) */
+    uint64_t created_at_ms;      /* submit accepted */
+    uint32_t body_bytes;         /* encoded Body size, for a fetch's byte budget */
+    uint8_t *body;               /* the encoded Body, owned, while the body cache has room;
+                                    NULL: read it from the store */
+    bool has_instance;           /* a call's task: its completion correlates */
+    uint64_t available_at_ms;    /* not fetchable before (backoff end) */
+    uint64_t lock_expires_at_ms; /* the lock is live while now < this */
+    bool has_lock;               /* lock_token and worker_id are set */
+    uint8_t lock_token[BERTH_ID_LEN];
+    char *worker_id; /* owned */
+    uint32_t claims; /* fetches so far */
+    uint32_t retries_left;
+    uint32_t failures;
+    bool terminal;
+    char *err_code, *err_message, *err_details; /* last failure, owned */
+    /* in memory only */
+    heap_node ready; /* in topic->ready unless terminal; .at = fetchable instant */
+} task;
+
+typedef struct delivery {
+    /* persisted: outbox CF, Body and DeliveryState */
+    uint8_t id[BERTH_ID_LEN];
+    topic *topic;
+    uint64_t seq;
+    uint64_t created_at_ms;
+    uint32_t attempts; /* failed sink attempts */
+    bool poisoned;
+    char *err_message; /* last sink failure, owned */
+    /* in memory only */
+    bool has_state_row;
+    heap_node due; /* in e->outbox unless poisoned; .at = next attempt */
+    uint8_t *body; /* encoded Body while fresh, owned */
+    size_t body_len;
+    bool fresh;       /* submitted this turn: its outbox row is not written yet */
+    size_t fresh_idx; /* its slot in e->t.fresh while fresh */
+} delivery;
+
+/* A queued request, from engine_exec() until done(). */
+typedef struct pending {
+    engine_request req;
+    engine_done_fn done;
+    void *arg;
+    engine_reply *reply;
+    struct waiter *waiter; /* set while a fetch waits */
+    struct pending *next;
+} pending;
+
+/* A submit key written this turn, in e->t.keys. */
+typedef struct turn_key {
+    struct turn_key *next;
+    uint8_t id[BERTH_ID_LEN];
+    size_t len;
+    uint8_t key[];
+} turn_key;
+
+typedef struct berth_id_bytes {
+    uint8_t b[BERTH_ID_LEN];
+} berth_id_bytes;
+
+/* What the turn in flight has done, to answer or undo after its write
+ * (turn.h). */
+typedef struct turn {
+    uint64_t now_ms;
+    pending *answered, *answered_tail; /* replies staged this turn */
+    VEC(engine_event) events;          /* staged, published after the sync */
+    topic *rung;                       /* doorbells rung this turn */
+    VEC(delivery *) fresh;             /* submitted this turn, outbox row not yet written */
+    VEC(berth_id_bytes) parked;        /* parked from the outbox on disk */
+    VEC(berth_id_bytes) evict;         /* tasks whose body is over the cache budget */
+    table keys;                        /* submit keys written this turn → their delivery
+                                          (the store sees them only once the turn is written) */
+    struct turn_key *key_list;
+    /* The first failure that left the turn half-applied (turn_fail): the
+     * turn is undone as a failed write and its requests answered with it. */
+    bool failed;
+    engine_code fail_code;
+    char fail_why[200];
+    bool halt; /* turn_halt: answer nothing more; the engine stops serving */
+} turn;
+
+struct actor;
+struct committer;
+
+struct engine {
+    engine_options o; /* copied; o.channels is not used after open */
+    engine_clock clock;
+    store *store;
+    store_batch *batch;
+    store_buf buf; /* encode scratch */
+
+    struct actor *actor;      /* the request queue and the thread (actor.c) */
+    struct committer *commit; /* the commit thread (commit.c) */
+
+    /* state: engine thread only */
+    table tasks;      /* id → task */
+    table deliveries; /* id → delivery */
+    table topics;     /* name → topic */
+    table channels;   /* name → channel */
+    channel *chans;
+    size_t n_chans;
+    heap outbox;    /* pending deliveries by next attempt */
+    heap waits;     /* waiting fetches by deadline */
+    topic *watched; /* topics with waiters */
+    topic *idle;    /* topics that may have lost their last user this turn */
+    uint64_t next_seq;
+    uint64_t n_poisoned;
+    uint64_t n_waiters;
+    uint64_t body_cache_used; /* bytes of task bodies held in memory */
+    uint8_t rand_pool[4096];  /* CSPRNG output, drawn from in order */
+    size_t rand_used;
+    uint64_t write_retry_at_ms; /* relay and timers pause until then */
+    uint64_t write_backoff_ms;
+    bool halted;
+    turn t;
+    engine_stats counters; /* turns, commits_failed */
+
+    atomic_int fp_park; /* ENGINE_FP_PARK: parks left to fail */
+};
+
+#endif

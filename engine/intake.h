@@ -1,0 +1,26 @@
+/*
+ * intake.h — the one path every inbound message takes (R9, R10). See
+ * intake.c. Engine thread only.
+ */
+#ifndef BERTH_ENGINE_INTAKE_H
+#define BERTH_ENGINE_INTAKE_H
+
+#include "engine/core.h"
+
+typedef struct inbound {
+    topic *topic;
+    const uint8_t *payload;
+    size_t payload_len;
+    const char *content_type;
+    const engine_header *headers; /* set by the sender: never reserved */
+    size_t n_headers;
+    const store_body *parked; /* the parked delivery: correlation headers, or NULL
+                                 for a task that is not a call */
+} inbound;
+
+/* 0: accepted, and whatever it resolves is written into the turn's batch.
+ * Otherwise the refusal is in st, with its engine code and retryable flag
+ * (R10), and nothing was written. */
+int intake_dispatch(engine *e, const inbound *in, engine_status *st);
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * state.h — the engine's objects (topics, tasks, deliveries, incidents):
+ * how each is found, indexed, written into the turn's batch and freed.
+ * Every mutation of a persisted field is followed, in the same turn, by
+ * the state_*_put that writes it. Functions that return int return 0 or a
+ * BERTH_E* code; those that change memory and then fail have called
+ * turn_fail() (the turn is undone). Engine thread only.
+ */
+#ifndef BERTH_ENGINE_STATE_H
+#define BERTH_ENGINE_STATE_H
+
+#include "engine/core.h"
+
+/* The topic named so; create: make it if absent (NULL: no memory). */
+topic *state_topic(engine *e, const char *name, size_t len, bool create);
+/* A topic lives while a task, a delivery or a waiting fetch names it:
+ * state_topic_maybe_idle() notes one that may have lost its last; the end
+ * of the turn frees it if so (never sooner: the turn's events name it).
+ * state_topics_reap(e, true) looks at every topic (after a reload). */
+void state_topic_maybe_idle(engine *e, topic *tp);
+void state_topics_reap(engine *e, bool all);
+const channel *state_channel(engine *e, const char *name);
+
+/* The instant t becomes fetchable: max(available_at, lock_expires_at). */
+static inline uint64_t state_fetchable_at(const task *t)
+{
+    return t->available_at_ms > t->lock_expires_at_ms ? t->available_at_ms : t->lock_expires_at_ms;
+}
+/* Re-keys t in its topic's ready index after its times changed. */
+void state_task_reindex(engine *e, task *t);
+/* Writes t's TaskState row into the turn's batch (turn_fail on error). */
+int state_task_put(engine *e, task *t);
+/* Deletes t's rows in the batch and frees it. */
+void state_task_delete(engine *e, task *t);
+/* A task as the pull sink parks it: ready since created_at_ms, the whole
+ * failure budget, never claimed, not yet in any index or table. NULL: no
+ * memory. */
+task *state_task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t seq,
+                     uint64_t created_at_ms, size_t body_bytes);
+void state_task_free(engine *e, task *t);
+/* Keeps t's encoded body in memory: takes `owned` (allocated, len bytes;
+ * freed on failure) or else copies `bytes`. Past the cache budget a body
+ * is kept to the end of the turn (until then the store has not seen it)
+ * and dropped after. turn_fail on error. */
+int state_task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, size_t len);
+/* Drops the bodies kept past the budget this turn (after its write). */
+void state_task_evict_bodies(engine *e);
+/* Decodes t's body, from memory or from the store (seeing the batch). */
+int state_task_read_body(engine *e, task *t, store_body *out);
+/* Replaces t's last error (copies; BERTH_ENOMEM leaves it unchanged). */
+int state_task_set_error(task *t, const engine_error *err);
+/* The task of a printable id: INVALID_ARGUMENT naming field for a bad id,
+ * NOT_FOUND (verdict NOT_FOUND) for none. */
+task *state_task_find(engine *e, const char *id_str, const char *field, engine_status *st);
+
+/* Writes d's DeliveryState row into the batch (turn_fail on error). */
+int state_delivery_put(engine *e, delivery *d);
+void state_delivery_free(delivery *d);
+/* Writes an incident row into the batch (turn_fail on error). */
+int state_incident_put(engine *e, int kind, const uint8_t subject[BERTH_ID_LEN], const topic *t,
+                       const char *code, const char *message);
+
+/* Fresh random bytes from libsodium's CSPRNG, drawn in blocks (one
+ * system call per 4 KiB rather than per id). */
+void state_random(engine *e, void *out, size_t n);
+/* Whole-state invariants (BERTH_CHECKS builds; otherwise nothing). */
+void state_check(engine *e);
+
+#endif
