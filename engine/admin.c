@@ -38,6 +38,19 @@ static const char *dup(engine_reply *r, const char *s, bool *oom)
     return d;
 }
 
+/* A read that found no memory, or a store that failed it, answers that
+ * and nothing else. */
+static int read_outcome(engine_reply *r, bool oom, int rv, const char *what)
+{
+    if (oom || rv != BERTH_OK)
+        reply_reset(r);
+    if (oom)
+        reply_no_memory(&r->status);
+    else if (rv != BERTH_OK)
+        reply_unavailable(&r->status, what);
+    return BERTH_OK;
+}
+
 int admin_get_task(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
@@ -65,14 +78,7 @@ int admin_get_task(engine *e, pending *p)
         i->payload_bytes = b.payload_len;
         store_body_clear(&b);
     }
-    if (oom || rv == BERTH_ENOMEM) {
-        reply_reset(r);
-        reply_no_memory(&r->status);
-    } else if (rv != BERTH_OK) {
-        reply_reset(r);
-        reply_unavailable(&r->status, "reading the task failed");
-    }
-    return BERTH_OK;
+    return read_outcome(r, oom || rv == BERTH_ENOMEM, rv, "reading the task failed");
 }
 
 static task *find_terminal(engine *e, const char *id, engine_status *st, const char *verb)
@@ -161,14 +167,7 @@ int admin_list_incidents(engine *e, pending *p)
     }
     int rv = store_iter_status(it);
     store_iter_close(it);
-    if (oom) {
-        reply_reset(r);
-        reply_no_memory(&r->status);
-    } else if (rv != BERTH_OK) {
-        reply_reset(r);
-        reply_unavailable(&r->status, "reading incidents failed");
-    }
-    return BERTH_OK;
+    return read_outcome(r, oom, rv, "reading incidents failed");
 }
 
 int admin_stats(engine *e, pending *p)

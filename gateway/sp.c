@@ -23,12 +23,10 @@
 
 #include "gateway/call.h"
 #include "gateway/convert.h"
+#include "proto/sp_wire.h"
 #include "store/err.h"
 
-#define SP_HEADER_LEN    8
-#define SP_BACKTRACE_MAX 32 /* 8 hops */
-#define SP_REQ0          0x30
-#define SP_REP0          0x31
+#define SP_BACKTRACE_MAX 32           /* 8 hops */
 #define SP_OUT_MAX       (256u << 20) /* answers queued for a reader that does not read */
 #define SP_IN_KEEP       (64u << 10)  /* input buffer kept between frames; more is freed */
 #define SP_HELLO_MS      10000        /* a peer's header must arrive within this (as nng's) */
@@ -205,7 +203,13 @@ static void req_answer(sp_req *r, nng_msg *m)
     for (int i = 0; i < 8; i++)
         head[i] = (uint8_t)(len >> (56 - 8 * i));
     pthread_mutex_lock(&c->mu);
-    if (!c->closed && m != NULL) {
+    if (!c->closed && m == NULL) {
+        /* No answer could be made (no memory to encode it). Clients turn
+         * the REQ resend off, so a silent drop would leave this one
+         * waiting for good: close the connection, which it sees at once,
+         * and the loop sees the end. */
+        shutdown(c->fd, SHUT_RDWR);
+    } else if (!c->closed) {
         size_t body = nng_msg_len(m), total = sizeof(head) + r->bt_len + body, sent = 0;
         if (c->out_len == c->out_off) { /* nothing queued: try the socket now */
             struct iovec iov[3] = {
@@ -261,7 +265,7 @@ static void req_done(void *arg, engine_reply *reply)
     sp_req *r = arg;
     nng_msg *m = NULL;
     if (gw_encode_reply(reply, &r->call.arena, &m) != BERTH_OK)
-        m = NULL; /* dropped: the client's REQ resends */
+        m = NULL; /* closes the connection (req_answer) */
     engine_reply_free(reply);
     req_answer(r, m);
 }
@@ -273,7 +277,7 @@ static bool conn_request(sp_conn *c, const uint8_t *p, size_t len)
 {
     sp_req *r = calloc(1, sizeof(*r));
     if (r == NULL)
-        return true; /* dropped: the client's REQ resends */
+        return false; /* no memory to serve it: closing tells the client at once */
     /* The backtrace: 4-byte hops up to the request id, the one with its
      * high bit set. */
     while (r->bt_len + 4 <= len && r->bt_len < SP_BACKTRACE_MAX) {
@@ -368,7 +372,8 @@ static bool conn_hello(sp_conn *c)
             return false;
         c->hello_got += (size_t)n;
     }
-    static const uint8_t want[SP_HEADER_LEN] = {0, 'S', 'P', 0, 0, SP_REQ0, 0, 0};
+    uint8_t want[SP_HEADER_LEN];
+    sp_header(want, SP_PROTO_REQ0);
     return memcmp(c->hello, want, SP_HEADER_LEN) == 0;
 }
 
@@ -457,7 +462,8 @@ static void accept_all(gw_sp *s)
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         fcntl(fd, F_SETFD, FD_CLOEXEC);
         sp_conn *c = calloc(1, sizeof(*c));
-        static const uint8_t hello[SP_HEADER_LEN] = {0, 'S', 'P', 0, 0, SP_REP0, 0, 0};
+        uint8_t hello[SP_HEADER_LEN];
+        sp_header(hello, SP_PROTO_REP0);
         if (c == NULL || send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) {
             free(c);
             close(fd);

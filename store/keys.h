@@ -46,6 +46,10 @@
  *   inbox       key: the inbound message's idempotency key; for a task's
  *                 completion, the delivery's: 'd' || seq u64 big-endian
  *               value (fixed, 8 bytes): received_at_ms u64 big-endian
+ *               (the engine writes none in this format version: a
+ *               completion and its task's delete share one batch, so
+ *               nothing can offer it again; the family is kept for
+ *               inbound messages whose source outlives their batch)
  *
  *   submit_keys key: topic_len[1] || topic[topic_len] || idempotency key
  *                 (the rest of the key, 1..BERTH_IDEM_KEY_MAX bytes)

@@ -18,6 +18,8 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
 
+#include "proto/sp_wire.h"
+
 struct bc {
     nng_socket sock;
     nng_tls_config *tls;
@@ -95,8 +97,6 @@ int bc_open(const char *url, bc **out, char *err, size_t errlen)
 
 /* ---- direct: SP's TCP mapping, spoken with blocking calls ---- */
 
-enum { SP_REQ0 = 0x30, SP_REP0 = 0x31 };
-
 static bool write_all(int fd, struct iovec *iov, int n)
 {
     while (n > 0) {
@@ -160,13 +160,15 @@ static bool direct_dial(bc *c)
         return false;
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    uint8_t hs[8] = {0, 'S', 'P', 0, 0, SP_REQ0, 0, 0}, peer[8];
+    uint8_t hs[SP_HEADER_LEN], peer[SP_HEADER_LEN], rep[SP_HEADER_LEN];
+    sp_header(hs, SP_PROTO_REQ0);
+    sp_header(rep, SP_PROTO_REP0);
     size_t got;
     struct iovec iov = {hs, sizeof(hs)};
     direct_timeouts(c->fd, 10000);
     if (connect(c->fd, (struct sockaddr *)&c->addr, c->addr_len) != 0 ||
         !write_all(c->fd, &iov, 1) || !read_all(c->fd, peer, sizeof(peer), &got) ||
-        memcmp(peer, (uint8_t[]){0, 'S', 'P', 0, 0, SP_REP0}, 6) != 0) {
+        memcmp(peer, rep, 6) != 0) {
         direct_hangup(c);
         return false;
     }

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proto/sp_wire.h"
 #include "tests/support/daemon.h"
 
 static daemon_proc D;
@@ -63,8 +64,9 @@ static void write_all(int fd, const void *p, size_t n)
 static int raw_req(void)
 {
     int fd = raw_connect();
-    static const uint8_t req[8] = {0, 'S', 'P', 0, 0, 0x30, 0, 0};
-    static const uint8_t rep[8] = {0, 'S', 'P', 0, 0, 0x31, 0, 0};
+    uint8_t req[SP_HEADER_LEN], rep[SP_HEADER_LEN];
+    sp_header(req, SP_PROTO_REQ0);
+    sp_header(rep, SP_PROTO_REP0);
     write_all(fd, req, sizeof(req));
     uint8_t got[8];
     read_all(fd, got, sizeof(got));

@@ -82,6 +82,8 @@ typedef struct h_async {
 } h_async;
 
 void h_exec_async(const engine_request *req, h_async *a);
+/* The same, returning engine_exec()'s result instead of asserting it. */
+int h_exec_async_try(const engine_request *req, h_async *a);
 /* The reply if it has arrived, else NULL. Ownership stays with a. */
 engine_reply *h_async_peek(h_async *a);
 /* Waits for the reply (real time, up to 10 s, a bound against hanging,
