@@ -12,6 +12,7 @@
 
 #include "engine/check.h"
 #include "engine/reply.h"
+#include "engine/utf8.h"
 
 static void reject(engine_status *st, const char *field, const char *fmt, const char *what)
 {
@@ -55,6 +56,12 @@ bool check_text(const char *s, size_t max, bool required, const char *field, eng
         reply_over_ceiling(st, field, n, max);
         snprintf(st->message, sizeof(st->message), "%s: %zu bytes is over the ceiling of %zu bytes",
                  field, n, max);
+        return false;
+    }
+    size_t ok = utf8_valid_prefix((const uint8_t *)s, n);
+    if (ok < n) {
+        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "%s: not valid UTF-8 (byte %zu)", field, ok);
+        snprintf(st->field, sizeof(st->field), "%s", field);
         return false;
     }
     return true;

@@ -2,7 +2,8 @@
  * check.h — validation of what producers and workers send, and the
  * backoff curve. Every rejection is INVALID_ARGUMENT naming the field;
  * bounds over their ceiling also carry the ceiling (R6). Nothing is ever
- * clamped. Any thread (pure functions).
+ * clamped. Text is UTF-8 (utf8.h) or rejected. Any thread (pure
+ * functions).
  */
 #ifndef BERTH_ENGINE_CHECK_H
 #define BERTH_ENGINE_CHECK_H

@@ -27,6 +27,7 @@
 #include "engine/check.h"
 #include "engine/intake.h"
 #include "engine/reply.h"
+#include "engine/utf8.h"
 #include "store/err.h"
 
 __attribute__((format(printf, 5, 6))) static int
@@ -40,6 +41,7 @@ refuse(engine_status *st, engine_code code, const char *ec, bool retryable, cons
     va_start(ap, fmt);
     vsnprintf(st->message, sizeof(st->message), fmt, ap);
     va_end(ap);
+    utf8_cut(st->message);
     return BERTH_EINVAL;
 }
 

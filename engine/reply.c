@@ -7,6 +7,7 @@
 
 #include "engine/mem.h"
 #include "engine/reply.h"
+#include "engine/utf8.h"
 
 typedef struct reply_block {
     struct reply_block *next;
@@ -90,6 +91,7 @@ void reply_status(engine_status *st, engine_code code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(st->message, sizeof(st->message), fmt, ap);
     va_end(ap);
+    utf8_cut(st->message); /* an echo of input cut mid-character stays text */
 }
 
 void reply_over_ceiling(engine_status *st, const char *field, uint64_t value, uint64_t limit)

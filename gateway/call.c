@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/text.h"
 #include "store/err.h"
 
 static void *budget_alloc(void *data, size_t size)
@@ -60,7 +61,8 @@ int gw_call_start(gw_call *c, engine *e, const void *data, size_t len, size_t ma
                  "the request is not a berth.v1.Request (malformed protobuf)");
         return BERTH_EINVAL;
     }
-    if (gw_request_from_wire(c->req, &c->ereq, &c->arena, st) != BERTH_OK)
+    if (gw_text_check(&berth__v1__request__descriptor, data, len, true, st) != BERTH_OK ||
+        gw_request_from_wire(c->req, &c->ereq, &c->arena, st) != BERTH_OK)
         return BERTH_EINVAL;
     if (engine_exec(e, &c->ereq, done, arg) != BERTH_OK) {
         st->code = ENGINE_CODE_UNAVAILABLE;

@@ -15,7 +15,7 @@ fail=0
 
 edges=$(for f in engine/*.c engine/*.h; do
   from=$(basename "${f%.*}")
-  grep -o '#include "engine/[a-z_]*\.h"' "$f" | sed 's|.*engine/||; s|\.h"||' |
+  { grep -o '#include "engine/[a-z0-9_]*\.h"' "$f" || true; } | sed 's|.*engine/||; s|\.h"||' |
     while read -r to; do [ "$to" != "$from" ] && echo "$from $to"; done
 done | sort -u)
 if ! order=$(tsort <<<"$edges" 2>&1) || grep -q loop <<<"$order"; then
