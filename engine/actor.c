@@ -74,7 +74,7 @@ static uint64_t now_ms(engine *e)
 static bool read_only(engine_op op)
 {
     return op == ENGINE_OP_GET_TASK || op == ENGINE_OP_LIST_INCIDENTS || op == ENGINE_OP_STATS ||
-           op == ENGINE_OP_TICK;
+           op == ENGINE_OP_TICK || op == ENGINE_OP_CANCEL;
 }
 
 typedef int (*handler_fn)(engine *e, pending *p);
@@ -112,6 +112,8 @@ static handler_fn handler_of(engine_op op)
         return admin_list_incidents;
     case ENGINE_OP_STATS:
         return admin_stats;
+    case ENGINE_OP_CANCEL:
+        return claim_cancel;
     case ENGINE_OP_TICK:
         break;
     }
@@ -406,6 +408,7 @@ static void engine_free(engine *e)
     table_fini(&e->deliveries);
     table_fini(&e->channels);
     table_fini(&e->t.keys);
+    table_fini(&e->owners); /* empty: every wait was answered */
     channels_free(e);
     heap_fini(&e->outbox);
     heap_fini(&e->waits);
@@ -468,7 +471,7 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     atomic_init(&e->fp_park, 0);
     if (e->o.data_dir == NULL || table_init(&e->tasks) || table_init(&e->deliveries) ||
         table_init(&e->topics) || table_init(&e->channels) || table_init(&e->t.keys) ||
-        channels_copy(e, o) || actor_init(e)) {
+        table_init(&e->owners) || channels_copy(e, o) || actor_init(e)) {
         snprintf(err, errlen, "out of memory");
         engine_free(e);
         return BERTH_ENOMEM;
@@ -516,7 +519,7 @@ void engine_close(engine *e)
     engine_free(e);
 }
 
-int engine_exec(engine *e, const engine_request *req, engine_done_fn done, void *arg)
+static int enqueue(engine *e, const engine_request *req, engine_done_fn done, void *arg)
 {
     struct actor *a = e->actor;
     pending *p = mem_calloc(1, sizeof(*p));
@@ -542,6 +545,26 @@ int engine_exec(engine *e, const engine_request *req, engine_done_fn done, void 
     pthread_cond_signal(&a->cv);
     pthread_mutex_unlock(&a->mu);
     return BERTH_OK;
+}
+
+int engine_exec(engine *e, const engine_request *req, engine_done_fn done, void *arg)
+{
+    if (req->op == ENGINE_OP_CANCEL)
+        return BERTH_EINVAL; /* engine_cancel() */
+    return enqueue(e, req, done, arg);
+}
+
+static void cancel_done(void *arg, engine_reply *r)
+{
+    (void)arg;
+    engine_reply_free(r);
+}
+
+int engine_cancel(engine *e, uint64_t owner)
+{
+    engine_request req = {.op = ENGINE_OP_CANCEL};
+    req.u.cancel.owner = owner;
+    return enqueue(e, &req, cancel_done, NULL);
 }
 
 typedef struct sync_wait {

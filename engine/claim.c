@@ -39,10 +39,23 @@
 #include "engine/turn.h"
 #include "store/err.h"
 
-/* A fetch waiting for work: linked into each of its topics, and into the
- * deadline heap. Waiting is data, not a thread. */
+struct waiter;
+
+/* The waiting fetches of one owner (a connection), in e->owners while it
+ * has any: engine_cancel() finds them here, and their count is bounded. */
+typedef struct owner {
+    uint64_t id; /* the key's 8 bytes */
+    struct waiter *first;
+    uint32_t n;
+} owner;
+
+/* A fetch waiting for work: linked into each of its topics, into the
+ * deadline heap and into its owner's list. Waiting is data, not a
+ * thread. */
 typedef struct waiter {
     pending *p;
+    owner *own; /* NULL: a request with no owner */
+    struct waiter *own_prev, *own_next;
     topic **topics;
     size_t n_topics;
     wait_link *links; /* one per topic */
@@ -230,32 +243,75 @@ static void waiter_answer(engine *e, waiter *w)
     }
     heap_remove(&e->waits, &w->deadline);
     e->n_waiters--;
+    owner *o = w->own;
+    if (o != NULL) {
+        if (w->own_prev)
+            w->own_prev->own_next = w->own_next;
+        else
+            o->first = w->own_next;
+        if (w->own_next)
+            w->own_next->own_prev = w->own_prev;
+        if (--o->n == 0) {
+            table_del(&e->owners, &o->id, sizeof(o->id));
+            free(o);
+        }
+    }
     pending *p = w->p;
     p->waiter = NULL;
     waiter_free(w);
     turn_answer(e, p);
 }
 
+/* The owner of an owned request, made if it has no wait yet; NULL when
+ * there is no memory for it (*oom) or no owner. */
+static owner *owner_get(engine *e, uint64_t id, bool *oom)
+{
+    *oom = false;
+    if (id == 0)
+        return NULL;
+    owner *o = table_get(&e->owners, &id, sizeof(id));
+    if (o != NULL)
+        return o;
+    if ((o = mem_calloc(1, sizeof(*o))) == NULL) {
+        *oom = true;
+        return NULL;
+    }
+    o->id = id;
+    if (table_put(&e->owners, &o->id, sizeof(o->id), o) != BERTH_OK) {
+        free(o);
+        *oom = true;
+        return NULL;
+    }
+    return o;
+}
+
+static void owner_drop_if_empty(engine *e, owner *o)
+{
+    if (o != NULL && o->n == 0) {
+        table_del(&e->owners, &o->id, sizeof(o->id));
+        free(o);
+    }
+}
+
+/* False: no memory (nothing changed). */
 static bool waiter_add(engine *e, pending *p, uint32_t max, uint64_t lock_ms, uint64_t wait_ms)
 {
     const engine_fetch_args *a = &p->req.u.fetch;
+    bool oom;
+    owner *o = owner_get(e, p->req.owner, &oom);
+    if (oom)
+        return false;
     waiter *w = mem_calloc(1, sizeof(*w));
     if (w == NULL)
-        return false;
+        goto fail;
     w->topics = mem_calloc(a->n_topics, sizeof(*w->topics));
     w->links = mem_calloc(a->n_topics, sizeof(*w->links));
-    if (w->topics == NULL || w->links == NULL) {
-        waiter_free(w);
-        return false;
-    }
+    if (w->topics == NULL || w->links == NULL)
+        goto fail;
     for (size_t i = 0; i < a->n_topics; i++) {
         topic *tp = state_topic(e, a->topics[i], strlen(a->topics[i]), true);
-        if (tp == NULL) {
-            for (size_t j = 0; j < w->n_topics; j++)
-                state_topic_maybe_idle(e, w->topics[j]);
-            waiter_free(w);
-            return false;
-        }
+        if (tp == NULL)
+            goto fail;
         bool seen = false; /* a topic named twice waits once */
         for (size_t j = 0; j < w->n_topics; j++)
             seen |= w->topics[j] == tp;
@@ -268,13 +324,17 @@ static bool waiter_add(engine *e, pending *p, uint32_t max, uint64_t lock_ms, ui
     heap_node_init(&w->deadline);
     w->deadline.at = e->t.now_ms + wait_ms;
     w->deadline.seq = e->next_seq++;
-    if (heap_push(&e->waits, &w->deadline) != BERTH_OK) {
-        for (size_t j = 0; j < w->n_topics; j++)
-            state_topic_maybe_idle(e, w->topics[j]);
-        waiter_free(w);
-        return false;
-    }
+    if (heap_push(&e->waits, &w->deadline) != BERTH_OK)
+        goto fail;
     e->n_waiters++;
+    if (o != NULL) {
+        w->own = o;
+        w->own_next = o->first;
+        if (o->first)
+            o->first->own_prev = w;
+        o->first = w;
+        o->n++;
+    }
     for (size_t i = 0; i < w->n_topics; i++) {
         topic *tp = w->topics[i];
         wait_link *l = &w->links[i];
@@ -291,6 +351,39 @@ static bool waiter_add(engine *e, pending *p, uint32_t max, uint64_t lock_ms, ui
     }
     p->waiter = w;
     return true;
+
+fail:
+    if (w != NULL) {
+        for (size_t j = 0; j < w->n_topics; j++)
+            state_topic_maybe_idle(e, w->topics[j]);
+        waiter_free(w);
+    }
+    owner_drop_if_empty(e, o);
+    return false;
+}
+
+/* A fetch that may wait only while the bounds allow: else RESOURCE_EXHAUSTED. */
+static bool may_wait(engine *e, const pending *p, engine_status *st)
+{
+    const owner *o =
+        p->req.owner ? table_get(&e->owners, &p->req.owner, sizeof(p->req.owner)) : NULL;
+    if (e->n_waiters >= e->o.waits_max) {
+        reply_status(st, ENGINE_CODE_RESOURCE_EXHAUSTED,
+                     "%llu fetches are waiting already, the most berthd keeps (waits-max): "
+                     "fetch again later, or with wait_ms 0",
+                     (unsigned long long)e->n_waiters);
+    } else if (o != NULL && o->n >= e->o.waits_per_owner_max) {
+        reply_status(st, ENGINE_CODE_RESOURCE_EXHAUSTED,
+                     "this connection has %u fetches waiting already, the most it may "
+                     "(waits-per-connection)",
+                     o->n);
+    } else {
+        return true;
+    }
+    st->engine_code = ENGINE_EC_ENGINE_UNAVAILABLE;
+    st->retryable = true;
+    e->counters.waits_refused++;
+    return false;
 }
 
 int claim_fetch(engine *e, pending *p)
@@ -315,8 +408,27 @@ int claim_fetch(engine *e, pending *p)
     /* Answered by the actor unless it becomes a waiter. */
     if (rv != BERTH_OK || r->n_tasks > 0 || r->status.code != ENGINE_CODE_OK || wait_ms == 0)
         return rv;
-    if (!waiter_add(e, p, (uint32_t)max, lock_ms, wait_ms))
+    if (may_wait(e, p, &r->status) && !waiter_add(e, p, (uint32_t)max, lock_ms, wait_ms))
         reply_no_memory(&r->status);
+    return BERTH_OK;
+}
+
+int claim_cancel(engine *e, pending *p)
+{
+    uint64_t id = p->req.u.cancel.owner;
+    owner *o = table_get(&e->owners, &id, sizeof(id));
+    /* Answering the last wait frees o: take each while it is there. */
+    while (o != NULL) {
+        waiter *w = o->first;
+        bool last = o->n == 1;
+        reply_reset(w->p->reply);
+        reply_status(&w->p->reply->status, ENGINE_CODE_CANCELLED,
+                     "cancelled: the connection that asked closed");
+        e->counters.waits_cancelled++;
+        waiter_answer(e, w);
+        if (last)
+            break;
+    }
     return BERTH_OK;
 }
 

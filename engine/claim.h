@@ -7,6 +7,9 @@
 
 /* The fetch request: answered now, or left waiting (p->waiter set). */
 int claim_fetch(engine *e, pending *p);
+/* The cancel request (engine_cancel): answers its owner's waits
+ * CANCELLED. */
+int claim_cancel(engine *e, pending *p);
 /* Re-runs the claims of the waiters on every topic rung this turn, and on
  * watched topics whose front became fetchable. */
 int claim_wake(engine *e);

@@ -180,6 +180,7 @@ struct engine {
     size_t n_chans;
     heap outbox;    /* pending deliveries by next attempt */
     heap waits;     /* waiting fetches by deadline */
+    table owners;   /* owner id (8 bytes) → its waiting fetches (claim.c) */
     topic *watched; /* topics with waiters */
     topic *idle;    /* topics that may have lost their last user this turn */
     uint64_t next_seq;

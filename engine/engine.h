@@ -59,6 +59,7 @@ typedef struct engine engine;
 /* Status codes: gRPC's canonical numbering (proto/berth/v1 Code). */
 typedef enum engine_code {
     ENGINE_CODE_OK = 0,
+    ENGINE_CODE_CANCELLED = 1,
     ENGINE_CODE_INVALID_ARGUMENT = 3,
     ENGINE_CODE_NOT_FOUND = 5,
     ENGINE_CODE_RESOURCE_EXHAUSTED = 8,
@@ -125,7 +126,8 @@ typedef enum engine_op {
     ENGINE_OP_RETRY_DELIVERY,
     ENGINE_OP_LIST_INCIDENTS,
     ENGINE_OP_STATS,
-    ENGINE_OP_TICK, /* run a turn now (after moving a manual clock) */
+    ENGINE_OP_TICK,   /* run a turn now (after moving a manual clock) */
+    ENGINE_OP_CANCEL, /* engine_cancel(): not queued by engine_exec() */
 } engine_op;
 
 typedef struct engine_submit_args {
@@ -192,6 +194,11 @@ typedef struct engine_extend_args {
 
 typedef struct engine_request {
     engine_op op;
+    /* Who sent it (a connection: never reused, never 0), or 0 for nobody
+     * in particular. engine_cancel(owner) ends its waiting requests; a
+     * fetch waits only while its owner has fewer than waits_per_owner_max
+     * waiting. */
+    uint64_t owner;
     union {
         engine_submit_args submit;
         struct {
@@ -219,6 +226,9 @@ typedef struct engine_request {
         struct {
             uint32_t limit; /* 0: the batch default */
         } list_incidents;
+        struct {
+            uint64_t owner;
+        } cancel;
     } u;
 } engine_request;
 
@@ -289,6 +299,8 @@ typedef struct engine_stats {
     uint64_t turns;  /* turns that committed a write */
     uint64_t syncs;  /* store syncs (one serves every turn written before it) */
     uint64_t commits_failed;
+    uint64_t waits_cancelled; /* waiting fetches ended by engine_cancel() */
+    uint64_t waits_refused;   /* fetches answered at once: too many waiting */
 } engine_stats;
 
 typedef struct engine_reply {
@@ -393,6 +405,11 @@ typedef struct engine_options {
 
     uint32_t turn_max_requests; /* requests one turn drains at most */
 
+    /* Waiting fetches (R7): a fetch that would wait past either bound is
+     * answered at once, RESOURCE_EXHAUSTED, retryable. */
+    uint32_t waits_max;           /* in all */
+    uint32_t waits_per_owner_max; /* of one owner (a connection) */
+
     const engine_channel *channels;
     size_t n_channels;
     bool strict_channels; /* undeclared topics are NOT_FOUND */
@@ -426,6 +443,13 @@ typedef void (*engine_done_fn)(void *arg, engine_reply *reply);
  * (BERTH_ECLOSED, BERTH_ENOMEM): it was not queued and done() will never
  * be called. */
 int engine_exec(engine *e, const engine_request *req, engine_done_fn done, void *arg);
+/* Every request of owner that is waiting (a fetch's long poll) is
+ * answered at once, CANCELLED, having claimed nothing; requests of owner
+ * queued after this call are not affected. For a connection that closed:
+ * its waits must not claim tasks nobody will read. Any thread;
+ * asynchronous (applied in the engine's next turn). BERTH_ECLOSED once
+ * the engine stops, BERTH_ENOMEM. */
+int engine_cancel(engine *e, uint64_t owner);
 /* engine_exec and wait for the reply (never from an engine thread, nor
  * from done()).
  * Returns NULL only if the request could not be queued. */

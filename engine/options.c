@@ -36,6 +36,8 @@ void engine_options_default(engine_options *o)
     o->delivery_backoff_max_ms = 60000;
     o->relay_max_per_turn = 10000;
     o->turn_max_requests = 4096;
+    o->waits_max = 10000;
+    o->waits_per_owner_max = 256;
 }
 
 #define CHECK(cond, ...)                                                                           \
@@ -88,6 +90,8 @@ int engine_options_check(const engine_options *o, char *msg, size_t msglen)
                   "delivery-backoff-initial-ms", "delivery-backoff-max-ms");
     CHECK(o->relay_max_per_turn > 0, "relay-max-per-turn must be greater than zero");
     CHECK(o->turn_max_requests > 0, "turn-max-requests must be greater than zero");
+    CHECK(o->waits_max > 0, "waits-max must be greater than zero");
+    CHECK(o->waits_per_owner_max > 0, "waits-per-connection must be greater than zero");
     for (size_t i = 0; i < o->n_channels; i++) {
         const engine_channel *c = &o->channels[i];
         engine_status st;

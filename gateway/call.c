@@ -31,8 +31,8 @@ void gw_call_init(gw_call *c)
     c->budget.a = (ProtobufCAllocator){budget_alloc, budget_free, &c->budget};
 }
 
-int gw_call_start(gw_call *c, engine *e, const void *data, size_t len, size_t max_msg,
-                  engine_done_fn done, void *arg, engine_status *st)
+int gw_call_start(gw_call *c, engine *e, uint64_t owner, const void *data, size_t len,
+                  size_t max_msg, engine_done_fn done, void *arg, engine_status *st)
 {
     memset(st, 0, sizeof(*st));
     if (len > max_msg) {
@@ -64,6 +64,7 @@ int gw_call_start(gw_call *c, engine *e, const void *data, size_t len, size_t ma
     if (gw_text_check(&berth__v1__request__descriptor, data, len, true, st) != BERTH_OK ||
         gw_request_from_wire(c->req, &c->ereq, &c->arena, st) != BERTH_OK)
         return BERTH_EINVAL;
+    c->ereq.owner = owner;
     if (engine_exec(e, &c->ereq, done, arg) != BERTH_OK) {
         st->code = ENGINE_CODE_UNAVAILABLE;
         st->engine_code = ENGINE_EC_ENGINE_UNAVAILABLE;

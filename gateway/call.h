@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "engine/engine.h"
 #include "gateway/convert.h"
@@ -34,8 +35,12 @@ typedef struct gw_call {
 } gw_call;
 
 void gw_call_init(gw_call *c);
-int gw_call_start(gw_call *c, engine *e, const void *data, size_t len, size_t max_msg,
-                  engine_done_fn done, void *arg, engine_status *st);
+/* owner: the connection that sent it (engine_request.owner), whose waits
+ * engine_cancel() ends when it closes: GW_OWNER_SP | a counter for
+ * berth's own server, an nng pipe id for nng's. */
+#define GW_OWNER_SP (1ull << 63)
+int gw_call_start(gw_call *c, engine *e, uint64_t owner, const void *data, size_t len,
+                  size_t max_msg, engine_done_fn done, void *arg, engine_status *st);
 void gw_call_release(gw_call *c);
 
 #endif

@@ -147,7 +147,9 @@ static void ctx_handle(gw_ctx *c, nng_msg *m)
 {
     engine_status st;
     c->state = CTX_ENGINE;
-    int rv = gw_call_start(&c->call, c->s->e, nng_msg_body(m), nng_msg_len(m), c->s->max_msg,
+    int pipe = nng_pipe_id(nng_msg_get_pipe(m));
+    uint64_t owner = pipe > 0 ? (uint64_t)pipe : 0;
+    int rv = gw_call_start(&c->call, c->s->e, owner, nng_msg_body(m), nng_msg_len(m), c->s->max_msg,
                            engine_done, c, &st);
     nng_msg_free(m);
     if (rv != BERTH_OK)
@@ -183,6 +185,16 @@ static void ctx_cb(void *arg)
     }
 }
 
+/* A connection is gone: its long polls must not go on claiming tasks
+ * nobody will read (nng's thread; engine_cancel only queues). */
+static void pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    gw_server *s = arg;
+    (void)ev;
+    if (nng_pipe_id(p) > 0)
+        (void)engine_cancel(s->e, (uint64_t)nng_pipe_id(p));
+}
+
 int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char *err,
                     size_t errlen)
 {
@@ -206,6 +218,8 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
     int rv = nng_rep0_open(&s->sock);
     if (rv == 0)
         rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, 2 * o->max_message_bytes);
+    if (rv == 0)
+        rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, pipe_gone, s);
     if (rv != 0) {
         snprintf(err, errlen, "cannot open the operate socket: %s", nng_strerror(rv));
         pthread_mutex_destroy(&s->mu);
@@ -251,6 +265,7 @@ void gw_server_close(gw_server *s)
     for (int i = 0; i < 400 && atomic_load(&s->busy) > 0; i++)
         nanosleep(&tick, NULL);
     atomic_store(&s->abandon, true);
+    nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, NULL, NULL); /* s goes below */
     nng_close(s->sock);
     /* No context grows the list now; stop each (waiting for its callback),
      * then free. */

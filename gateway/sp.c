@@ -34,6 +34,7 @@
 typedef struct sp_conn {
     struct gw_sp *s;
     int fd;
+    uint64_t owner;              /* the engine's name for its requests (never reused) */
     atomic_int refs;             /* the loop's while registered, one per request in the engine */
     struct sp_conn *prev, *next; /* s->conns (loop thread) */
 
@@ -65,6 +66,7 @@ typedef struct sp_req {
 struct gw_sp {
     engine *e;
     size_t max_msg;
+    uint64_t owners;    /* connections accepted: each one's engine owner id (loop thread) */
     int lfd, efd, wake; /* listener, epoll, eventfd */
     pthread_t thread;
     char url[300];
@@ -135,7 +137,12 @@ static void conn_close(sp_conn *c)
     epoll_ctl(s->efd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
+    bool waiting = c->inflight > 0;
     pthread_mutex_unlock(&c->mu);
+    /* Its long polls must not go on claiming tasks nobody will read. (If
+     * the engine is closing, it answers them anyway.) */
+    if (waiting)
+        (void)engine_cancel(s->e, c->owner);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -297,8 +304,8 @@ static bool conn_request(sp_conn *c, const uint8_t *p, size_t len)
     c->inflight++;
     pthread_mutex_unlock(&c->mu);
     engine_status st;
-    if (gw_call_start(&r->call, c->s->e, p + r->bt_len, len - r->bt_len, c->s->max_msg, req_done, r,
-                      &st) != BERTH_OK) {
+    if (gw_call_start(&r->call, c->s->e, c->owner, p + r->bt_len, len - r->bt_len, c->s->max_msg,
+                      req_done, r, &st) != BERTH_OK) {
         nng_msg *m = NULL;
         if (gw_encode_status(&st, &m) != BERTH_OK)
             m = NULL;
@@ -471,6 +478,7 @@ static void accept_all(gw_sp *s)
         }
         c->s = s;
         c->fd = fd;
+        c->owner = GW_OWNER_SP | ++s->owners;
         atomic_init(&c->refs, 1);
         pthread_mutex_init(&c->mu, NULL);
         struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};

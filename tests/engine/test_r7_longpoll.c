@@ -193,3 +193,99 @@ Test(r7_longpoll, topics_named_only_by_waits_and_finished_work_are_freed)
     engine_reply_free(h_complete(id, "w", tok));
     cr_assert_eq(h_stats().topics, 0, "released with its last task");
 }
+
+/* ---- waits of a connection that closed, and the bounds on waiting ---- */
+
+static const char *T1[] = {"t"};
+
+static void wait_as(uint64_t owner, h_async *a)
+{
+    engine_request req = {.op = ENGINE_OP_FETCH, .owner = owner};
+    req.u.fetch = (engine_fetch_args){
+        .worker_id = "w", .topics = T1, .n_topics = 1, .has_wait_ms = true, .wait_ms = 30000};
+    h_exec_async(&req, a);
+    engine_tick(H.e); /* served or waiting */
+}
+
+Test(r7_longpoll, cancelling_an_owner_ends_its_waits_before_they_claim)
+{
+    h_async a[3];
+    wait_as(7, &a[0]);
+    wait_as(7, &a[1]);
+    wait_as(8, &a[2]);
+    cr_assert_eq(h_stats().waiting_fetches, 3);
+    cr_assert_eq(engine_cancel(H.e, 7), 0);
+    for (int i = 0; i < 2; i++) {
+        engine_reply *r = h_async_wait(&a[i]);
+        h_expect_code(r, ENGINE_CODE_CANCELLED);
+        cr_assert_eq(r->n_tasks, 0);
+        h_async_free(&a[i]);
+    }
+    /* Work parked now goes to the connection that is still there. */
+    char id[ENGINE_ID_STR];
+    h_submit("t", "p", id);
+    engine_reply *r = h_async_wait(&a[2]);
+    h_expect_ok(r);
+    cr_assert_eq(r->n_tasks, 1);
+    cr_assert_str_eq(r->tasks[0].id, id);
+    h_async_free(&a[2]);
+    engine_stats s = h_stats();
+    cr_assert_eq(s.waits_cancelled, 2);
+    cr_assert_eq(s.waiting_fetches, 0);
+    cr_assert_eq(engine_cancel(H.e, 7), 0, "an owner with nothing waiting: nothing happens");
+    cr_assert_eq(engine_cancel(H.e, 99), 0);
+    cr_assert_eq(h_stats().waits_cancelled, 2);
+}
+
+Test(r7_longpoll, a_connection_may_keep_only_so_many_fetches_waiting)
+{
+    H.o.waits_per_owner_max = 2;
+    h_reopen();
+    h_async a[4];
+    wait_as(7, &a[0]);
+    wait_as(7, &a[1]);
+    wait_as(7, &a[2]);
+    engine_reply *r = h_async_wait(&a[2]);
+    h_expect_code(r, ENGINE_CODE_RESOURCE_EXHAUSTED);
+    cr_assert(r->status.retryable);
+    cr_assert(strstr(r->status.message, "waits-per-connection"), "%s", r->status.message);
+    h_async_free(&a[2]);
+    wait_as(8, &a[3]); /* another connection still may */
+    cr_assert_null(h_async_peek(&a[3]));
+    /* A fetch that does not wait is never refused for it. */
+    engine_request req = {.op = ENGINE_OP_FETCH, .owner = 7};
+    req.u.fetch = (engine_fetch_args){
+        .worker_id = "w", .topics = T1, .n_topics = 1, .has_wait_ms = true, .wait_ms = 0};
+    r = h_exec(&req);
+    h_expect_ok(r);
+    engine_reply_free(r);
+    cr_assert_eq(h_stats().waits_refused, 1);
+    engine_cancel(H.e, 7);
+    engine_cancel(H.e, 8);
+    for (int i = 0; i < 4; i++)
+        if (i != 2) {
+            h_expect_code(h_async_wait(&a[i]), ENGINE_CODE_CANCELLED);
+            h_async_free(&a[i]);
+        }
+}
+
+Test(r7_longpoll, berthd_keeps_only_so_many_fetches_waiting_in_all)
+{
+    H.o.waits_max = 2;
+    h_reopen();
+    h_async a[3];
+    wait_as(1, &a[0]);
+    wait_as(2, &a[1]);
+    wait_as(3, &a[2]);
+    engine_reply *r = h_async_wait(&a[2]);
+    h_expect_code(r, ENGINE_CODE_RESOURCE_EXHAUSTED);
+    cr_assert(strstr(r->status.message, "waits-max"), "%s", r->status.message);
+    h_async_free(&a[2]);
+    h_advance(30000); /* the others end at their deadline, empty and OK */
+    for (int i = 0; i < 2; i++) {
+        r = h_async_wait(&a[i]);
+        h_expect_ok(r);
+        cr_assert_eq(r->n_tasks, 0);
+        h_async_free(&a[i]);
+    }
+}

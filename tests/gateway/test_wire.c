@@ -529,3 +529,91 @@ Test(wire, events_reach_the_subscribers_that_stay)
     expect_event(c, "task.parked.stay3");
     nng_close(c);
 }
+
+/* ---- long polls of a connection that is gone ---- */
+
+typedef struct poller {
+    bc *c;
+    const char *topic;
+    long wait_ms;
+    Berth__V1__Response *r; /* NULL: the call failed (its socket closed) */
+} poller;
+
+static void *poll_on(void *arg)
+{
+    poller *p = arg;
+    char *topics[] = {(char *)p->topic};
+    Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
+    f.worker_id = "gone";
+    f.n_topics = 1;
+    f.topics = topics;
+    f.has_wait_ms = 1;
+    f.wait_ms = (uint64_t)p->wait_ms;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
+    req.fetch = &f;
+    p->r = NULL;
+    if (bc_call(p->c, &req, 30000, &p->r) != BC_OK)
+        p->r = NULL;
+    return NULL;
+}
+
+Test(wire, a_closed_connection_s_long_polls_claim_nothing)
+{
+    enum { N = 16 };
+    bc *gone = d_client(&D);
+    static poller ps[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        ps[i] = (poller){gone, "orphan", 25000, NULL};
+        cr_assert_eq(pthread_create(&th[i], NULL, poll_on, &ps[i]), 0);
+    }
+    struct timespec pause = {0, 300 * 1000000L};
+    nanosleep(&pause, NULL); /* sequencing only: let the fetches wait */
+    bc_close(gone);          /* the connection goes; its fetches were waiting */
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    nanosleep(&pause, NULL); /* sequencing only: let berthd hear it */
+
+    /* Work parked now is for those still there: not locked by the dead. */
+    char *id = submit_id("orphan", "for the living");
+    Berth__V1__Response *f;
+    Berth__V1__Task *t = fetch_one("alive", "orphan", 0, &f);
+    cr_assert_str_eq(t->id, id);
+    w_free(f);
+    free(id);
+}
+
+Test(wire, a_connection_may_keep_only_so_many_fetches_waiting)
+{
+    enum { N = 3 };
+    static const char *const extra[] = {"--waits-per-connection", "2", NULL};
+    bc_close(C);
+    d_cleanup(&D);
+    d_start(&D, extra);
+    C = d_client(&D);
+    bc *one = d_client(&D);
+    static poller ps[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        ps[i] = (poller){one, "few", 1500, NULL};
+        cr_assert_eq(pthread_create(&th[i], NULL, poll_on, &ps[i]), 0);
+    }
+    int refused = 0, empty = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_not_null(ps[i].r);
+        if (ps[i].r->status->code == BERTH__V1__CODE__RESOURCE_EXHAUSTED) {
+            refused++;
+            cr_assert(ps[i].r->status->retryable);
+        } else {
+            w_expect_code(ps[i].r, BERTH__V1__CODE__OK);
+            cr_assert_eq(ps[i].r->fetch->n_tasks, 0);
+            empty++;
+        }
+        w_free(ps[i].r);
+    }
+    cr_assert_eq(refused, 1, "the third waiting fetch of one connection is refused");
+    cr_assert_eq(empty, 2);
+    bc_close(one);
+}
