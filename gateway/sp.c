@@ -26,7 +26,8 @@
 #include "proto/sp_wire.h"
 #include "store/err.h"
 
-#define SP_BACKTRACE_MAX 32           /* 8 hops */
+#define SP_TTL           8 /* backtrace words (hops and the id), as nng's REP */
+#define SP_BACKTRACE_MAX (4 * SP_TTL)
 #define SP_OUT_MAX       (256u << 20) /* answers queued for a reader that does not read */
 #define SP_IN_KEEP       (64u << 10)  /* input buffer kept between frames; more is freed */
 #define SP_HELLO_MS      10000        /* a peer's header must arrive within this (as nng's) */
@@ -279,7 +280,10 @@ static void req_done(void *arg, engine_reply *reply)
 
 /* ---- requests (loop thread) ---- */
 
-/* One frame: the backtrace, then the Request. False: a protocol error. */
+/* One frame: the backtrace, then the Request. False: a protocol error,
+ * and the connection closes. As nng's REP does: a frame that ends before
+ * its request id is garbage (closed); one whose backtrace runs past
+ * SP_TTL words is dropped unanswered, and the connection goes on. */
 static bool conn_request(sp_conn *c, const uint8_t *p, size_t len)
 {
     sp_req *r = calloc(1, sizeof(*r));
@@ -287,15 +291,19 @@ static bool conn_request(sp_conn *c, const uint8_t *p, size_t len)
         return false; /* no memory to serve it: closing tells the client at once */
     /* The backtrace: 4-byte hops up to the request id, the one with its
      * high bit set. */
-    while (r->bt_len + 4 <= len && r->bt_len < SP_BACKTRACE_MAX) {
+    for (;;) {
+        if (r->bt_len == SP_BACKTRACE_MAX) {
+            free(r);
+            return true; /* past the TTL: dropped */
+        }
+        if (len - r->bt_len < 4) {
+            free(r);
+            return false;
+        }
         memcpy(r->bt + r->bt_len, p + r->bt_len, 4);
         r->bt_len += 4;
         if (p[r->bt_len - 4] & 0x80)
             break;
-    }
-    if (r->bt_len == 0 || !(r->bt[r->bt_len - 4] & 0x80)) {
-        free(r);
-        return false;
     }
     gw_call_init(&r->call);
     r->c = c;

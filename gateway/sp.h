@@ -20,7 +20,10 @@
  * the engine is not read until one is answered, and one whose peer leaves
  * more than 256 MiB of answers unread is closed. A peer that has not sent
  * its 8-byte header 10 s after connecting is closed (nng's negotiation
- * timeout); once it has, an idle connection stays open.
+ * timeout); once it has, an idle connection stays open. As with nng's REP,
+ * a frame that ends before its request id closes its connection, and one
+ * whose backtrace runs past 8 words (nng's TTL) is dropped unanswered. A
+ * connection that closes ends its waiting fetches (engine_cancel).
  */
 #ifndef BERTH_GATEWAY_SP_H
 #define BERTH_GATEWAY_SP_H

@@ -369,3 +369,49 @@ Test(sp, a_connection_serves_small_requests_after_a_big_one)
     }
     close(fd);
 }
+
+/* A frame whose backtrace has `hops` words before its request id. */
+static size_t frame_hops(uint8_t *out, int hops, uint32_t id, const uint8_t *body, size_t len)
+{
+    uint64_t n = 4u * (uint64_t)(hops + 1) + len;
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)(n >> (56 - 8 * i));
+    size_t at = 8;
+    for (int h = 0; h < hops; h++, at += 4)
+        memcpy(out + at, (uint8_t[]){0, 0, 0, (uint8_t)(h + 1)}, 4);
+    id |= 0x80000000u;
+    for (int i = 0; i < 4; i++)
+        out[at + i] = (uint8_t)(id >> (24 - 8 * i));
+    memcpy(out + at + 4, body, len);
+    return at + 4 + len;
+}
+
+/* As nng's REP: a request whose backtrace holds up to 8 words (7 hops and
+ * its id: nng's TTL of 8) is answered, the backtrace echoed; a longer one
+ * is dropped unanswered, and its connection goes on. (Run against both operate
+ * servers: gateway_test_sp_ttl_nng.) */
+Test(sp, a_backtrace_past_the_ttl_is_dropped_and_the_connection_goes_on)
+{
+    int fd = raw_req();
+    uint8_t body[128], f[256];
+    size_t bl = pack_fetch(body, "ttl", 1, 0);
+    write_all(fd, f, frame_hops(f, 7, 1, body, bl)); /* 7 hops: answered */
+    uint8_t h[8 + 32];
+    read_all(fd, h, sizeof(h));
+    uint64_t n = 0;
+    for (int i = 0; i < 8; i++)
+        n = n << 8 | h[i];
+    cr_assert_eq(memcmp(h + 8, f + 8, 32), 0, "the whole backtrace comes back");
+    uint8_t *rest = malloc(n - 32);
+    read_all(fd, rest, n - 32);
+    free(rest);
+
+    write_all(fd, f, frame_hops(f, 8, 2, body, bl)); /* 8 hops: dropped */
+    write_all(fd, f, frame(f, 3, body, bl));         /* the connection still serves */
+    uint32_t id;
+    Berth__V1__Response *r = answer(fd, &id);
+    cr_assert_eq(id, 3, "the first answer is the third request's: the second was dropped");
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    berth__v1__response__free_unpacked(r, NULL);
+    close(fd);
+}
