@@ -7,6 +7,17 @@ size_t utf8_valid_prefix(const uint8_t *s, size_t n)
 {
     size_t i = 0;
     while (i < n) {
+        /* Eight ASCII bytes at a time, none of them NUL. */
+        while (n - i >= 8) {
+            uint64_t v;
+            memcpy(&v, s + i, 8);
+            if ((v & 0x8080808080808080ull) != 0 ||
+                ((v - 0x0101010101010101ull) & ~v & 0x8080808080808080ull) != 0)
+                break;
+            i += 8;
+        }
+        if (i == n)
+            break;
         uint8_t c = s[i];
         if (c >= 0x01 && c < 0x80) {
             i++;

@@ -37,6 +37,13 @@ static const utf8_case cases[] = {
     C("FF", "ok\xff", 2),
     C("cut after the lead byte", "ab\xe2\x82", 2),
     C("bad second continuation", "\xe2\x82\x41", 0),
+    C("long ascii", "0123456789abcdefghij", 20),
+    C("a NUL in a long run", "0123456789\0abcdefgh", 10),
+    C("a bad byte after long runs", "0123456789abcdef\xff", 16),
+    C("a character between runs",
+      "01234567\xc3\xa9"
+      "89abcdefgh",
+      20),
 };
 
 Test(utf8, named_cases)
