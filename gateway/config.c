@@ -57,6 +57,11 @@ static const setting settings[] = {
     {"max-message-bytes", S_U64, G(max_message_bytes), "ceiling for one request message"},
     {"operate-nng", S_BOOL, G(operate_nng),
      "serve a tcp:// operate URL with nng's REP socket, not berth's own server"},
+    {"max-connections", S_U32, G(max_connections),
+     "operate connections at once; more are closed as they come (0: half the descriptor limit, "
+     "at most 10000)"},
+    {"idle-timeout-ms", S_U64, G(idle_timeout_ms),
+     "close an operate connection that sends nothing this long with nothing in flight (0: never)"},
     {"contexts", S_U32, G(contexts), "request contexts started at once (nng)"},
     {"contexts-max", S_U32, G(contexts_max), "ceiling the context pool grows to (nng)"},
     {"tls-cert", S_STR, G(tls_cert), "PEM certificate for tls+tcp:// URLs"},
@@ -75,6 +80,7 @@ void gw_config_default(gw_config *c)
     c->operate_url = "tcp://127.0.0.1:7450";
     c->events_url = "tcp://127.0.0.1:7452";
     c->max_message_bytes = 8u << 20;
+    c->idle_timeout_ms = 600000;
     c->contexts = 64;
     c->contexts_max = 16384;
 }

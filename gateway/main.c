@@ -6,12 +6,14 @@
  * Exit codes: 0 clean stop, 1 could not start (store, sockets), 2 refused
  * configuration (the message names the setting).
  */
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include "gateway/config.h"
 #include "gateway/events.h"
@@ -20,6 +22,43 @@
 #include "store/err.h"
 
 static int serve(gw_config *cfg);
+
+/* Descriptors kept beside the operate connections: the store's files, the
+ * other sockets, the events' subscribers. */
+#define FDS_RESERVED 256
+
+/* Raises the descriptor limit to its ceiling and settles max-connections
+ * under it. False: the setting asks for more than there is. */
+static bool settle_descriptors(gw_config *cfg, char *err, size_t errlen)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rlim_t want = rl.rlim_max;
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    uint64_t limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                         ? (uint64_t)rl.rlim_cur
+                         : UINT64_MAX;
+    uint64_t room = limit > FDS_RESERVED ? limit - FDS_RESERVED : 0;
+    if (cfg->max_connections == 0) {
+        uint64_t half = limit / 2;
+        cfg->max_connections = (uint32_t)(half < 10000 ? half : 10000);
+        if (cfg->max_connections == 0) {
+            snprintf(err, errlen, "max-connections: the descriptor limit (%" PRIu64 ") is too low",
+                     limit);
+            return false;
+        }
+    } else if (cfg->max_connections > room) {
+        snprintf(err, errlen,
+                 "max-connections (%u) is more than the descriptor limit (%" PRIu64
+                 ") leaves beside the %d berthd keeps for itself",
+                 cfg->max_connections, limit, FDS_RESERVED);
+        return false;
+    }
+    return true;
+}
 
 int main(int argc, char **argv)
 {
@@ -54,6 +93,10 @@ static int serve(gw_config *cfg)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    if (!settle_descriptors(cfg, err, sizeof(err))) {
+        fprintf(stderr, "berthd: %s\n", err);
+        return 2;
+    }
     nng_tls_config *tls = NULL;
     if (cfg->tls_cert != NULL &&
         gw_tls_server(cfg->tls_cert, cfg->tls_key, &tls, err, sizeof(err))) {
@@ -81,6 +124,8 @@ static int serve(gw_config *cfg)
         .contexts_max = cfg->contexts_max,
         .tls = tls,
         .nng = cfg->operate_nng,
+        .max_connections = cfg->max_connections,
+        .idle_timeout_ms = cfg->idle_timeout_ms,
     };
     gw_server *server = NULL;
     if (gw_server_start(e, &so, &server, err, sizeof(err)) != BERTH_OK) {

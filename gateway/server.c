@@ -203,7 +203,10 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
     if (s == NULL)
         return BERTH_ENOMEM;
     if (!o->nng && o->tls == NULL && strncmp(o->url, "tcp://", 6) == 0) {
-        int rv = gw_sp_start(e, o->url, o->max_message_bytes, &s->sp, err, errlen);
+        gw_sp_limits lim = {.max_message_bytes = o->max_message_bytes,
+                            .max_connections = o->max_connections,
+                            .idle_timeout_ms = o->idle_timeout_ms};
+        int rv = gw_sp_start(e, o->url, &lim, &s->sp, err, errlen);
         if (rv != BERTH_OK) {
             free(s);
             return rv;

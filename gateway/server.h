@@ -36,10 +36,12 @@ typedef struct gw_server gw_server;
 typedef struct gw_server_options {
     const char *url;
     size_t max_message_bytes;
-    uint32_t contexts;     /* receiving at start */
-    uint32_t contexts_max; /* the pool's ceiling */
-    nng_tls_config *tls;   /* for tls+tcp://; NULL otherwise */
-    bool nng;              /* tcp:// through nng too (else gateway/sp.c serves it) */
+    uint32_t contexts;        /* receiving at start */
+    uint32_t contexts_max;    /* the pool's ceiling */
+    nng_tls_config *tls;      /* for tls+tcp://; NULL otherwise */
+    bool nng;                 /* tcp:// through nng too (else gateway/sp.c serves it) */
+    uint32_t max_connections; /* gateway/sp.c: see sp.h */
+    uint64_t idle_timeout_ms;
 } gw_server_options;
 
 int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char *err,

@@ -44,6 +44,9 @@ typedef struct sp_conn {
     size_t hello_got;
     uint64_t hello_by_ms;                    /* monotonic; closed if the header is not in */
     struct sp_conn *hello_prev, *hello_next; /* s->hello_*, while the header is awaited */
+    uint64_t read_at_ms;                     /* monotonic: its last read (idle timeout) */
+    bool idle_listed;
+    struct sp_conn *idle_prev, *idle_next; /* s->idle_*, by read_at_ms, once its header is in */
     uint8_t *in;
     size_t in_len, in_cap;
 
@@ -73,6 +76,11 @@ struct gw_sp {
     char url[300];
     sp_conn *conns;
     sp_conn *hello_head, *hello_tail; /* awaiting their header, oldest first (loop thread) */
+    sp_conn *idle_head, *idle_tail;   /* the others, least recently read first (loop thread) */
+    uint32_t n_conns;                 /* open connections (loop thread) */
+    uint32_t max_conns;               /* more are closed as they come */
+    uint64_t idle_ms;                 /* 0: never closed for idleness */
+    int spare;                        /* a descriptor kept to accept-and-close at EMFILE */
     sp_conn *dead;                    /* closed this batch of events: freed after it */
     pthread_mutex_t mu;               /* guards resume and closing */
     sp_conn *resume;                  /* unpaused: the loop reads them again */
@@ -106,6 +114,37 @@ static void hello_unlink(gw_sp *s, sp_conn *c)
     c->hello_by_ms = 0;
 }
 
+static void idle_unlink(gw_sp *s, sp_conn *c)
+{
+    if (!c->idle_listed)
+        return;
+    if (c->idle_prev)
+        c->idle_prev->idle_next = c->idle_next;
+    else
+        s->idle_head = c->idle_next;
+    if (c->idle_next)
+        c->idle_next->idle_prev = c->idle_prev;
+    else
+        s->idle_tail = c->idle_prev;
+    c->idle_prev = c->idle_next = NULL;
+    c->idle_listed = false;
+}
+
+/* c was active at now: the back of the idle list. */
+static void idle_touch(gw_sp *s, sp_conn *c, uint64_t now)
+{
+    idle_unlink(s, c);
+    c->read_at_ms = now;
+    c->idle_listed = true;
+    c->idle_prev = s->idle_tail;
+    c->idle_next = NULL;
+    if (s->idle_tail)
+        s->idle_tail->idle_next = c;
+    else
+        s->idle_head = c;
+    s->idle_tail = c;
+}
+
 static void conn_unref(sp_conn *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) != 1)
@@ -133,6 +172,8 @@ static void conn_close(sp_conn *c)
 {
     gw_sp *s = c->s;
     hello_unlink(s, c);
+    idle_unlink(s, c);
+    s->n_conns--;
     pthread_mutex_lock(&c->mu);
     c->closed = true;
     epoll_ctl(s->efd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -403,6 +444,7 @@ static void conn_readable(sp_conn *c)
             return;
         hello_unlink(c->s, c);
     }
+    idle_touch(c->s, c, mono_ms());
     /* A bounded number of reads: epoll (level-triggered) brings the
      * connection back, after the others. */
     for (int reads = 0; reads < 16; reads++) {
@@ -458,6 +500,21 @@ static void reap(gw_sp *s)
     }
 }
 
+/* Out of descriptors: the spare one is let go to accept the waiting peer
+ * and close it at once, so that it hears "no" now rather than time out in
+ * the backlog, and the loop never sleeps on it. */
+static bool accept_and_refuse(gw_sp *s)
+{
+    if (s->spare < 0)
+        return false;
+    close(s->spare);
+    int fd = accept(s->lfd, NULL, NULL);
+    if (fd >= 0)
+        close(fd);
+    s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0;
+}
+
 static void accept_all(gw_sp *s)
 {
     for (;;) {
@@ -465,12 +522,18 @@ static void accept_all(gw_sp *s)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
                 continue; /* that peer is gone; others may wait */
-            if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                /* Out of descriptors or memory: pause rather than spin. */
+            if ((errno == EMFILE || errno == ENFILE) && accept_and_refuse(s))
+                continue;
+            if (errno == ENOMEM || errno == ENOBUFS) {
+                /* The kernel is short of memory: pause rather than spin. */
                 struct timespec pause = {0, 10 * 1000000L};
                 nanosleep(&pause, NULL);
             }
             return;
+        }
+        if (s->n_conns >= s->max_conns) {
+            close(fd); /* --max-connections: the ones already open go on */
+            continue;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -496,6 +559,7 @@ static void accept_all(gw_sp *s)
             close(fd);
             continue;
         }
+        s->n_conns++;
         c->next = s->conns;
         if (s->conns)
             s->conns->prev = c;
@@ -508,6 +572,32 @@ static void accept_all(gw_sp *s)
             s->hello_head = c;
         s->hello_tail = c;
     }
+}
+
+/* Closes the connections read last idle_ms ago or more that have nothing
+ * in the engine (a long poll in flight is not idleness); returns the epoll
+ * timeout until the next may be (-1: none). */
+static int idle_expire(gw_sp *s)
+{
+    if (s->idle_ms == 0 || s->idle_head == NULL)
+        return -1;
+    uint64_t now = mono_ms();
+    for (uint32_t n = s->n_conns; n > 0 && s->idle_head != NULL; n--) {
+        sp_conn *c = s->idle_head;
+        if (c->read_at_ms + s->idle_ms > now)
+            break;
+        pthread_mutex_lock(&c->mu);
+        bool busy = c->inflight > 0 || c->out_len > c->out_off;
+        pthread_mutex_unlock(&c->mu);
+        if (busy)
+            idle_touch(s, c, now);
+        else
+            conn_close(c);
+    }
+    if (s->idle_head == NULL)
+        return -1;
+    uint64_t at = s->idle_head->read_at_ms + s->idle_ms;
+    return at > now ? (int)(at - now < INT32_MAX ? at - now : INT32_MAX) : 0;
 }
 
 /* Closes the connections whose header is late; returns the epoll timeout
@@ -577,7 +667,9 @@ static void *loop_main(void *arg)
                 (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
                 break;
         }
-        int wait_ms = hello_expire(s);
+        int wait_ms = hello_expire(s), idle_wait = idle_expire(s);
+        if (idle_wait >= 0 && (wait_ms < 0 || idle_wait < wait_ms))
+            wait_ms = idle_wait;
         reap(s);
         if (closing)
             wait_ms = 10;
@@ -684,7 +776,7 @@ static int listen_on(gw_sp *s, const char *url, char *err, size_t errlen)
     return BERTH_OK;
 }
 
-int gw_sp_start(engine *e, const char *url, size_t max_message_bytes, gw_sp **out, char *err,
+int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out, char *err,
                 size_t errlen)
 {
     *out = NULL;
@@ -692,6 +784,10 @@ int gw_sp_start(engine *e, const char *url, size_t max_message_bytes, gw_sp **ou
     if (s == NULL)
         return BERTH_ENOMEM;
     s->e = e;
+    size_t max_message_bytes = lim->max_message_bytes;
+    s->max_conns = lim->max_connections;
+    s->idle_ms = lim->idle_timeout_ms;
+    s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     /* (frames up to twice this, plus a backtrace, must fit a size_t) */
     s->max_msg = max_message_bytes < SIZE_MAX / 4 ? max_message_bytes : SIZE_MAX / 4;
     s->lfd = s->efd = s->wake = -1;
@@ -712,6 +808,8 @@ int gw_sp_start(engine *e, const char *url, size_t max_message_bytes, gw_sp **ou
         }
     }
     if (rv != BERTH_OK) {
+        if (s->spare >= 0)
+            close(s->spare);
         if (s->lfd >= 0)
             close(s->lfd);
         if (s->efd >= 0)
@@ -742,6 +840,8 @@ void gw_sp_close(gw_sp *s)
     ssize_t w = write(s->wake, &one, sizeof(one));
     (void)w;
     pthread_join(s->thread, NULL);
+    if (s->spare >= 0)
+        close(s->spare);
     close(s->lfd);
     close(s->efd);
     close(s->wake);

@@ -24,11 +24,19 @@
  * a frame that ends before its request id closes its connection, and one
  * whose backtrace runs past 8 words (nng's TTL) is dropped unanswered. A
  * connection that closes ends its waiting fetches (engine_cancel).
+ *
+ * Descriptors: past max_connections a new connection is accepted and
+ * closed at once, and so is one that finds berthd out of descriptors (a
+ * spare one is let go for it): it hears "no" at once instead of timing
+ * out in the backlog, and the connections already open are served at
+ * full speed. A connection with nothing in the engine that sends nothing
+ * for idle_timeout_ms is closed.
  */
 #ifndef BERTH_GATEWAY_SP_H
 #define BERTH_GATEWAY_SP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "engine/engine.h"
 
@@ -36,9 +44,16 @@
 
 typedef struct gw_sp gw_sp;
 
+typedef struct gw_sp_limits {
+    size_t max_message_bytes;
+    uint32_t max_connections; /* more are accepted and closed at once */
+    uint64_t idle_timeout_ms; /* a connection not read for this long, with
+                                 nothing in the engine, is closed; 0: never */
+} gw_sp_limits;
+
 /* url: tcp://HOST:PORT (HOST may be empty or '*' for every address, or
  * [v6]; PORT may be 0). */
-int gw_sp_start(engine *e, const char *url, size_t max_message_bytes, gw_sp **out, char *err,
+int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out, char *err,
                 size_t errlen);
 const char *gw_sp_url(const gw_sp *s);
 /* Call after engine_stop(): answers already handed to sockets are

@@ -222,6 +222,9 @@ Test(process, contradictory_settings_are_refused_at_boot)
         "wait-max-ms");
     expect_refused((const char *const[]){"--lock-max-ms", "ten", NULL}, "lock-max-ms");
     expect_refused((const char *const[]){"--no-such-flag", "1", NULL}, "no-such-flag");
+    expect_refused((const char *const[]){"--max-connections", "4000000000", NULL},
+                   "max-connections");
+    expect_refused((const char *const[]){"--waits-max", "0", NULL}, "waits-max");
     expect_refused((const char *const[]){"--strict-channels", NULL}, "strict-channels");
     expect_refused((const char *const[]){"--channel", "x,reply-max-bytes=ten", NULL}, "channel");
     expect_refused((const char *const[]){"--channel", "a", "--channel", "a", NULL}, "twice");

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* prlimit */
 /* berthd's own tcp:// server (gateway/sp.c) against raw sockets: what an
  * nng client would never send, many requests on one connection, and
  * answers bigger than the socket takes at once. */
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -17,6 +19,7 @@
 
 #include "proto/sp_wire.h"
 #include "tests/support/daemon.h"
+#include "tests/support/raw.h"
 
 static daemon_proc D;
 
@@ -32,95 +35,14 @@ static void teardown(void)
 
 TestSuite(sp, .init = setup, .fini = teardown, .timeout = 120);
 
-static int raw_connect(void)
+static int raw_connect_d(void)
 {
-    const char *colon = strrchr(D.operate, ':');
-    cr_assert_not_null(colon, "%s", D.operate);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    struct timeval tv = {.tv_sec = 10};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    return fd;
+    return raw_connect(D.operate);
 }
 
-static void read_all(int fd, void *p, size_t n)
+static int raw_req_d(void)
 {
-    for (size_t got = 0; got < n;) {
-        ssize_t r = recv(fd, (char *)p + got, n - got, 0);
-        cr_assert_gt(r, 0, "the connection ended or timed out after %zu of %zu bytes", got, n);
-        got += (size_t)r;
-    }
-}
-
-static void write_all(int fd, const void *p, size_t n)
-{
-    cr_assert_eq(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
-}
-
-/* Connects and exchanges the SP headers as a REQ peer. */
-static int raw_req(void)
-{
-    int fd = raw_connect();
-    uint8_t req[SP_HEADER_LEN], rep[SP_HEADER_LEN];
-    sp_header(req, SP_PROTO_REQ0);
-    sp_header(rep, SP_PROTO_REP0);
-    write_all(fd, req, sizeof(req));
-    uint8_t got[8];
-    read_all(fd, got, sizeof(got));
-    cr_assert_eq(memcmp(got, rep, sizeof(rep)), 0, "berthd answers as a REP peer");
-    return fd;
-}
-
-/* A frame: 64-bit length, the request id (high bit set), the body. */
-static size_t frame(uint8_t *out, uint32_t id, const uint8_t *body, size_t len)
-{
-    uint64_t n = 4 + len;
-    for (int i = 0; i < 8; i++)
-        out[i] = (uint8_t)(n >> (56 - 8 * i));
-    id |= 0x80000000u;
-    for (int i = 0; i < 4; i++)
-        out[8 + i] = (uint8_t)(id >> (24 - 8 * i));
-    memcpy(out + 12, body, len);
-    return 12 + len;
-}
-
-/* Reads one answer: its request id, and its Response. */
-static Berth__V1__Response *answer(int fd, uint32_t *id)
-{
-    uint8_t h[12];
-    read_all(fd, h, sizeof(h));
-    uint64_t n = 0;
-    for (int i = 0; i < 8; i++)
-        n = n << 8 | h[i];
-    cr_assert_geq(n, 4);
-    *id =
-        ((uint32_t)h[8] << 24 | (uint32_t)h[9] << 16 | (uint32_t)h[10] << 8 | h[11]) & 0x7fffffffu;
-    uint8_t *body = malloc(n - 4 + 1);
-    read_all(fd, body, n - 4);
-    Berth__V1__Response *r = berth__v1__response__unpack(NULL, n - 4, body);
-    free(body);
-    cr_assert_not_null(r, "the answer is a Response");
-    return r;
-}
-
-static size_t pack_fetch(uint8_t *out, const char *topic, uint32_t max, uint64_t wait_ms)
-{
-    Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
-    char *topics[] = {(char *)topic};
-    f.worker_id = "raw";
-    f.topics = topics;
-    f.n_topics = 1;
-    f.has_max_tasks = true;
-    f.max_tasks = max;
-    f.has_wait_ms = true;
-    f.wait_ms = wait_ms;
-    Berth__V1__Request r = BERTH__V1__REQUEST__INIT;
-    r.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
-    r.fetch = &f;
-    return berth__v1__request__pack(&r, out);
+    return raw_req(D.operate);
 }
 
 /* Writes n fetches of one task each on topic, waiting wait_ms, all at
@@ -129,12 +51,12 @@ static void write_long_polls(int fd, uint32_t n, const char *topic, uint32_t fir
                              uint64_t wait_ms)
 {
     uint8_t body[128];
-    size_t bl = pack_fetch(body, topic, 1, wait_ms);
+    size_t bl = raw_pack_fetch(body, topic, 1, wait_ms);
     uint8_t *all = malloc(n * (12 + bl));
     size_t len = 0;
     for (uint32_t i = 0; i < n; i++)
-        len += frame(all + len, first_id + i, body, bl);
-    write_all(fd, all, len);
+        len += raw_frame(all + len, first_id + i, body, bl);
+    raw_write_all(fd, all, len);
     free(all);
 }
 
@@ -168,38 +90,38 @@ static void expect_only_it_closed(int fd)
 
 Test(sp, a_peer_that_is_not_a_req_socket_is_disconnected)
 {
-    int fd = raw_connect();
+    int fd = raw_connect_d();
     const char *http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-    write_all(fd, http, strlen(http));
+    raw_write_all(fd, http, strlen(http));
     uint8_t hello[8];
-    read_all(fd, hello, sizeof(hello)); /* berthd's header went out first */
+    raw_read_all(fd, hello, sizeof(hello)); /* berthd's header went out first */
     expect_only_it_closed(fd);
 }
 
 Test(sp, a_frame_over_the_memory_bound_closes_only_its_connection)
 {
-    int fd = raw_req();
+    int fd = raw_req_d();
     uint8_t h[8] = {0, 0, 1, 0, 0, 0, 0, 0}; /* 2^40 bytes announced */
-    write_all(fd, h, sizeof(h));
+    raw_write_all(fd, h, sizeof(h));
     expect_only_it_closed(fd);
 }
 
 Test(sp, a_frame_without_a_request_id_closes_its_connection)
 {
-    int fd = raw_req();
+    int fd = raw_req_d();
     uint8_t f[12] = {0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 1}; /* high bit clear: a hop, no id */
-    write_all(fd, f, sizeof(f));
+    raw_write_all(fd, f, sizeof(f));
     expect_only_it_closed(fd);
 }
 
 Test(sp, garbage_in_a_well_framed_request_is_answered_with_a_status)
 {
-    int fd = raw_req();
+    int fd = raw_req_d();
     uint8_t f[64];
     static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f};
-    write_all(fd, f, frame(f, 7, junk, sizeof(junk)));
+    raw_write_all(fd, f, raw_frame(f, 7, junk, sizeof(junk)));
     uint32_t id;
-    Berth__V1__Response *r = answer(fd, &id);
+    Berth__V1__Response *r = raw_answer(fd, &id);
     cr_assert_eq(id, 7);
     w_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
     berth__v1__response__free_unpacked(r, NULL);
@@ -211,12 +133,12 @@ Test(sp, more_requests_than_one_connection_may_have_in_flight_are_all_answered)
     /* 300 long polls written at once: berthd stops reading this connection
      * at SP_INFLIGHT_MAX (256) in the engine and reads on as they end. */
     enum { N = 300 };
-    int fd = raw_req();
+    int fd = raw_req_d();
     write_long_polls(fd, N, "nothing-here", 1000, 300);
     static bool seen[N];
     for (int i = 0; i < N; i++) {
         uint32_t id;
-        Berth__V1__Response *r = answer(fd, &id);
+        Berth__V1__Response *r = raw_answer(fd, &id);
         cr_assert(id >= 1000 && id < 1000 + N, "id %u", id);
         cr_assert_not(seen[id - 1000], "answered twice: %u", id);
         seen[id - 1000] = true;
@@ -243,13 +165,13 @@ Test(sp, an_answer_bigger_than_the_socket_takes_reaches_a_slow_reader_whole)
     }
     bc_close(c);
     free(p);
-    int fd = raw_req();
+    int fd = raw_req_d();
     uint8_t body[128], f[160];
-    size_t bl = pack_fetch(body, "big", TASKS, 0);
-    write_all(fd, f, frame(f, 9, body, bl));
+    size_t bl = raw_pack_fetch(body, "big", TASKS, 0);
+    raw_write_all(fd, f, raw_frame(f, 9, body, bl));
     nanosleep(&(struct timespec){.tv_nsec = 300 * 1000000L}, NULL); /* not reading yet */
     uint32_t id;
-    Berth__V1__Response *r = answer(fd, &id);
+    Berth__V1__Response *r = raw_answer(fd, &id);
     cr_assert_eq(id, 9);
     w_expect_code(r, BERTH__V1__CODE__OK);
     cr_assert_eq(r->fetch->n_tasks, TASKS);
@@ -262,10 +184,10 @@ Test(sp, an_answer_bigger_than_the_socket_takes_reaches_a_slow_reader_whole)
 
 Test(sp, a_client_gone_while_its_fetch_waits_costs_nothing)
 {
-    int fd = raw_req();
+    int fd = raw_req_d();
     uint8_t body[128], f[160];
-    size_t bl = pack_fetch(body, "nothing-here", 1, 200);
-    write_all(fd, f, frame(f, 3, body, bl));
+    size_t bl = raw_pack_fetch(body, "nothing-here", 1, 200);
+    raw_write_all(fd, f, raw_frame(f, 3, body, bl));
     close(fd);
     nanosleep(&(struct timespec){.tv_nsec = 400 * 1000000L}, NULL); /* the wait ends */
     still_serving();
@@ -273,32 +195,32 @@ Test(sp, a_client_gone_while_its_fetch_waits_costs_nothing)
 
 Test(sp, a_peer_silent_past_the_header_timeout_is_closed_an_idle_one_is_not)
 {
-    int mute = raw_connect();    /* never sends its header */
-    int partial = raw_connect(); /* sends half of it */
-    int idle = raw_req();        /* a whole header, then nothing for a while */
+    int mute = raw_connect_d();    /* never sends its header */
+    int partial = raw_connect_d(); /* sends half of it */
+    int idle = raw_req_d();        /* a whole header, then nothing for a while */
     static const uint8_t half[4] = {0, 'S', 'P', 0};
-    write_all(partial, half, sizeof(half));
+    raw_write_all(partial, half, sizeof(half));
     struct timeval tv = {.tv_sec = 20};
     setsockopt(mute, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(partial, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     uint8_t hello[8];
-    read_all(mute, hello, sizeof(hello)); /* berthd's header went out at once */
+    raw_read_all(mute, hello, sizeof(hello)); /* berthd's header went out at once */
     expect_closed(mute);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     cr_assert_geq(waited, 9.0, "closed after %.1f s: before the 10 s timeout", waited);
-    read_all(partial, hello, sizeof(hello));
+    raw_read_all(partial, hello, sizeof(hello));
     expect_closed(partial);
     close(mute);
     close(partial);
 
     /* The idle connection had its header in: still served. */
     uint8_t f[256], body[128];
-    write_all(idle, f, frame(f, 9, body, pack_fetch(body, "sp-idle", 1, 0)));
+    raw_write_all(idle, f, raw_frame(f, 9, body, raw_pack_fetch(body, "sp-idle", 1, 0)));
     uint32_t id;
-    Berth__V1__Response *r = answer(idle, &id);
+    Berth__V1__Response *r = raw_answer(idle, &id);
     cr_assert_eq(id, 9);
     w_expect_code(r, BERTH__V1__CODE__OK);
     berth__v1__response__free_unpacked(r, NULL);
@@ -323,7 +245,7 @@ Test(sp, a_peer_that_leaves_while_its_connection_is_paused_is_let_go_at_once)
     int before = open_fds(D.pid);
     /* 300 long polls of 20 s: berthd stops reading at 256 in the engine. */
     enum { N = 300 };
-    int fd = raw_req();
+    int fd = raw_req_d();
     write_long_polls(fd, N, "paused-and-gone", 1, 20000);
     struct timespec t = {0, 200 * 1000000L};
     nanosleep(&t, NULL);
@@ -342,7 +264,7 @@ Test(sp, a_peer_that_leaves_while_its_connection_is_paused_is_let_go_at_once)
 Test(sp, a_connection_serves_small_requests_after_a_big_one)
 {
     /* The input buffer grows to the big frame and is let go after it. */
-    int fd = raw_req();
+    int fd = raw_req_d();
     static uint8_t payload[200 << 10];
     memset(payload, 'b', sizeof(payload));
     const size_t sizes[] = {sizeof(payload), 10, sizeof(payload), 10};
@@ -358,11 +280,11 @@ Test(sp, a_connection_serves_small_requests_after_a_big_one)
         size_t bl = berth__v1__request__get_packed_size(&req);
         uint8_t *body = malloc(bl), *f = malloc(12 + bl);
         berth__v1__request__pack(&req, body);
-        write_all(fd, f, frame(f, 50 + k, body, bl));
+        raw_write_all(fd, f, raw_frame(f, 50 + k, body, bl));
         free(body);
         free(f);
         uint32_t id;
-        Berth__V1__Response *r = answer(fd, &id);
+        Berth__V1__Response *r = raw_answer(fd, &id);
         cr_assert_eq(id, 50 + k);
         w_expect_code(r, BERTH__V1__CODE__OK);
         berth__v1__response__free_unpacked(r, NULL);
@@ -392,26 +314,137 @@ static size_t frame_hops(uint8_t *out, int hops, uint32_t id, const uint8_t *bod
  * servers: gateway_test_sp_ttl_nng.) */
 Test(sp, a_backtrace_past_the_ttl_is_dropped_and_the_connection_goes_on)
 {
-    int fd = raw_req();
+    int fd = raw_req_d();
     uint8_t body[128], f[256];
-    size_t bl = pack_fetch(body, "ttl", 1, 0);
-    write_all(fd, f, frame_hops(f, 7, 1, body, bl)); /* 7 hops: answered */
+    size_t bl = raw_pack_fetch(body, "ttl", 1, 0);
+    raw_write_all(fd, f, frame_hops(f, 7, 1, body, bl)); /* 7 hops: answered */
     uint8_t h[8 + 32];
-    read_all(fd, h, sizeof(h));
+    raw_read_all(fd, h, sizeof(h));
     uint64_t n = 0;
     for (int i = 0; i < 8; i++)
         n = n << 8 | h[i];
     cr_assert_eq(memcmp(h + 8, f + 8, 32), 0, "the whole backtrace comes back");
     uint8_t *rest = malloc(n - 32);
-    read_all(fd, rest, n - 32);
+    raw_read_all(fd, rest, n - 32);
     free(rest);
 
-    write_all(fd, f, frame_hops(f, 8, 2, body, bl)); /* 8 hops: dropped */
-    write_all(fd, f, frame(f, 3, body, bl));         /* the connection still serves */
+    raw_write_all(fd, f, frame_hops(f, 8, 2, body, bl)); /* 8 hops: dropped */
+    raw_write_all(fd, f, raw_frame(f, 3, body, bl));     /* the connection still serves */
     uint32_t id;
-    Berth__V1__Response *r = answer(fd, &id);
+    Berth__V1__Response *r = raw_answer(fd, &id);
     cr_assert_eq(id, 3, "the first answer is the third request's: the second was dropped");
     w_expect_code(r, BERTH__V1__CODE__OK);
     berth__v1__response__free_unpacked(r, NULL);
     close(fd);
+}
+
+/* ---- descriptors: connection limits, idle connections, exhaustion ---- */
+
+static void restart_with(const char *const *extra)
+{
+    d_cleanup(&D);
+    d_start(&D, extra);
+}
+
+/* What a new connection hears: its SP header, or the end (at once). */
+typedef enum hears { HEARS_HEADER, HEARS_CLOSED, HEARS_NOTHING } hears;
+
+static hears connect_and_listen(int *out_fd)
+{
+    int fd = raw_connect_d();
+    uint8_t req[SP_HEADER_LEN], got[SP_HEADER_LEN];
+    sp_header(req, SP_PROTO_REQ0);
+    send(fd, req, sizeof(req), MSG_NOSIGNAL);
+    size_t n = 0;
+    ssize_t r = 1;
+    while (n < sizeof(got) && (r = recv(fd, got + n, sizeof(got) - n, 0)) > 0)
+        n += (size_t)r;
+    if (n == sizeof(got)) {
+        *out_fd = fd;
+        return HEARS_HEADER;
+    }
+    close(fd);
+    *out_fd = -1;
+    return r == 0 || (r < 0 && errno == ECONNRESET) ? HEARS_CLOSED : HEARS_NOTHING;
+}
+
+/* One round trip on an open connection. */
+static void round_trip(int fd, uint32_t id)
+{
+    uint8_t body[128], f[256];
+    size_t bl = raw_pack_fetch(body, "rt", 1, 0);
+    raw_write_all(fd, f, raw_frame(f, id, body, bl));
+    uint32_t got;
+    Berth__V1__Response *r = raw_answer(fd, &got);
+    cr_assert_eq(got, id);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    berth__v1__response__free_unpacked(r, NULL);
+}
+
+Test(sp, past_max_connections_a_new_one_is_closed_at_once_and_the_others_go_on)
+{
+    static const char *const extra[] = {"--max-connections", "2", NULL};
+    restart_with(extra);
+    int a, b, c;
+    cr_assert_eq(connect_and_listen(&a), HEARS_HEADER);
+    cr_assert_eq(connect_and_listen(&b), HEARS_HEADER);
+    cr_assert_eq(connect_and_listen(&c), HEARS_CLOSED, "the third is closed, not kept waiting");
+    round_trip(a, 1);
+    round_trip(b, 2);
+    close(a);
+    struct timespec t = {0, 100 * 1000000L};
+    nanosleep(&t, NULL); /* sequencing only: let berthd see a go */
+    cr_assert_eq(connect_and_listen(&c), HEARS_HEADER, "room again once one left");
+    round_trip(c, 3);
+    close(b);
+    close(c);
+}
+
+Test(sp, an_idle_connection_is_closed_and_one_waiting_on_a_long_poll_is_not)
+{
+    static const char *const extra[] = {"--idle-timeout-ms", "300", NULL};
+    restart_with(extra);
+    int idle, polling;
+    cr_assert_eq(connect_and_listen(&idle), HEARS_HEADER);
+    cr_assert_eq(connect_and_listen(&polling), HEARS_HEADER);
+    uint8_t body[128], f[256];
+    size_t bl = raw_pack_fetch(body, "slow", 1, 1500); /* five idle timeouts long */
+    raw_write_all(polling, f, raw_frame(f, 9, body, bl));
+    expect_closed(idle);
+    close(idle);
+    uint32_t id;
+    Berth__V1__Response *r = raw_answer(polling, &id); /* answered at its deadline */
+    cr_assert_eq(id, 9);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    berth__v1__response__free_unpacked(r, NULL);
+    close(polling);
+}
+
+Test(sp, out_of_descriptors_new_connections_are_closed_at_once_and_the_others_go_on)
+{
+    int held;
+    cr_assert_eq(connect_and_listen(&held), HEARS_HEADER);
+    /* berthd may open four more descriptors, no more. */
+    struct rlimit before, low;
+    cr_assert_eq(prlimit(D.pid, RLIMIT_NOFILE, NULL, &before), 0);
+    low.rlim_cur = (rlim_t)open_fds(D.pid) + 4;
+    low.rlim_max = before.rlim_max; /* (raising a hard limit back needs a privilege) */
+    cr_assert_eq(prlimit(D.pid, RLIMIT_NOFILE, &low, NULL), 0);
+    int fds[24], served = 0, closed = 0;
+    for (int i = 0; i < 24; i++) {
+        hears h = connect_and_listen(&fds[i]);
+        cr_assert_neq(h, HEARS_NOTHING, "connection %d was left hanging", i);
+        served += h == HEARS_HEADER;
+        closed += h == HEARS_CLOSED;
+        round_trip(held, 100 + (uint32_t)i); /* the one already open is served */
+    }
+    cr_assert_gt(closed, 0, "the limit was reached");
+    for (int i = 0; i < 24; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    cr_assert_eq(prlimit(D.pid, RLIMIT_NOFILE, &before, NULL), 0);
+    round_trip(held, 200);
+    close(held);
+    still_serving();
+    (void)served;
 }

@@ -1,0 +1,101 @@
+/* raw.c — see raw.h. */
+#include "tests/support/raw.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <criterion/criterion.h>
+
+#include "proto/sp_wire.h"
+
+int raw_connect(const char *url)
+{
+    const char *colon = strrchr(url, ':');
+    cr_assert_not_null(colon, "%s", url);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+void raw_read_all(int fd, void *p, size_t n)
+{
+    for (size_t got = 0; got < n;) {
+        ssize_t r = recv(fd, (char *)p + got, n - got, 0);
+        cr_assert_gt(r, 0, "the connection ended or timed out after %zu of %zu bytes", got, n);
+        got += (size_t)r;
+    }
+}
+
+void raw_write_all(int fd, const void *p, size_t n)
+{
+    cr_assert_eq(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+int raw_req(const char *url)
+{
+    int fd = raw_connect(url);
+    uint8_t req[SP_HEADER_LEN], rep[SP_HEADER_LEN];
+    sp_header(req, SP_PROTO_REQ0);
+    sp_header(rep, SP_PROTO_REP0);
+    raw_write_all(fd, req, sizeof(req));
+    uint8_t got[8];
+    raw_read_all(fd, got, sizeof(got));
+    cr_assert_eq(memcmp(got, rep, sizeof(rep)), 0, "berthd answers as a REP peer");
+    return fd;
+}
+
+size_t raw_frame(uint8_t *out, uint32_t id, const uint8_t *body, size_t len)
+{
+    uint64_t n = 4 + len;
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)(n >> (56 - 8 * i));
+    id |= 0x80000000u;
+    for (int i = 0; i < 4; i++)
+        out[8 + i] = (uint8_t)(id >> (24 - 8 * i));
+    memcpy(out + 12, body, len);
+    return 12 + len;
+}
+
+Berth__V1__Response *raw_answer(int fd, uint32_t *id)
+{
+    uint8_t h[12];
+    raw_read_all(fd, h, sizeof(h));
+    uint64_t n = 0;
+    for (int i = 0; i < 8; i++)
+        n = n << 8 | h[i];
+    cr_assert_geq(n, 4);
+    *id =
+        ((uint32_t)h[8] << 24 | (uint32_t)h[9] << 16 | (uint32_t)h[10] << 8 | h[11]) & 0x7fffffffu;
+    uint8_t *body = malloc(n - 4 + 1);
+    raw_read_all(fd, body, n - 4);
+    Berth__V1__Response *r = berth__v1__response__unpack(NULL, n - 4, body);
+    free(body);
+    cr_assert_not_null(r, "the answer is a Response");
+    return r;
+}
+
+size_t raw_pack_fetch(uint8_t *out, const char *topic, uint32_t max, uint64_t wait_ms)
+{
+    Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
+    char *topics[] = {(char *)topic};
+    f.worker_id = "raw";
+    f.topics = topics;
+    f.n_topics = 1;
+    f.has_max_tasks = true;
+    f.max_tasks = max;
+    f.has_wait_ms = true;
+    f.wait_ms = wait_ms;
+    Berth__V1__Request r = BERTH__V1__REQUEST__INIT;
+    r.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
+    r.fetch = &f;
+    return berth__v1__request__pack(&r, out);
+}

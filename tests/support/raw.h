@@ -1,0 +1,28 @@
+/*
+ * raw.h — berthd's operate surface spoken by hand (proto/sp_wire.h), for
+ * the suites that must do what a library would not: pipeline requests,
+ * send broken frames, hang up mid-request. Each helper fails the test on
+ * a transport error.
+ */
+#ifndef BERTH_TESTS_RAW_H
+#define BERTH_TESTS_RAW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "berth/v1/operate.pb-c.h"
+
+/* A TCP connection to url's port on loopback (receive timeout 10 s). */
+int raw_connect(const char *url);
+void raw_read_all(int fd, void *p, size_t n);
+void raw_write_all(int fd, const void *p, size_t n);
+/* Connects and exchanges the SP headers as a REQ peer. */
+int raw_req(const char *url);
+/* A frame: 64-bit length, the request id (high bit set), the body. */
+size_t raw_frame(uint8_t *out, uint32_t id, const uint8_t *body, size_t len);
+/* Reads one answer: its request id, and its Response (free_unpacked). */
+Berth__V1__Response *raw_answer(int fd, uint32_t *id);
+/* A packed fetch of max tasks of topic, waiting wait_ms (worker "raw"). */
+size_t raw_pack_fetch(uint8_t *out, const char *topic, uint32_t max, uint64_t wait_ms);
+
+#endif
