@@ -14,6 +14,8 @@
 
 #include <pthread.h>
 #include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "gateway/config.h"
 #include "gateway/events.h"
@@ -22,6 +24,56 @@
 #include "store/err.h"
 
 static int serve(gw_config *cfg);
+
+#define SHUTDOWN_SOCKET_MS 5000
+
+typedef struct closer {
+    gw_server *server;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} closer;
+
+static void *close_thread(void *arg)
+{
+    closer *c = arg;
+    gw_server_close(c->server);
+    pthread_mutex_lock(&c->mu);
+    c->done = true;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* gw_server_close(), waiting for it ms at most. */
+static bool close_within(gw_server *server, int ms)
+{
+    static closer c; /* outlives a close that never returns */
+    c.server = server;
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    pthread_t th;
+    if (pthread_create(&th, NULL, close_thread, &c) != 0) {
+        gw_server_close(server);
+        return true;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c.mu);
+    while (!c.done && pthread_cond_timedwait(&c.cv, &c.mu, &until) == 0)
+        ;
+    bool done = c.done;
+    pthread_mutex_unlock(&c.mu);
+    if (done)
+        pthread_join(th, NULL);
+    return done;
+}
 
 /* Descriptors kept beside the operate connections: the store's files, the
  * other sockets, the events' subscribers. */
@@ -141,9 +193,17 @@ static int serve(gw_config *cfg)
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "berthd: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    engine_stop(e); /* the turn in flight finishes; waiters are answered */
-    gw_server_close(server);
-    engine_close(e); /* the store is closed */
+    engine_stop(e);         /* the turn in flight finishes; waiters are answered */
+    gw_server_stop(server); /* bounded: no request reaches the engine after */
+    engine_close(e);        /* the store is closed: everything is on disk */
+    if (!close_within(server, SHUTDOWN_SOCKET_MS)) {
+        /* nng's socket close waits for pipes that a peer may have left
+         * stuck: nothing is left to keep, so do not wait for it. */
+        fprintf(stderr, "berthd: the operate socket did not close within %d ms; exiting\n",
+                SHUTDOWN_SOCKET_MS);
+        fflush(stderr);
+        _exit(0);
+    }
     gw_events_close(events);
     if (tls != NULL)
         nng_tls_config_free(tls);

@@ -39,7 +39,8 @@ typedef struct gw_ctx {
 } gw_ctx;
 
 struct gw_server {
-    gw_sp *sp; /* tcp:// without TLS: berth's own server; the rest is unused */
+    gw_sp *sp;  /* tcp:// without TLS: berth's own server; the rest is unused */
+    bool is_sp; /* (sp is NULL once stopped) */
     engine *e;
     nng_socket sock;
     size_t max_msg;
@@ -206,6 +207,7 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
         gw_sp_limits lim = {.max_message_bytes = o->max_message_bytes,
                             .max_connections = o->max_connections,
                             .idle_timeout_ms = o->idle_timeout_ms};
+        s->is_sp = true;
         int rv = gw_sp_start(e, o->url, &lim, &s->sp, err, errlen);
         if (rv != BERTH_OK) {
             free(s);
@@ -252,13 +254,14 @@ const char *gw_server_url(const gw_server *s)
     return s->url;
 }
 
-void gw_server_close(gw_server *s)
+void gw_server_stop(gw_server *s)
 {
-    if (s == NULL)
+    if (s == NULL || atomic_load(&s->closing))
         return;
-    if (s->sp != NULL) {
+    if (s->is_sp) {
+        atomic_store(&s->closing, true);
         gw_sp_close(s->sp);
-        free(s);
+        s->sp = NULL;
         return;
     }
     atomic_store(&s->closing, true);
@@ -268,19 +271,32 @@ void gw_server_close(gw_server *s)
     for (int i = 0; i < 400 && atomic_load(&s->busy) > 0; i++)
         nanosleep(&tick, NULL);
     atomic_store(&s->abandon, true);
-    nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, NULL, NULL); /* s goes below */
-    nng_close(s->sock);
-    /* No context grows the list now; stop each (waiting for its callback),
-     * then free. */
+    nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, NULL, NULL); /* s goes later */
+    /* Stopping an aio aborts what it waits for and waits out its callback,
+     * which starts nothing new now that s is closing: from here on no
+     * context calls the engine. */
     pthread_mutex_lock(&s->mu);
+    for (gw_ctx *x = s->all; x != NULL; x = x->next)
+        nng_aio_stop(x->aio);
+    for (gw_ctx *x = s->all; x != NULL; x = x->next)
+        nng_ctx_close(x->ctx);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void gw_server_close(gw_server *s)
+{
+    if (s == NULL)
+        return;
+    gw_server_stop(s);
+    if (s->is_sp) {
+        free(s);
+        return;
+    }
+    nng_close(s->sock);
     gw_ctx *c = s->all;
     s->all = NULL;
-    pthread_mutex_unlock(&s->mu);
-    for (gw_ctx *x = c; x != NULL; x = x->next)
-        nng_aio_stop(x->aio);
     while (c != NULL) {
         gw_ctx *next = c->next;
-        nng_ctx_close(c->ctx);
         nng_aio_free(c->aio);
         gw_call_release(&c->call);
         free(c);

@@ -48,8 +48,13 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
                     size_t errlen);
 /* The URL bound (a tcp port 0 resolved). */
 const char *gw_server_url(const gw_server *s);
-/* Closes the socket and frees every context. Call after engine_stop(): no
- * engine answer may still be owed. */
+/* Stops serving, in bounded time: answers owed go out (2 s at most), every
+ * context is stopped and closed, and no request reaches the engine after
+ * it returns. Call after engine_stop(); the engine may then be closed. */
+void gw_server_stop(gw_server *s);
+/* gw_server_stop(), then closes the socket and frees everything. nng's
+ * socket close waits for its pipes, and a pipe whose peer left it stuck
+ * may keep it waiting (berthd bounds that wait: gateway/main.c). */
 void gw_server_close(gw_server *s);
 
 #endif

@@ -53,7 +53,7 @@ static void expect_rejected(Berth__V1__Response *r)
     cr_assert_not(r->status->retryable, "a validation reject never helps to retry");
 }
 
-Test(channels, intake_refusals_carry_the_engine_code_and_retryable)
+DTest(channels, intake_refusals_carry_the_engine_code_and_retryable)
 {
     w_free(w_submit(C, "orders", "p", NULL));
     Berth__V1__Response *f = w_fetch(C, "w", "orders", 1, 60000, 0);
@@ -73,7 +73,7 @@ Test(channels, intake_refusals_carry_the_engine_code_and_retryable)
     w_free(f);
 }
 
-Test(channels, strict_channels_refuse_undeclared_topics)
+DTest(channels, strict_channels_refuse_undeclared_topics)
 {
     Berth__V1__Response *r = w_submit(C, "undeclared", "p", NULL);
     w_expect_code(r, BERTH__V1__CODE__NOT_FOUND);

@@ -42,7 +42,7 @@ static int run(char *out, size_t len, const char *fmt, ...)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-Test(cli, submit_fetch_complete_with_exit_codes)
+DTest(cli, submit_fetch_complete_with_exit_codes)
 {
     char out[4096], id[64], tok[64];
     cr_assert_eq(run(out, sizeof(out), "submit jobs hello"), 0);
@@ -55,7 +55,7 @@ Test(cli, submit_fetch_complete_with_exit_codes)
                  "a refusal exits 3");
 }
 
-Test(cli, json_output_and_refusals)
+DTest(cli, json_output_and_refusals)
 {
     char out[4096];
     cr_assert_eq(run(out, sizeof(out), "--json submit jobs x --key k"), 0);
@@ -69,7 +69,7 @@ Test(cli, json_output_and_refusals)
     cr_assert(strstr(out, "\"payload\":\"x\"") != NULL, "%s", out);
 }
 
-Test(cli, usage_and_unreachable_have_their_own_codes)
+DTest(cli, usage_and_unreachable_have_their_own_codes)
 {
     char out[4096];
     cr_assert_eq(run(out, sizeof(out), "frobnicate"), 2);
@@ -83,7 +83,7 @@ Test(cli, usage_and_unreachable_have_their_own_codes)
     cr_assert_eq(WEXITSTATUS(status), 4, "an unreachable daemon exits 4");
 }
 
-Test(cli, watch_prints_events)
+DTest(cli, watch_prints_events)
 {
     char cmd[512];
     snprintf(cmd, sizeof(cmd), "%s --events %s watch task.parked. --count 1 --json", BERTH_CLI_PATH,

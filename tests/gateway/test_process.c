@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 
 #include "tests/support/daemon.h"
+#include "tests/support/raw.h"
 
 static daemon_proc D;
 
@@ -302,4 +303,29 @@ Test(process, operate_over_tls_with_a_verified_certificate)
     bc_close(c);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
+}
+
+/* nng's REP socket (--operate-nng) under a flood of clients that pipeline
+ * requests and hang up: others are still served, and SIGTERM stops
+ * berthd within d_stop's bound, exiting 0. (nng's socket close waits
+ * for pipes such peers leave stuck; berthd closes its store first and
+ * does not wait for them past a bound.) */
+Test(process, operate_nng_stops_in_bounded_time_after_a_flood_of_peers_that_hang_up)
+{
+    static const char *const extra[] = {"--operate-nng", NULL};
+    d_start(&D, extra);
+    uint8_t body[128], f[256];
+    size_t bl = raw_pack_fetch(body, "flood", 1, 0);
+    for (int round = 0; round < 400; round++) {
+        int fd = raw_req(D.operate);
+        for (uint32_t i = 0; i < 64; i++)
+            raw_write_all(fd, f, raw_frame(f, 1 + i, body, bl));
+        close(fd);
+    }
+    bc *c = d_client(&D);
+    Berth__V1__Response *r = w_submit(c, "after", "x", NULL);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    w_free(r);
+    bc_close(c);
+    d_stop(&D); /* SIGTERM: exit 0 within 15 s */
 }

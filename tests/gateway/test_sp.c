@@ -88,7 +88,7 @@ static void expect_only_it_closed(int fd)
     still_serving();
 }
 
-Test(sp, a_peer_that_is_not_a_req_socket_is_disconnected)
+DTest(sp, a_peer_that_is_not_a_req_socket_is_disconnected)
 {
     int fd = raw_connect_d();
     const char *http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -98,7 +98,7 @@ Test(sp, a_peer_that_is_not_a_req_socket_is_disconnected)
     expect_only_it_closed(fd);
 }
 
-Test(sp, a_frame_over_the_memory_bound_closes_only_its_connection)
+DTest(sp, a_frame_over_the_memory_bound_closes_only_its_connection)
 {
     int fd = raw_req_d();
     uint8_t h[8] = {0, 0, 1, 0, 0, 0, 0, 0}; /* 2^40 bytes announced */
@@ -106,7 +106,7 @@ Test(sp, a_frame_over_the_memory_bound_closes_only_its_connection)
     expect_only_it_closed(fd);
 }
 
-Test(sp, a_frame_without_a_request_id_closes_its_connection)
+DTest(sp, a_frame_without_a_request_id_closes_its_connection)
 {
     int fd = raw_req_d();
     uint8_t f[12] = {0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 1}; /* high bit clear: a hop, no id */
@@ -114,7 +114,7 @@ Test(sp, a_frame_without_a_request_id_closes_its_connection)
     expect_only_it_closed(fd);
 }
 
-Test(sp, garbage_in_a_well_framed_request_is_answered_with_a_status)
+DTest(sp, garbage_in_a_well_framed_request_is_answered_with_a_status)
 {
     int fd = raw_req_d();
     uint8_t f[64];
@@ -128,7 +128,7 @@ Test(sp, garbage_in_a_well_framed_request_is_answered_with_a_status)
     close(fd);
 }
 
-Test(sp, more_requests_than_one_connection_may_have_in_flight_are_all_answered)
+DTest(sp, more_requests_than_one_connection_may_have_in_flight_are_all_answered)
 {
     /* 300 long polls written at once: berthd stops reading this connection
      * at SP_INFLIGHT_MAX (256) in the engine and reads on as they end. */
@@ -149,7 +149,7 @@ Test(sp, more_requests_than_one_connection_may_have_in_flight_are_all_answered)
     close(fd);
 }
 
-Test(sp, an_answer_bigger_than_the_socket_takes_reaches_a_slow_reader_whole)
+DTest(sp, an_answer_bigger_than_the_socket_takes_reaches_a_slow_reader_whole)
 {
     /* 7 MB: more than the kernel's socket buffers hold while the reader
      * sleeps, so berthd's send stops part-way and the loop finishes it. */
@@ -182,7 +182,7 @@ Test(sp, an_answer_bigger_than_the_socket_takes_reaches_a_slow_reader_whole)
     still_serving();
 }
 
-Test(sp, a_client_gone_while_its_fetch_waits_costs_nothing)
+DTest(sp, a_client_gone_while_its_fetch_waits_costs_nothing)
 {
     int fd = raw_req_d();
     uint8_t body[128], f[160];
@@ -193,7 +193,7 @@ Test(sp, a_client_gone_while_its_fetch_waits_costs_nothing)
     still_serving();
 }
 
-Test(sp, a_peer_silent_past_the_header_timeout_is_closed_an_idle_one_is_not)
+DTest(sp, a_peer_silent_past_the_header_timeout_is_closed_an_idle_one_is_not)
 {
     int mute = raw_connect_d();    /* never sends its header */
     int partial = raw_connect_d(); /* sends half of it */
@@ -240,7 +240,7 @@ static int open_fds(pid_t pid)
     return n;
 }
 
-Test(sp, a_peer_that_leaves_while_its_connection_is_paused_is_let_go_at_once)
+DTest(sp, a_peer_that_leaves_while_its_connection_is_paused_is_let_go_at_once)
 {
     int before = open_fds(D.pid);
     /* 300 long polls of 20 s: berthd stops reading at 256 in the engine. */
@@ -261,7 +261,7 @@ Test(sp, a_peer_that_leaves_while_its_connection_is_paused_is_let_go_at_once)
     still_serving();
 }
 
-Test(sp, a_connection_serves_small_requests_after_a_big_one)
+DTest(sp, a_connection_serves_small_requests_after_a_big_one)
 {
     /* The input buffer grows to the big frame and is let go after it. */
     int fd = raw_req_d();
@@ -312,7 +312,7 @@ static size_t frame_hops(uint8_t *out, int hops, uint32_t id, const uint8_t *bod
  * its id: nng's TTL of 8) is answered, the backtrace echoed; a longer one
  * is dropped unanswered, and its connection goes on. (Run against both operate
  * servers: gateway_test_sp_ttl_nng.) */
-Test(sp, a_backtrace_past_the_ttl_is_dropped_and_the_connection_goes_on)
+DTest(sp, a_backtrace_past_the_ttl_is_dropped_and_the_connection_goes_on)
 {
     int fd = raw_req_d();
     uint8_t body[128], f[256];
@@ -381,7 +381,7 @@ static void round_trip(int fd, uint32_t id)
     berth__v1__response__free_unpacked(r, NULL);
 }
 
-Test(sp, past_max_connections_a_new_one_is_closed_at_once_and_the_others_go_on)
+DTest(sp, past_max_connections_a_new_one_is_closed_at_once_and_the_others_go_on)
 {
     static const char *const extra[] = {"--max-connections", "2", NULL};
     restart_with(extra);
@@ -400,7 +400,7 @@ Test(sp, past_max_connections_a_new_one_is_closed_at_once_and_the_others_go_on)
     close(c);
 }
 
-Test(sp, an_idle_connection_is_closed_and_one_waiting_on_a_long_poll_is_not)
+DTest(sp, an_idle_connection_is_closed_and_one_waiting_on_a_long_poll_is_not)
 {
     static const char *const extra[] = {"--idle-timeout-ms", "300", NULL};
     restart_with(extra);
@@ -420,7 +420,7 @@ Test(sp, an_idle_connection_is_closed_and_one_waiting_on_a_long_poll_is_not)
     close(polling);
 }
 
-Test(sp, out_of_descriptors_new_connections_are_closed_at_once_and_the_others_go_on)
+DTest(sp, out_of_descriptors_new_connections_are_closed_at_once_and_the_others_go_on)
 {
     int held;
     cr_assert_eq(connect_and_listen(&held), HEARS_HEADER);

@@ -78,7 +78,7 @@ static size_t ready_on(const char *topic)
     return n;
 }
 
-Test(text, keys_that_differ_after_a_nul_never_collide)
+DTest(text, keys_that_differ_after_a_nul_never_collide)
 {
     /* "order-1\0A" and "order-1\0B" were one key: the second submit was
      * answered duplicate and its payload lost. Now neither is a key. */
@@ -92,13 +92,13 @@ Test(text, keys_that_differ_after_a_nul_never_collide)
     w_free(r);
 }
 
-Test(text, a_topic_with_a_nul_is_not_another_topic)
+DTest(text, a_topic_with_a_nul_is_not_another_topic)
 {
     expect_field(submit_patched("nul~evil", NULL, 0), "topic");
     cr_assert_eq(ready_on("nul"), 0);
 }
 
-Test(text, a_lock_token_with_junk_after_a_nul_is_refused)
+DTest(text, a_lock_token_with_junk_after_a_nul_is_refused)
 {
     Berth__V1__Response *s = w_submit(C, "t", "p", NULL);
     w_expect_code(s, BERTH__V1__CODE__OK);
@@ -124,7 +124,7 @@ Test(text, a_lock_token_with_junk_after_a_nul_is_refused)
     w_free(f);
 }
 
-Test(text, bytes_that_are_not_utf8_are_refused_with_their_field)
+DTest(text, bytes_that_are_not_utf8_are_refused_with_their_field)
 {
     expect_field(submit_patched("orders", "key~", 0xff), "idempotency_key");
 
@@ -159,7 +159,7 @@ Test(text, bytes_that_are_not_utf8_are_refused_with_their_field)
     cr_assert_eq(ready_on("batch"), 0, "all or nothing: the first item was not kept");
 }
 
-Test(text, a_fail_error_message_must_be_text)
+DTest(text, a_fail_error_message_must_be_text)
 {
     Berth__V1__Response *s = w_submit(C, "t", "p", NULL);
     w_free(s);

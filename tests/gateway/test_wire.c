@@ -68,7 +68,7 @@ static void expect_verdict(Berth__V1__Response *r, Berth__V1__Status__Verdict v)
     w_free(r);
 }
 
-Test(wire, submit_fetch_complete_round_trip)
+DTest(wire, submit_fetch_complete_round_trip)
 {
     char *id = submit_id("orders", "{\"n\":1}");
     Berth__V1__Response *f;
@@ -89,7 +89,7 @@ Test(wire, submit_fetch_complete_round_trip)
     free(id);
 }
 
-Test(wire, every_verdict_over_the_wire)
+DTest(wire, every_verdict_over_the_wire)
 {
     char *id = submit_id("v", "p");
     Berth__V1__Response *f1;
@@ -145,7 +145,7 @@ Test(wire, every_verdict_over_the_wire)
     free(tok3);
 }
 
-Test(wire, bounds_are_rejected_with_field_and_limit)
+DTest(wire, bounds_are_rejected_with_field_and_limit)
 {
     Berth__V1__Response *r = w_fetch(C, "w", "b", 1001, 0, 0);
     w_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
@@ -163,7 +163,7 @@ Test(wire, bounds_are_rejected_with_field_and_limit)
     w_free(r);
 }
 
-Test(wire, omitted_bounds_take_the_defaults)
+DTest(wire, omitted_bounds_take_the_defaults)
 {
     for (int i = 0; i < 12; i++)
         free(submit_id("d", "p"));
@@ -184,7 +184,7 @@ static void *poll_thread(void *arg)
     return NULL;
 }
 
-Test(wire, a_long_poll_is_woken_by_a_park_not_by_its_deadline)
+DTest(wire, a_long_poll_is_woken_by_a_park_not_by_its_deadline)
 {
     Berth__V1__Response *r = NULL;
     pthread_t th;
@@ -201,7 +201,7 @@ Test(wire, a_long_poll_is_woken_by_a_park_not_by_its_deadline)
     w_free(r);
 }
 
-Test(wire, a_long_poll_ends_empty_and_ok_at_wait_ms)
+DTest(wire, a_long_poll_ends_empty_and_ok_at_wait_ms)
 {
     uint64_t t0 = now_ms();
     Berth__V1__Response *r = w_fetch(C, "w", "empty", 1, 0, 300);
@@ -222,7 +222,7 @@ static void *idle_poller(void *arg)
     return NULL;
 }
 
-Test(wire, completions_flow_while_200_workers_long_poll)
+DTest(wire, completions_flow_while_200_workers_long_poll)
 {
     static pthread_t th[N_POLLERS];
     static Berth__V1__Response *rs[N_POLLERS];
@@ -251,7 +251,7 @@ Test(wire, completions_flow_while_200_workers_long_poll)
     }
 }
 
-Test(wire, complete_batch_answers_in_order)
+DTest(wire, complete_batch_answers_in_order)
 {
     char *a = submit_id("cb", "1"), *b = submit_id("cb", "2");
     Berth__V1__Response *f = w_fetch(C, "w", "cb", 2, 0, 0);
@@ -287,7 +287,7 @@ Test(wire, complete_batch_answers_in_order)
     free(b);
 }
 
-Test(wire, submit_batch_and_idempotency_keys)
+DTest(wire, submit_batch_and_idempotency_keys)
 {
     Berth__V1__SubmitRequest items[2] = {BERTH__V1__SUBMIT_REQUEST__INIT,
                                          BERTH__V1__SUBMIT_REQUEST__INIT};
@@ -322,7 +322,7 @@ static Berth__V1__Response *raw(const void *buf, size_t len)
     return r;
 }
 
-Test(wire, garbage_gets_an_error_and_the_daemon_keeps_serving)
+DTest(wire, garbage_gets_an_error_and_the_daemon_keeps_serving)
 {
     const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x12, 0x99};
     Berth__V1__Response *r = raw(junk, sizeof(junk));
@@ -341,7 +341,7 @@ Test(wire, garbage_gets_an_error_and_the_daemon_keeps_serving)
     free(submit_id("alive", "still"));
 }
 
-Test(wire, an_oversize_message_gets_an_error_and_the_connection_stays)
+DTest(wire, an_oversize_message_gets_an_error_and_the_connection_stays)
 {
     /* berthd's default ceiling is 8 MiB; its socket takes up to twice that. */
     size_t n = 9u << 20;
@@ -355,7 +355,7 @@ Test(wire, an_oversize_message_gets_an_error_and_the_connection_stays)
     free(submit_id("alive", "same connection")); /* same client, same pipe */
 }
 
-Test(wire, calls_are_refused_as_unimplemented)
+DTest(wire, calls_are_refused_as_unimplemented)
 {
     Berth__V1__CallRequest call = BERTH__V1__CALL_REQUEST__INIT;
     call.topic = "x";
@@ -367,7 +367,7 @@ Test(wire, calls_are_refused_as_unimplemented)
     w_free(r);
 }
 
-Test(wire, events_are_published_with_their_subjects)
+DTest(wire, events_are_published_with_their_subjects)
 {
     nng_socket s;
     cr_assert_eq(nng_sub0_open(&s), 0);
@@ -400,7 +400,7 @@ Test(wire, events_are_published_with_their_subjects)
     free(id);
 }
 
-Test(wire, a_small_message_that_decodes_huge_is_refused)
+DTest(wire, a_small_message_that_decodes_huge_is_refused)
 {
     /* Request{submit_batch: {items: [{}, {}, ...]}}: two bytes on the wire
      * per empty item, a hundred or more once decoded. */
@@ -428,7 +428,7 @@ Test(wire, a_small_message_that_decodes_huge_is_refused)
 
 /* bc_open_direct speaks the REQ protocol over TCP by itself: the same
  * surface, the same answers. */
-Test(wire, a_direct_connection_speaks_the_same_surface)
+DTest(wire, a_direct_connection_speaks_the_same_surface)
 {
     bc *d = NULL;
     char err[256];
@@ -455,7 +455,7 @@ Test(wire, a_direct_connection_speaks_the_same_surface)
     free(id);
 }
 
-Test(wire, a_direct_call_that_timed_out_does_not_take_the_next_calls_answer)
+DTest(wire, a_direct_call_that_timed_out_does_not_take_the_next_calls_answer)
 {
     bc *d = NULL;
     cr_assert_eq(bc_open_direct(D.operate, &d, NULL, 0), BC_OK);
@@ -480,7 +480,7 @@ Test(wire, a_direct_call_that_timed_out_does_not_take_the_next_calls_answer)
     bc_close(d);
 }
 
-Test(wire, a_direct_connection_reports_bad_urls_and_absent_servers)
+DTest(wire, a_direct_connection_reports_bad_urls_and_absent_servers)
 {
     bc *d = NULL;
     char err[256];
@@ -510,7 +510,7 @@ static void expect_event(nng_socket s, const char *subject)
 
 /* berthd skips events while nobody subscribes; it must go on publishing
  * to the subscribers that stay when another one leaves or comes back. */
-Test(wire, events_reach_the_subscribers_that_stay)
+DTest(wire, events_reach_the_subscribers_that_stay)
 {
     nng_socket a = subscriber("task.parked."), b = subscriber("task.parked.");
     struct timespec pause = {0, 200 * 1000000L};
@@ -560,7 +560,7 @@ static void *poll_on(void *arg)
     return NULL;
 }
 
-Test(wire, a_closed_connection_s_long_polls_claim_nothing)
+DTest(wire, a_closed_connection_s_long_polls_claim_nothing)
 {
     /* A client that pipelines long polls and hangs up (by hand: a client
      * library would not let its socket close under its calls). */
@@ -584,7 +584,7 @@ Test(wire, a_closed_connection_s_long_polls_claim_nothing)
     free(id);
 }
 
-Test(wire, a_connection_may_keep_only_so_many_fetches_waiting)
+DTest(wire, a_connection_may_keep_only_so_many_fetches_waiting)
 {
     enum { N = 3 };
     static const char *const extra[] = {"--waits-per-connection", "2", NULL};

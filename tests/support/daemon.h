@@ -29,9 +29,24 @@ void d_start(daemon_proc *d, const char *const *extra);
 void d_restart(daemon_proc *d);
 /* Sends sig and reaps the process; returns its exit status (or 128+signal). */
 int d_signal(daemon_proc *d, int sig);
-/* Stops it with SIGTERM (if running), removes its directory, and fails
- * the test unless it exited 0. */
+/* Stops it with SIGTERM as an operator would (15 s at most, then SIGKILL)
+ * and fails the test unless it exited 0. Criterion 2.4 does not fail a
+ * test for what its .fini finds: a test that means to prove a clean stop
+ * calls this in its body. */
+void d_stop(daemon_proc *d);
+/* d_stop() (if running), then removes its directory. */
 void d_cleanup(daemon_proc *d);
+
+/* A test of a suite whose daemon is `D`: after the body, berthd must stop
+ * cleanly (d_stop), and that verdict counts, as a .fini's would not. */
+#define DTest(suite, name)                                                                         \
+    static void suite##_##name##_body(void);                                                       \
+    Test(suite, name)                                                                              \
+    {                                                                                              \
+        suite##_##name##_body();                                                                   \
+        d_stop(&D);                                                                                \
+    }                                                                                              \
+    static void suite##_##name##_body(void)
 /* Runs berthd with the given flags expecting it to refuse to start:
  * returns its exit status; its stderr goes to err. */
 int d_refused(const char *const *flags, char *err, size_t errlen);
