@@ -3,6 +3,8 @@
  *
  * One bc holds one REQ socket dialled to berthd. bc_call() may be called
  * from several threads at once: each call runs on its own nng context.
+ * bc_close() must not run while any call on that bc is in progress (nng
+ * panics closing a context under a call): join the callers first.
  * Requests and responses are the generated protobuf-c types of
  * proto/berth/v1/operate.proto; a response is owned by the caller and
  * released with berth__v1__response__free_unpacked(r, NULL).
