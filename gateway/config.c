@@ -62,6 +62,8 @@ static const setting settings[] = {
      "at most 10000)"},
     {"idle-timeout-ms", S_U64, G(idle_timeout_ms),
      "close an operate connection that sends nothing this long with nothing in flight (0: never)"},
+    {"frame-timeout-ms", S_U64, G(frame_timeout_ms),
+     "close an operate connection that takes longer to send a request it began (0: never)"},
     {"contexts", S_U32, G(contexts), "request contexts started at once (nng)"},
     {"contexts-max", S_U32, G(contexts_max), "ceiling the context pool grows to (nng)"},
     {"tls-cert", S_STR, G(tls_cert), "PEM certificate for tls+tcp:// URLs"},
@@ -81,6 +83,7 @@ void gw_config_default(gw_config *c)
     c->events_url = "tcp://127.0.0.1:7452";
     c->max_message_bytes = 8u << 20;
     c->idle_timeout_ms = 600000;
+    c->frame_timeout_ms = 30000;
     c->contexts = 64;
     c->contexts_max = 16384;
 }

@@ -178,6 +178,7 @@ static int serve(gw_config *cfg)
         .nng = cfg->operate_nng,
         .max_connections = cfg->max_connections,
         .idle_timeout_ms = cfg->idle_timeout_ms,
+        .frame_timeout_ms = cfg->frame_timeout_ms,
     };
     gw_server *server = NULL;
     if (gw_server_start(e, &so, &server, err, sizeof(err)) != BERTH_OK) {

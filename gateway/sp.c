@@ -32,6 +32,21 @@
 #define SP_IN_KEEP       (64u << 10)  /* input buffer kept between frames; more is freed */
 #define SP_HELLO_MS      10000        /* a peer's header must arrive within this (as nng's) */
 
+struct sp_conn;
+
+/* A connection's place in one of the loop's deadline lists. Each list
+ * adds every entry with the same delay, so it is sorted by adding at the
+ * tail: the head expires first. at_ms is monotonic; 0: not listed. */
+typedef struct sp_deadline {
+    struct sp_conn *c;
+    uint64_t at_ms;
+    struct sp_deadline *prev, *next;
+} sp_deadline;
+
+typedef struct sp_deadlines {
+    sp_deadline *head, *tail;
+} sp_deadlines;
+
 typedef struct sp_conn {
     struct gw_sp *s;
     int fd;
@@ -42,11 +57,9 @@ typedef struct sp_conn {
     /* loop thread only */
     uint8_t hello[SP_HEADER_LEN];
     size_t hello_got;
-    uint64_t hello_by_ms;                    /* monotonic; closed if the header is not in */
-    struct sp_conn *hello_prev, *hello_next; /* s->hello_*, while the header is awaited */
-    uint64_t read_at_ms;                     /* monotonic: its last read (idle timeout) */
-    bool idle_listed;
-    struct sp_conn *idle_prev, *idle_next; /* s->idle_*, by read_at_ms, once its header is in */
+    sp_deadline hello_by; /* in s->hello until its header is in */
+    sp_deadline frame;    /* in s->frames while a frame is half read */
+    sp_deadline idle;     /* in s->idle once its header is in: by its last read */
     uint8_t *in;
     size_t in_len, in_cap;
 
@@ -75,15 +88,17 @@ struct gw_sp {
     pthread_t thread;
     char url[300];
     sp_conn *conns;
-    sp_conn *hello_head, *hello_tail; /* awaiting their header, oldest first (loop thread) */
-    sp_conn *idle_head, *idle_tail;   /* the others, least recently read first (loop thread) */
-    uint32_t n_conns;                 /* open connections (loop thread) */
-    uint32_t max_conns;               /* more are closed as they come */
-    uint64_t idle_ms;                 /* 0: never closed for idleness */
-    int spare;                        /* a descriptor kept to accept-and-close at EMFILE */
-    sp_conn *dead;                    /* closed this batch of events: freed after it */
-    pthread_mutex_t mu;               /* guards resume and closing */
-    sp_conn *resume;                  /* unpaused: the loop reads them again */
+    sp_deadlines hello;  /* awaiting their header (SP_HELLO_MS; loop thread) */
+    sp_deadlines frames; /* a frame begun, not all in (frame_ms; loop thread) */
+    sp_deadlines idle;   /* the others, by their last read (idle_ms; loop thread) */
+    uint64_t frame_ms;   /* a frame must be in whole this long after it began */
+    uint32_t n_conns;    /* open connections (loop thread) */
+    uint32_t max_conns;  /* more are closed as they come */
+    uint64_t idle_ms;    /* 0: never closed for idleness */
+    int spare;           /* a descriptor kept to accept-and-close at EMFILE */
+    sp_conn *dead;       /* closed this batch of events: freed after it */
+    pthread_mutex_t mu;  /* guards resume and closing */
+    sp_conn *resume;     /* unpaused: the loop reads them again */
     bool closing;
 };
 
@@ -96,53 +111,47 @@ static uint64_t mono_ms(void)
     return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
 
-/* The connections awaiting their header, in accept order: every one has
- * the same timeout, so the oldest expires first. */
-static void hello_unlink(gw_sp *s, sp_conn *c)
+static void deadline_unlink(sp_deadlines *l, sp_deadline *d)
 {
-    if (c->hello_by_ms == 0)
+    if (d->at_ms == 0)
         return;
-    if (c->hello_prev)
-        c->hello_prev->hello_next = c->hello_next;
+    if (d->prev)
+        d->prev->next = d->next;
     else
-        s->hello_head = c->hello_next;
-    if (c->hello_next)
-        c->hello_next->hello_prev = c->hello_prev;
+        l->head = d->next;
+    if (d->next)
+        d->next->prev = d->prev;
     else
-        s->hello_tail = c->hello_prev;
-    c->hello_prev = c->hello_next = NULL;
-    c->hello_by_ms = 0;
+        l->tail = d->prev;
+    d->prev = d->next = NULL;
+    d->at_ms = 0;
 }
 
-static void idle_unlink(gw_sp *s, sp_conn *c)
+/* (Re)lists d at the tail, expiring at at_ms. */
+static void deadline_set(sp_deadlines *l, sp_deadline *d, uint64_t at_ms)
 {
-    if (!c->idle_listed)
-        return;
-    if (c->idle_prev)
-        c->idle_prev->idle_next = c->idle_next;
+    deadline_unlink(l, d);
+    d->at_ms = at_ms ? at_ms : 1;
+    d->prev = l->tail;
+    if (l->tail)
+        l->tail->next = d;
     else
-        s->idle_head = c->idle_next;
-    if (c->idle_next)
-        c->idle_next->idle_prev = c->idle_prev;
-    else
-        s->idle_tail = c->idle_prev;
-    c->idle_prev = c->idle_next = NULL;
-    c->idle_listed = false;
+        l->head = d;
+    l->tail = d;
 }
 
-/* c was active at now: the back of the idle list. */
-static void idle_touch(gw_sp *s, sp_conn *c, uint64_t now)
+/* The epoll timeout until l's head expires (-1: empty), given now. */
+static int deadline_wait(const sp_deadlines *l, uint64_t now)
 {
-    idle_unlink(s, c);
-    c->read_at_ms = now;
-    c->idle_listed = true;
-    c->idle_prev = s->idle_tail;
-    c->idle_next = NULL;
-    if (s->idle_tail)
-        s->idle_tail->idle_next = c;
-    else
-        s->idle_head = c;
-    s->idle_tail = c;
+    if (l->head == NULL)
+        return -1;
+    uint64_t at = l->head->at_ms;
+    return at <= now ? 0 : (int)(at - now < INT32_MAX ? at - now : INT32_MAX);
+}
+
+static int min_wait(int a, int b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
 static void conn_unref(sp_conn *c)
@@ -171,8 +180,9 @@ static void conn_arm(sp_conn *c)
 static void conn_close(sp_conn *c)
 {
     gw_sp *s = c->s;
-    hello_unlink(s, c);
-    idle_unlink(s, c);
+    deadline_unlink(&s->hello, &c->hello_by);
+    deadline_unlink(&s->frames, &c->frame);
+    deadline_unlink(&s->idle, &c->idle);
     s->n_conns--;
     pthread_mutex_lock(&c->mu);
     c->closed = true;
@@ -408,6 +418,13 @@ static bool conn_frames(sp_conn *c)
         memmove(c->in, c->in + off, c->in_len - off);
         c->in_len -= off;
     }
+    /* A frame begun must be in whole within frame_ms of its first byte
+     * (bytes our own pause holds back are not late): a peer cannot hold
+     * a partial frame, and its buffer, open at its pace. */
+    if (off > 0 || c->in_len == 0 || c->paused)
+        deadline_unlink(&c->s->frames, &c->frame);
+    if (ok && c->in_len > 0 && !c->paused && c->frame.at_ms == 0 && c->s->frame_ms > 0)
+        deadline_set(&c->s->frames, &c->frame, mono_ms() + c->s->frame_ms);
     if (c->in_len == 0 && c->in_cap > SP_IN_KEEP) { /* after a big frame */
         free(c->in);
         c->in = NULL;
@@ -442,9 +459,11 @@ static void conn_readable(sp_conn *c)
         }
         if (c->hello_got < SP_HEADER_LEN)
             return;
-        hello_unlink(c->s, c);
+        deadline_unlink(&c->s->hello, &c->hello_by);
     }
-    idle_touch(c->s, c, mono_ms());
+    uint64_t now = mono_ms();
+    if (c->s->idle_ms > 0)
+        deadline_set(&c->s->idle, &c->idle, now + c->s->idle_ms);
     /* A bounded number of reads: epoll (level-triggered) brings the
      * connection back, after the others. */
     for (int reads = 0; reads < 16; reads++) {
@@ -564,50 +583,35 @@ static void accept_all(gw_sp *s)
         if (s->conns)
             s->conns->prev = c;
         s->conns = c;
-        c->hello_by_ms = mono_ms() + SP_HELLO_MS;
-        c->hello_prev = s->hello_tail;
-        if (s->hello_tail)
-            s->hello_tail->hello_next = c;
-        else
-            s->hello_head = c;
-        s->hello_tail = c;
+        c->hello_by.c = c->frame.c = c->idle.c = c;
+        deadline_set(&s->hello, &c->hello_by, mono_ms() + SP_HELLO_MS);
     }
 }
 
-/* Closes the connections read last idle_ms ago or more that have nothing
- * in the engine (a long poll in flight is not idleness); returns the epoll
- * timeout until the next may be (-1: none). */
-static int idle_expire(gw_sp *s)
+/* Closes the connections whose header is late, whose frame is late, or
+ * that were read last idle_ms ago with nothing in the engine (a long poll
+ * in flight is not idleness); returns the epoll timeout until the next
+ * deadline (-1: none). */
+static int deadlines_expire(gw_sp *s)
 {
-    if (s->idle_ms == 0 || s->idle_head == NULL)
-        return -1;
     uint64_t now = mono_ms();
-    for (uint32_t n = s->n_conns; n > 0 && s->idle_head != NULL; n--) {
-        sp_conn *c = s->idle_head;
-        if (c->read_at_ms + s->idle_ms > now)
-            break;
+    while (s->hello.head != NULL && s->hello.head->at_ms <= now)
+        conn_close(s->hello.head->c);
+    while (s->frames.head != NULL && s->frames.head->at_ms <= now)
+        conn_close(s->frames.head->c);
+    for (uint32_t n = s->n_conns; n > 0 && s->idle.head != NULL && s->idle.head->at_ms <= now;
+         n--) {
+        sp_conn *c = s->idle.head->c;
         pthread_mutex_lock(&c->mu);
         bool busy = c->inflight > 0 || c->out_len > c->out_off;
         pthread_mutex_unlock(&c->mu);
         if (busy)
-            idle_touch(s, c, now);
+            deadline_set(&s->idle, &c->idle, now + s->idle_ms);
         else
             conn_close(c);
     }
-    if (s->idle_head == NULL)
-        return -1;
-    uint64_t at = s->idle_head->read_at_ms + s->idle_ms;
-    return at > now ? (int)(at - now < INT32_MAX ? at - now : INT32_MAX) : 0;
-}
-
-/* Closes the connections whose header is late; returns the epoll timeout
- * until the next one is (-1: none waits). */
-static int hello_expire(gw_sp *s)
-{
-    uint64_t now = mono_ms();
-    while (s->hello_head != NULL && s->hello_head->hello_by_ms <= now)
-        conn_close(s->hello_head);
-    return s->hello_head ? (int)(s->hello_head->hello_by_ms - now) : -1;
+    return min_wait(min_wait(deadline_wait(&s->hello, now), deadline_wait(&s->frames, now)),
+                    deadline_wait(&s->idle, now));
 }
 
 /* Connections unpaused by their answers: run their buffered frames. */
@@ -667,9 +671,7 @@ static void *loop_main(void *arg)
                 (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
                 break;
         }
-        int wait_ms = hello_expire(s), idle_wait = idle_expire(s);
-        if (idle_wait >= 0 && (wait_ms < 0 || idle_wait < wait_ms))
-            wait_ms = idle_wait;
+        int wait_ms = deadlines_expire(s);
         reap(s);
         if (closing)
             wait_ms = 10;
@@ -787,6 +789,7 @@ int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out
     size_t max_message_bytes = lim->max_message_bytes;
     s->max_conns = lim->max_connections;
     s->idle_ms = lim->idle_timeout_ms;
+    s->frame_ms = lim->frame_timeout_ms;
     s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     /* (frames up to twice this, plus a backtrace, must fit a size_t) */
     s->max_msg = max_message_bytes < SIZE_MAX / 4 ? max_message_bytes : SIZE_MAX / 4;

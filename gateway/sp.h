@@ -30,7 +30,8 @@
  * spare one is let go for it): it hears "no" at once instead of timing
  * out in the backlog, and the connections already open are served at
  * full speed. A connection with nothing in the engine that sends nothing
- * for idle_timeout_ms is closed.
+ * for idle_timeout_ms is closed, and so is one that takes longer than
+ * frame_timeout_ms to send a frame it began.
  */
 #ifndef BERTH_GATEWAY_SP_H
 #define BERTH_GATEWAY_SP_H
@@ -46,9 +47,12 @@ typedef struct gw_sp gw_sp;
 
 typedef struct gw_sp_limits {
     size_t max_message_bytes;
-    uint32_t max_connections; /* more are accepted and closed at once */
-    uint64_t idle_timeout_ms; /* a connection not read for this long, with
-                                 nothing in the engine, is closed; 0: never */
+    uint32_t max_connections;  /* more are accepted and closed at once */
+    uint64_t idle_timeout_ms;  /* a connection not read for this long, with
+                                  nothing in the engine, is closed; 0: never */
+    uint64_t frame_timeout_ms; /* a frame begun must be in whole this long after
+                                  its first byte, or its connection is closed;
+                                  0: never */
 } gw_sp_limits;
 
 /* url: tcp://HOST:PORT (HOST may be empty or '*' for every address, or

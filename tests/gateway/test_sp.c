@@ -448,3 +448,36 @@ DTest(sp, out_of_descriptors_new_connections_are_closed_at_once_and_the_others_g
     still_serving();
     (void)served;
 }
+
+DTest(sp, a_frame_begun_must_be_in_whole_in_time_however_slowly_it_trickles)
+{
+    static const char *const extra[] = {"--frame-timeout-ms", "300", NULL};
+    restart_with(extra);
+    /* A request sent in two halves 100 ms apart is served. */
+    int ok = raw_req_d();
+    uint8_t body[128], f[256];
+    size_t bl = raw_pack_fetch(body, "slow", 1, 0), fl = raw_frame(f, 5, body, bl);
+    raw_write_all(ok, f, fl / 2);
+    struct timespec t = {0, 100 * 1000000L};
+    nanosleep(&t, NULL);
+    raw_write_all(ok, f + fl / 2, fl - fl / 2);
+    uint32_t id;
+    Berth__V1__Response *r = raw_answer(ok, &id);
+    cr_assert_eq(id, 5);
+    berth__v1__response__free_unpacked(r, NULL);
+
+    /* One that trickles a byte every 50 ms never gets its frame in: each
+     * byte is news, but the frame's deadline runs from its first. */
+    int slow = raw_req_d();
+    bool closed = false;
+    for (size_t i = 0; i < fl && !closed; i++) {
+        closed = send(slow, f + i, 1, MSG_NOSIGNAL) != 1;
+        struct timespec tick = {0, 50 * 1000000L};
+        nanosleep(&tick, NULL);
+    }
+    if (!closed)
+        expect_closed(slow);
+    close(slow);
+    round_trip(ok, 6); /* the well-behaved one goes on */
+    close(ok);
+}
