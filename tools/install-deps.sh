@@ -8,4 +8,4 @@ apt-get install -y --no-install-recommends \
   build-essential cmake pkg-config \
   protobuf-c-compiler libprotobuf-c-dev \
   libnng-dev librocksdb-dev libsodium-dev libgoogle-perftools-dev \
-  libcriterion-dev openssl
+  libcriterion-dev openssl clang libfuzzer-14-dev

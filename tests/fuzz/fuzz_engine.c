@@ -1,0 +1,31 @@
+/* fuzz_engine.c — see fuzz.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "store/err.h"
+#include "tests/fuzz/fuzz.h"
+
+engine *fuzz_engine(void)
+{
+    static char dir[64];
+    snprintf(dir, sizeof(dir), "%s/berth-fuzz-XXXXXX",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    engine_options o;
+    engine_options_default(&o);
+    o.data_dir = dir;
+    o.wait_default_ms = 0; /* a fuzz input is answered at once */
+    o.wait_max_ms = 0;
+    o.body_cache_bytes = 1u << 20;
+    char err[256];
+    engine *e;
+    if (engine_open(&o, &e, err, sizeof(err)) != BERTH_OK) {
+        fprintf(stderr, "engine_open: %s\n", err);
+        exit(1);
+    }
+    return e;
+}
