@@ -36,6 +36,11 @@ static void done(void *arg, engine_reply *r)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static engine *e;
+    static unsigned runs;
+    if (e != NULL && ++runs % FUZZ_RENEW_EVERY == 0) {
+        fuzz_engine_close(e);
+        e = NULL;
+    }
     if (e == NULL)
         e = fuzz_engine();
     gw_call call;

@@ -21,15 +21,16 @@
 #include "tests/fuzz/fuzz.h"
 
 static int port;
+static engine *e;
+static gw_sp *s;
 
 static void start(void)
 {
-    engine *e = fuzz_engine();
+    e = fuzz_engine();
     gw_sp_limits lim = {.max_message_bytes = 1u << 20,
                         .max_connections = 1024,
                         .idle_timeout_ms = 1000,
                         .frame_timeout_ms = 1000};
-    gw_sp *s;
     char err[256];
     if (gw_sp_start(e, "tcp://127.0.0.1:0", &lim, &s, err, sizeof(err)) != BERTH_OK) {
         fprintf(stderr, "gw_sp_start: %s\n", err);
@@ -41,6 +42,13 @@ static void start(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static unsigned runs;
+    if (port != 0 && ++runs % FUZZ_RENEW_EVERY == 0) {
+        engine_stop(e);
+        gw_sp_close(s);
+        fuzz_engine_close(e);
+        port = 0;
+    }
     if (port == 0)
         start();
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
