@@ -227,8 +227,20 @@ Berth__V1__Response *w_submit(bc *c, const char *topic, const char *payload, con
     return w_call(c, &req, 0);
 }
 
-Berth__V1__Response *w_fetch(bc *c, const char *worker, const char *topic, uint32_t max,
-                             uint64_t lock_ms, long wait_ms)
+/* The call, or NULL when the transport failed (berthd gone). */
+static Berth__V1__Response *call_or_null(bc *c, Berth__V1__Request *req, int timeout_ms)
+{
+    Berth__V1__Response *r;
+    if (bc_call(c, req, timeout_ms, &r) != BC_OK)
+        return NULL;
+    cr_assert_not_null(r->status, "every response carries a status");
+    return r;
+}
+
+typedef Berth__V1__Response *(*call_fn)(bc *c, Berth__V1__Request *req, int timeout_ms);
+
+static Berth__V1__Response *fetch_with(call_fn call, bc *c, const char *worker, const char *topic,
+                                       uint32_t max, uint64_t lock_ms, long wait_ms)
 {
     char *topics[] = {(char *)topic};
     Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
@@ -244,11 +256,23 @@ Berth__V1__Response *w_fetch(bc *c, const char *worker, const char *topic, uint3
     Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
     req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
     req.fetch = &f;
-    return w_call(c, &req, wait_ms > 0 ? (int)wait_ms + 15000 : 45000);
+    return call(c, &req, wait_ms > 0 ? (int)wait_ms + 15000 : 45000);
 }
 
-Berth__V1__Response *w_guarded(bc *c, Berth__V1__Request__MethodCase m, const char *id,
-                               const char *worker, const char *token)
+Berth__V1__Response *w_fetch(bc *c, const char *worker, const char *topic, uint32_t max,
+                             uint64_t lock_ms, long wait_ms)
+{
+    return fetch_with(w_call, c, worker, topic, max, lock_ms, wait_ms);
+}
+
+Berth__V1__Response *w_fetch_or_null(bc *c, const char *worker, const char *topic, uint32_t max,
+                                     uint64_t lock_ms, long wait_ms)
+{
+    return fetch_with(call_or_null, c, worker, topic, max, lock_ms, wait_ms);
+}
+
+static Berth__V1__Response *guarded_with(call_fn call, bc *c, Berth__V1__Request__MethodCase m,
+                                         const char *id, const char *worker, const char *token)
 {
     Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
     Berth__V1__CompleteRequest comp = BERTH__V1__COMPLETE_REQUEST__INIT;
@@ -281,7 +305,19 @@ Berth__V1__Response *w_guarded(bc *c, Berth__V1__Request__MethodCase m, const ch
     default:
         cr_assert_fail("not a guarded method");
     }
-    return w_call(c, &req, 0);
+    return call(c, &req, 0);
+}
+
+Berth__V1__Response *w_guarded(bc *c, Berth__V1__Request__MethodCase m, const char *id,
+                               const char *worker, const char *token)
+{
+    return guarded_with(w_call, c, m, id, worker, token);
+}
+
+Berth__V1__Response *w_guarded_or_null(bc *c, Berth__V1__Request__MethodCase m, const char *id,
+                                       const char *worker, const char *token)
+{
+    return guarded_with(call_or_null, c, m, id, worker, token);
 }
 
 void w_free(Berth__V1__Response *r)

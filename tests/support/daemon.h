@@ -62,6 +62,11 @@ Berth__V1__Response *w_fetch(bc *c, const char *worker, const char *topic, uint3
                              uint64_t lock_ms, long wait_ms /* -1: omitted */);
 Berth__V1__Response *w_guarded(bc *c, Berth__V1__Request__MethodCase m, const char *id,
                                const char *worker, const char *token);
+/* The same two, NULL when the transport fails (berthd killed under them). */
+Berth__V1__Response *w_fetch_or_null(bc *c, const char *worker, const char *topic, uint32_t max,
+                                     uint64_t lock_ms, long wait_ms);
+Berth__V1__Response *w_guarded_or_null(bc *c, Berth__V1__Request__MethodCase m, const char *id,
+                                       const char *worker, const char *token);
 void w_free(Berth__V1__Response *r);
 
 #define w_expect_code(r, c)                                                                        \
