@@ -5,7 +5,8 @@
  *   Existing column families are listed first and all of them opened
  *   (RocksDB refuses a read-write open that leaves one out); missing ones of
  *   ours are created. Then the format version in `meta` is checked, or
- *   written into a new store in its own synced batch.
+ *   written into a new store in its own synced batch. A database that
+ *   exists without `meta` is another program's: refused, untouched.
  *
  * TUNING
  *   tasks and outbox are queue-shaped (every row is deleted soon after it
@@ -268,6 +269,20 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
     for (size_t i = 0; i < n_existing; i++)
         if (cf_index(existing[i]) < 0 && strcmp(existing[i], "default") != 0)
             n_extra++;
+    /* A database without berth's meta family is another program's: berth
+     * would otherwise add its families to it and write into it. */
+    bool has_meta = false;
+    for (size_t i = 0; i < n_existing; i++)
+        has_meta |= cf_index(existing[i]) == STORE_CF_META;
+    if (n_existing > 0 && !has_meta) {
+        rocksdb_list_column_families_destroy(existing, n_existing);
+        set_err(err, errlen,
+                "%s holds a RocksDB database that is not a berth store (it has no \"%s\" "
+                "column family); refusing to write into it",
+                dir, cf_names[STORE_CF_META]);
+        store_close(s);
+        return BERTH_EFORMAT;
+    }
 
     size_t n = 1 + STORE_CF_COUNT + n_extra;
     const char **names = calloc(n, sizeof(*names));

@@ -1,5 +1,7 @@
+#define _XOPEN_SOURCE 700 /* nftw */
 /* berthd as a process: durability across kill -9, restarts, boot refusal,
  * clean shutdown. */
+#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -328,4 +330,27 @@ Test(process, operate_nng_stops_in_bounded_time_after_a_flood_of_peers_that_hang
     w_free(r);
     bc_close(c);
     d_stop(&D); /* SIGTERM: exit 0 within 15 s */
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+Test(process, a_corrupted_data_directory_is_refused_at_boot_naming_the_problem)
+{
+    char dir[] = "/tmp/berth-corrupt-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof(path), "%s/CURRENT", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("garbage\n", f);
+    fclose(f);
+    char err[1024];
+    int status = d_refused((const char *const[]){"--data", dir, NULL}, err, sizeof(err));
+    cr_assert_eq(status, 1, "exit %d (stderr: %s)", status, err);
+    cr_assert(strstr(err, dir) != NULL && strstr(err, "Corruption") != NULL, "%s", err);
+    nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 }

@@ -276,6 +276,35 @@ Test(store, refuses_another_format_version)
     cr_assert(strstr(err, "format version") != NULL, "message: %s", err);
 }
 
+Test(store, refuses_another_program_s_rocksdb_and_leaves_it_untouched)
+{
+    /* A database another program made: only "default", one key. */
+    rocksdb_options_t *o = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(o, 1);
+    char *rerr = NULL;
+    rocksdb_t *db = rocksdb_open(o, dir, &rerr);
+    cr_assert_null(rerr, "%s", rerr);
+    rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+    rocksdb_put(db, wo, "theirs", 6, "data", 4, &rerr);
+    cr_assert_null(rerr);
+    rocksdb_writeoptions_destroy(wo);
+    rocksdb_close(db);
+
+    store *s = NULL;
+    char err[512] = "";
+    cr_assert_eq(store_open(dir, &opts, &s, err, sizeof(err)), BERTH_EFORMAT);
+    cr_assert_null(s);
+    cr_assert(strstr(err, "not a berth store") != NULL, "message: %s", err);
+
+    size_t n = 0;
+    char **cfs = rocksdb_list_column_families(o, dir, &n, &rerr);
+    cr_assert_null(rerr);
+    cr_assert_eq(n, 1, "no family of berth's was added");
+    cr_assert_str_eq(cfs[0], "default");
+    rocksdb_list_column_families_destroy(cfs, n);
+    rocksdb_options_destroy(o);
+}
+
 Test(store, opens_a_store_holding_a_family_it_does_not_know)
 {
     store *s = open_ok();
