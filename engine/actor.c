@@ -61,7 +61,6 @@ struct actor {
     bool stopping;
     bool joined;                /* the thread has been joined */
     bool held;                  /* engine_hold(): take no request until released */
-    bool started;               /* the thread runs */
     atomic_uint_fast64_t turns; /* turns finished */
 };
 
@@ -493,7 +492,6 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
         engine_free(e);
         return BERTH_ENOMEM;
     }
-    e->actor->started = true;
     *out = e;
     return BERTH_OK;
 }

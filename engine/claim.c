@@ -221,6 +221,14 @@ static void waiter_free(waiter *w)
     free(w);
 }
 
+static void owner_drop_if_empty(engine *e, owner *o)
+{
+    if (o != NULL && o->n == 0) {
+        table_del(&e->owners, &o->id, sizeof(o->id));
+        free(o);
+    }
+}
+
 /* Unlinks w everywhere and answers its fetch with whatever its reply
  * holds. */
 static void waiter_answer(engine *e, waiter *w)
@@ -251,10 +259,8 @@ static void waiter_answer(engine *e, waiter *w)
             o->first = w->own_next;
         if (w->own_next)
             w->own_next->own_prev = w->own_prev;
-        if (--o->n == 0) {
-            table_del(&e->owners, &o->id, sizeof(o->id));
-            free(o);
-        }
+        o->n--;
+        owner_drop_if_empty(e, o);
     }
     pending *p = w->p;
     p->waiter = NULL;
@@ -283,14 +289,6 @@ static owner *owner_get(engine *e, uint64_t id, bool *oom)
         return NULL;
     }
     return o;
-}
-
-static void owner_drop_if_empty(engine *e, owner *o)
-{
-    if (o != NULL && o->n == 0) {
-        table_del(&e->owners, &o->id, sizeof(o->id));
-        free(o);
-    }
 }
 
 /* False: no memory (nothing changed). */

@@ -19,7 +19,7 @@
  *
  * FILES, AND WHO CALLS WHOM
  *   The engine's files call each other in one direction only (no cycle;
- *   tools/check-layers.sh checks it in CI from the includes, and every
+ *   tools/check-engine.sh checks it in CI from the includes, and every
  *   function is declared in the header of the file that defines it):
  *
  *     actor.c            the queue, the threads, sleeping, running a turn

@@ -27,21 +27,17 @@
 #include "engine/check.h"
 #include "engine/intake.h"
 #include "engine/reply.h"
-#include "engine/utf8.h"
 #include "store/err.h"
 
 __attribute__((format(printf, 5, 6))) static int
 refuse(engine_status *st, engine_code code, const char *ec, bool retryable, const char *fmt, ...)
 {
-    memset(st, 0, sizeof(*st));
-    st->code = code;
-    st->engine_code = ec;
-    st->retryable = retryable;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(st->message, sizeof(st->message), fmt, ap);
+    reply_vstatus(st, code, fmt, ap);
     va_end(ap);
-    utf8_cut(st->message);
+    st->engine_code = ec;
+    st->retryable = retryable;
     return BERTH_EINVAL;
 }
 

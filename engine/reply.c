@@ -83,15 +83,20 @@ void engine_reply_free(engine_reply *r)
     free(r);
 }
 
-void reply_status(engine_status *st, engine_code code, const char *fmt, ...)
+void reply_vstatus(engine_status *st, engine_code code, const char *fmt, va_list ap)
 {
     memset(st, 0, sizeof(*st));
     st->code = code;
+    vsnprintf(st->message, sizeof(st->message), fmt, ap);
+    utf8_cut(st->message); /* an echo of input cut mid-character stays text */
+}
+
+void reply_status(engine_status *st, engine_code code, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(st->message, sizeof(st->message), fmt, ap);
+    reply_vstatus(st, code, fmt, ap);
     va_end(ap);
-    utf8_cut(st->message); /* an echo of input cut mid-character stays text */
 }
 
 void reply_over_ceiling(engine_status *st, const char *field, uint64_t value, uint64_t limit)

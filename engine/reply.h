@@ -9,6 +9,7 @@
 #ifndef BERTH_ENGINE_REPLY_H
 #define BERTH_ENGINE_REPLY_H
 
+#include <stdarg.h>
 #include <stdint.h>
 
 #include "engine/engine.h"
@@ -24,6 +25,10 @@ store_body *reply_body(engine_reply *r);
 /* Releases everything a reply holds except the reply itself, keeping op. */
 void reply_reset(engine_reply *r);
 
+/* A status of code with a formatted message (reset first; a message
+ * never ends mid-character). */
+__attribute__((format(printf, 3, 0))) void reply_vstatus(engine_status *st, engine_code code,
+                                                         const char *fmt, va_list ap);
 __attribute__((format(printf, 3, 4))) void reply_status(engine_status *st, engine_code code,
                                                         const char *fmt, ...);
 /* R6: INVALID_ARGUMENT naming the field, the value sent and the ceiling. */
