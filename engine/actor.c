@@ -23,6 +23,17 @@
  *   is answered OK that is not on disk (R1). A failed SYNC halts the
  *   engine (commit.c says why).
  *
+ * A HALTED ENGINE
+ *   answers every request UNAVAILABLE (retryable), saying why, and tries
+ *   to come back as a restart would: it answers every turn handed to the
+ *   commit thread, closes the store, reopens it (only if it is still
+ *   there: a data directory that went away is never replaced by an empty
+ *   store) and reloads memory from what the disk holds. The first try is
+ *   ENGINE_REOPEN_BACKOFF_MIN_MS after the halt, then the pause doubles
+ *   while it fails. So a disk that filled up serves again once it has
+ *   room, without a restart. Between a failed reopen and the next try
+ *   there is no store: requests are answered from the queue, no turn runs.
+ *
  * SLEEPING
  *   The actor sleeps until a request arrives or the next due instant (an
  *   outbox attempt, a wait deadline, a watched topic's front becoming
@@ -78,6 +89,14 @@ static bool read_only(engine_op op)
 
 typedef int (*handler_fn)(engine *e, pending *p);
 
+static void halted_status(const engine *e, engine_status *st)
+{
+    char why[sizeof(e->halt_why) + 64];
+    snprintf(why, sizeof(why), "the engine has halted (%s); it reopens the store shortly",
+             e->halt_why);
+    reply_unavailable(st, why);
+}
+
 static handler_fn handler_of(engine_op op)
 {
     switch (op) {
@@ -123,7 +142,7 @@ static void dispatch(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
     if (e->halted) {
-        reply_unavailable(&r->status, "the engine has halted");
+        halted_status(e, &r->status);
     } else if (turn_failed(e)) {
         /* The turn will be undone: applying more of it would be lost. */
         turn_fail_status(e, &r->status);
@@ -228,7 +247,7 @@ static void run_turn(engine *e, pending *list)
     }
     if (t->halt) {
         engine_status st;
-        reply_unavailable(&st, "the engine has halted");
+        halted_status(e, &st);
         claim_abort_all(e, &st);
     }
     /* An undone turn's events are dropped, except the retry accounting's,
@@ -283,6 +302,71 @@ static void sleep_until(engine *e, uint64_t due)
     pthread_cond_timedwait(&a->cv, &a->mu, &ts);
 }
 
+static store_options options_for_store(engine *e);
+static void actor_wake(void *arg);
+
+/* The engine without its store: no turn runs (a halted engine whose
+ * reopen failed). */
+static bool without_store(const engine *e)
+{
+    return e->store == NULL;
+}
+
+static void shut_store(engine *e)
+{
+    store_batch_free(e->batch);
+    e->batch = NULL;
+    store_close(e->store);
+    e->store = NULL;
+}
+
+/* A halted engine comes back as a restart would (see the top). Engine
+ * thread, outside a turn. */
+static void reopen(engine *e)
+{
+    e->syncs_past += commit_syncs(e);
+    commit_free(e); /* every turn handed over is answered first */
+    recover_clear(e);
+    shut_store(e);
+    char err[256] = "";
+    store_options so = options_for_store(e);
+    so.must_exist = true;
+    int rv = store_open(e->o.data_dir, &so, &e->store, err, sizeof(err));
+    if (rv == BERTH_OK && (rv = store_batch_alloc(e->store, &e->batch)) != BERTH_OK)
+        snprintf(err, sizeof(err), "out of memory");
+    if (rv == BERTH_OK)
+        rv = recover_load(e, err, sizeof(err));
+    if (rv == BERTH_OK && (rv = commit_start(e, actor_wake, e)) != BERTH_OK)
+        snprintf(err, sizeof(err), "cannot start the commit thread");
+    uint64_t now = now_ms(e);
+    if (rv != BERTH_OK) {
+        recover_clear(e);
+        commit_free(e);
+        shut_store(e);
+        if (strcmp(err, e->halt_why) != 0)
+            fprintf(stderr, "berth: engine still halted: %s\n", err);
+        snprintf(e->halt_why, sizeof(e->halt_why), "%s", err);
+        uint64_t b = e->reopen_backoff_ms * 2;
+        e->reopen_backoff_ms = b < ENGINE_REOPEN_BACKOFF_MAX_MS ? b : ENGINE_REOPEN_BACKOFF_MAX_MS;
+        e->reopen_at_ms = now + e->reopen_backoff_ms;
+        return;
+    }
+    fprintf(stderr, "berth: engine serving again: the store reopened\n");
+    e->halted = false;
+    e->halt_why[0] = '\0';
+    e->write_backoff_ms = e->write_retry_at_ms = 0;
+    e->counters.reopens++;
+}
+
+/* No store: what was queued is answered at once, nothing applied. */
+static void refuse_closed(engine *e, pending *list)
+{
+    engine_status st;
+    halted_status(e, &st);
+    turn_refuse(list, &st, false);
+    turn_release(list);
+}
+
 static void *actor_main(void *arg)
 {
     engine *e = arg;
@@ -293,13 +377,19 @@ static void *actor_main(void *arg)
         while ((a->q_head == NULL || a->held) && !a->stopping) {
             if (!e->halted && !a->held && commit_failed(e))
                 break; /* a turn halts the engine */
-            uint64_t due = e->halted || a->held ? UINT64_MAX : next_due(e);
+            uint64_t due = a->held ? UINT64_MAX : e->halted ? e->reopen_at_ms : next_due(e);
             if (due <= now_ms(e))
                 break;
             sleep_until(e, due);
         }
         if (a->stopping)
             break;
+        if (e->halted && !a->held && e->reopen_at_ms <= now_ms(e)) {
+            pthread_mutex_unlock(&a->mu);
+            reopen(e);
+            pthread_mutex_lock(&a->mu);
+            continue;
+        }
         pending *list = a->q_head, *last = NULL;
         uint32_t n = 0;
         for (pending *p = list; p != NULL && n < e->o.turn_max_requests; p = p->next, n++)
@@ -311,7 +401,10 @@ static void *actor_main(void *arg)
             last->next = NULL;
         }
         pthread_mutex_unlock(&a->mu);
-        run_turn(e, list);
+        if (without_store(e))
+            refuse_closed(e, list);
+        else
+            run_turn(e, list);
         pthread_mutex_lock(&a->mu);
     }
     /* Closing: nothing more is applied; everything still owed an answer
@@ -325,7 +418,8 @@ static void *actor_main(void *arg)
     if (!e->halted && !commit_failed(e) && store_batch_count(e->batch) > 0 &&
         store_write(e->store, e->batch) != BERTH_OK)
         fprintf(stderr, "berth: closing: %s\n", store_last_error(e->store));
-    store_batch_clear(e->batch);
+    if (!without_store(e))
+        store_batch_clear(e->batch);
     engine_status st;
     reply_unavailable(&st, "the engine is closing");
     e->t.answered = e->t.answered_tail = NULL;
@@ -390,6 +484,15 @@ static int channels_copy(engine *e, const engine_options *o)
 static uint64_t clock_thunk(void *ctx)
 {
     return now_ms(ctx);
+}
+
+static store_options options_for_store(engine *e)
+{
+    return (store_options){
+        .dedup_horizon_ms = e->o.dedup_horizon_ms,
+        .now_ms = clock_thunk,
+        .now_ctx = e,
+    };
 }
 
 static void engine_free(engine *e)
@@ -475,11 +578,7 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
         engine_free(e);
         return BERTH_ENOMEM;
     }
-    store_options so = {
-        .dedup_horizon_ms = o->dedup_horizon_ms,
-        .now_ms = clock_thunk,
-        .now_ctx = e,
-    };
+    store_options so = options_for_store(e);
     if ((rv = store_open(e->o.data_dir, &so, &e->store, err, errlen)) != BERTH_OK ||
         (rv = store_batch_alloc(e->store, &e->batch)) != BERTH_OK ||
         (rv = recover_load(e, err, errlen)) != BERTH_OK) {
@@ -608,6 +707,8 @@ void engine_tick(engine *e)
 
 void engine_failpoint_set(engine *e, engine_failpoint fp, int n)
 {
+    if (fp != ENGINE_FP_PARK && e->store == NULL)
+        return; /* halted, between reopens: no store to fail */
     switch (fp) {
     case ENGINE_FP_PARK:
         atomic_store(&e->fp_park, n);

@@ -174,7 +174,7 @@ int admin_stats(engine *e, pending *p)
 {
     engine_stats *s = &p->reply->stats;
     *s = e->counters;
-    s->syncs = commit_syncs(e);
+    s->syncs = e->syncs_past + commit_syncs(e);
     uint64_t now = e->t.now_ms;
     size_t i = 0;
     task *t;

@@ -277,6 +277,8 @@ void commit_turn(engine *e, bool with_events)
 
 void commit_durability(engine *e, engine_durable *out)
 {
+    if (e->commit == NULL || e->store == NULL) /* halted, between reopens */
+        return;
     out->appended = atomic_load(&e->commit->appended);
     out->synced = atomic_load(&e->commit->synced);
     out->syncs_held = (uint32_t)store_syncs_waiting(e->store);

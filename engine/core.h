@@ -192,6 +192,10 @@ struct engine {
     uint64_t write_retry_at_ms; /* relay and timers pause until then */
     uint64_t write_backoff_ms;
     bool halted;
+    char halt_why[256];    /* what halted it (turn_halt) */
+    uint64_t reopen_at_ms; /* while halted: the next try to reopen the store */
+    uint64_t reopen_backoff_ms;
+    uint64_t syncs_past; /* syncs made before the last reopen */
     turn t;
     engine_stats counters; /* turns, commits_failed */
 

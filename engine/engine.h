@@ -301,6 +301,8 @@ typedef struct engine_stats {
     uint64_t commits_failed;
     uint64_t waits_cancelled; /* waiting fetches ended by engine_cancel() */
     uint64_t waits_refused;   /* fetches answered at once: too many waiting */
+    uint64_t halts;           /* the store failed under the engine: it stopped serving */
+    uint64_t reopens;         /* ... and came back, the store reopened and reloaded */
 } engine_stats;
 
 typedef struct engine_reply {
@@ -458,6 +460,12 @@ engine_reply *engine_exec_sync(engine *e, const engine_request *req);
  * with the clock. */
 void engine_tick(engine *e);
 
+/* A halted engine reopens its store (a disk that was full has room again,
+ * a device came back), first this long after the halt on its clock, then
+ * doubling to the last value while it fails. */
+#define ENGINE_REOPEN_BACKOFF_MIN_MS 100
+#define ENGINE_REOPEN_BACKOFF_MAX_MS 5000
+
 /* ---- failpoints (tests) ---- */
 typedef enum engine_failpoint {
     /* The pull sink answers Retry instead of parking. */
@@ -469,7 +477,8 @@ typedef enum engine_failpoint {
     /* The next store syncs fail. Whether the turns written since the last
      * good sync reached the disk is then unknown, so the engine halts:
      * those turns and every request after are answered UNAVAILABLE until
-     * it is reopened, which recovers what the disk holds. */
+     * it has reopened its store (ENGINE_REOPEN_BACKOFF_MIN_MS later on its
+     * clock, then backing off), which recovers what the disk holds. */
     ENGINE_FP_STORE_SYNC,
     /* n > 0: syncs wait before syncing until it is set to 0 again (release
      * it before engine_stop(): the commit thread waits there). */

@@ -103,8 +103,13 @@ void turn_fail_status(const engine *e, engine_status *st)
 
 void turn_halt(engine *e, const char *why)
 {
-    if (!e->halted)
+    if (!e->halted) {
         fprintf(stderr, "berth: engine halted: %s\n", why);
+        snprintf(e->halt_why, sizeof(e->halt_why), "%s", why);
+        e->counters.halts++;
+        e->reopen_backoff_ms = ENGINE_REOPEN_BACKOFF_MIN_MS;
+        e->reopen_at_ms = e->t.now_ms + e->reopen_backoff_ms;
+    }
     e->halted = true;
     e->t.halt = true;
 }

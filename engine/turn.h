@@ -52,7 +52,8 @@ static inline bool turn_failed(const engine *e)
 /* The status every request of a failed turn is answered with. */
 void turn_fail_status(const engine *e, engine_status *st);
 /* Memory cannot be made to match the store: the engine serves nothing
- * more (every request UNAVAILABLE) until it is reopened. */
+ * more (every request UNAVAILABLE) until its store is reopened and
+ * reloaded (actor.c tries, from ENGINE_REOPEN_BACKOFF_MIN_MS on). */
 void turn_halt(engine *e, const char *why);
 
 /* Calls done() for every request of the list, which it frees. */

@@ -43,6 +43,8 @@
  *   stops the zeroing for that file: appends then grow it as before.
  */
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <memory>
@@ -224,7 +226,38 @@ class ZeroedLogFileSystem : public rocksdb::FileSystemWrapper
     }
 };
 
+/* RocksDB's info log, to stderr. Its default, a LOG file beside the data,
+ * shares the data's disk: once a write to it fails (a full disk), the
+ * next message is written through a file writer that has seen an error,
+ * which Debian's build of RocksDB (assertions on) answers with abort().
+ * stderr is where berthd's operator reads everything else. */
+class StderrLogger : public rocksdb::Logger
+{
+  public:
+    explicit StderrLogger(rocksdb::InfoLogLevel level) : Logger(level)
+    {
+    }
+    using rocksdb::Logger::Logv;
+    void Logv(const char *format, va_list ap) override
+    {
+        char line[1024];
+        int n = vsnprintf(line, sizeof(line), format, ap);
+        if (n < 0)
+            return;
+        size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == ' '))
+            len--;
+        std::fprintf(stderr, "rocksdb: %.*s\n", (int)len, line);
+    }
+};
+
 } // namespace
+
+extern "C" void store_options_log_to_stderr(rocksdb_options_t *o)
+{
+    o->rep.info_log = std::make_shared<StderrLogger>(rocksdb::InfoLogLevel::WARN_LEVEL);
+    o->rep.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+}
 
 extern "C" void store_options_zeroed_logs(rocksdb_options_t *o)
 {

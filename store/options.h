@@ -19,6 +19,9 @@ void store_options_insert_hints(rocksdb_options_t *o, size_t prefix_len);
 /* The store's WAL files are written over zeros kept ahead of their end, so
  * that a sync need not write the inode (options.cc). */
 void store_options_zeroed_logs(rocksdb_options_t *o);
+/* RocksDB's own messages, warnings and worse, go to stderr ("rocksdb: "),
+ * not to a LOG file in the data directory (options.cc). */
+void store_options_log_to_stderr(rocksdb_options_t *o);
 
 #ifdef __cplusplus
 }

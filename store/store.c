@@ -26,6 +26,7 @@
 #include "store/store.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -209,7 +210,15 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
         set_err(err, errlen, "store options: a dedup horizon and a clock are required");
         return BERTH_EINVAL;
     }
-    if (make_dirs(dir) != BERTH_OK) {
+    if (o->must_exist) {
+        struct stat st;
+        char current[PATH_MAX];
+        snprintf(current, sizeof(current), "%s/CURRENT", dir);
+        if (stat(current, &st) != 0) {
+            set_err(err, errlen, "no store in %s: %s", dir, strerror(errno));
+            return BERTH_EIO;
+        }
+    } else if (make_dirs(dir) != BERTH_OK) {
         set_err(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         return BERTH_EIO;
     }
@@ -221,7 +230,7 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
     pthread_cond_init(&s->gate_cv, NULL);
 
     s->db_opts = rocksdb_options_create();
-    rocksdb_options_set_create_if_missing(s->db_opts, 1);
+    rocksdb_options_set_create_if_missing(s->db_opts, !o->must_exist);
     rocksdb_options_set_create_missing_column_families(s->db_opts, 1);
     rocksdb_options_increase_parallelism(s->db_opts, 2);
     rocksdb_options_set_max_background_jobs(s->db_opts, 2);
@@ -231,6 +240,7 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
      * the sync, on its own thread, writes all that it covers at once. */
     rocksdb_options_set_manual_wal_flush(s->db_opts, 1);
     store_options_zeroed_logs(s->db_opts);
+    store_options_log_to_stderr(s->db_opts);
 
     s->cache = rocksdb_cache_create_lru(64u << 20);
     s->table_opts = rocksdb_block_based_options_create();

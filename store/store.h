@@ -58,9 +58,13 @@ typedef struct store_options {
     /* The clock the horizon is measured on (Unix ms). Thread-safe. */
     uint64_t (*now_ms)(void *ctx);
     void *now_ctx;
+    /* Open only a store that is there: a data directory that went away
+     * (an unmounted disk) is an error, never a new empty store. */
+    bool must_exist;
 } store_options;
 
-/* Opens (creating if missing, with parent directories) the store in dir.
+/* Opens (creating if missing, with parent directories, unless
+ * o->must_exist) the store in dir.
  * On failure *out is NULL and, when err is not NULL, a message is written
  * to err (errlen bytes at most). BERTH_EFORMAT: written by another format
  * version. */

@@ -1,6 +1,8 @@
 /* Group commit: one write per turn, answered after the sync that covers
  * it; a failed write undoes the turn, a failed sync halts the engine. */
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "store/err.h"
@@ -254,4 +256,89 @@ Test(group_commit, a_failed_sync_halts_the_engine_and_answers_unavailable)
     h_expect_ok(r);
     engine_reply_free(r);
     h_submit("t", "after the restart", NULL);
+}
+
+/* Halts the engine with a failed sync while `kept` is on disk. */
+static void halt_with(const char *kept_payload, char *kept)
+{
+    h_submit("t", kept_payload, kept);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_SYNC, 1);
+    engine_reply *r = h_submit_key("t", "unknown", NULL);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    engine_reply_free(r);
+    /* The engine has seen it (at this instant: the clock stands still). */
+    r = h_get_task(kept);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    cr_assert(strstr(r->status.message, "halted"), "%s", r->status.message);
+    engine_reply_free(r);
+}
+
+Test(group_commit, a_halted_engine_reopens_its_store_and_serves_again)
+{
+    char kept[ENGINE_ID_STR];
+    halt_with("kept", kept);
+    /* Until the first try, everything is UNAVAILABLE, saying why. */
+    h_advance(ENGINE_REOPEN_BACKOFF_MIN_MS - 1);
+    engine_reply *r = h_get_task(kept);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    cr_assert(r->status.retryable);
+    cr_assert(strstr(r->status.message, "halted") && strstr(r->status.message, "sync"), "%s",
+              r->status.message);
+    engine_reply_free(r);
+
+    /* Then the store is reopened and memory reloaded, as a restart. */
+    h_advance(1);
+    r = h_get_task(kept);
+    h_expect_ok(r);
+    engine_reply_free(r);
+    engine_stats s = h_stats();
+    cr_assert_eq(s.halts, 1);
+    cr_assert_eq(s.reopens, 1);
+    engine_task t;
+    char token[ENGINE_ID_STR];
+    h_fetch_one("w", "t", 0, &t, token);
+    cr_assert_str_eq(t.id, kept, "the task acknowledged before the halt");
+    char again[ENGINE_ID_STR];
+    h_submit("t", "after", again);
+    r = h_get_task(again);
+    h_expect_ok(r);
+    engine_reply_free(r);
+
+    /* And it can halt and come back again. */
+    halt_with("kept too", kept);
+    h_advance(ENGINE_REOPEN_BACKOFF_MIN_MS);
+    r = h_get_task(kept);
+    h_expect_ok(r);
+    engine_reply_free(r);
+    cr_assert_eq(h_stats().reopens, 2);
+}
+
+Test(group_commit, a_data_directory_that_went_away_is_never_replaced_by_an_empty_store)
+{
+    char kept[ENGINE_ID_STR], away[80];
+    halt_with("kept", kept);
+    snprintf(away, sizeof(away), "%s.away", H.dir);
+    cr_assert_eq(rename(H.dir, away), 0); /* the disk is unmounted, say */
+
+    h_advance(ENGINE_REOPEN_BACKOFF_MIN_MS);
+    engine_reply *r = h_get_task(kept);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    cr_assert(strstr(r->status.message, "no store in"), "%s", r->status.message);
+    engine_reply_free(r);
+    r = h_submit_key("t", "refused", NULL);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    engine_reply_free(r);
+    struct stat st;
+    cr_assert_neq(stat(H.dir, &st), 0, "no empty store was made in its place");
+
+    /* It backs off (doubling), and serves once the directory is back. */
+    cr_assert_eq(rename(away, H.dir), 0);
+    h_advance(2 * ENGINE_REOPEN_BACKOFF_MIN_MS - 1);
+    r = h_get_task(kept);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    engine_reply_free(r);
+    h_advance(1);
+    r = h_get_task(kept);
+    h_expect_ok(r);
+    engine_reply_free(r);
 }

@@ -1,12 +1,15 @@
 #define _XOPEN_SOURCE 700 /* nftw */
 /* berthd as a process: durability across kill -9, restarts, boot refusal,
  * clean shutdown. */
+#include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -353,4 +356,115 @@ Test(process, a_corrupted_data_directory_is_refused_at_boot_naming_the_problem)
     cr_assert_eq(status, 1, "exit %d (stderr: %s)", status, err);
     cr_assert(strstr(err, dir) != NULL && strstr(err, "Corruption") != NULL, "%s", err);
     nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- a full disk, over the wire ---- */
+
+static char full_mnt[] = "/tmp/berth-full-XXXXXX";
+
+static void full_teardown(void)
+{
+    d_cleanup(&D);
+    umount2(full_mnt, MNT_DETACH);
+    rmdir(full_mnt);
+}
+
+/* Writes zeros to path until the file system is full. */
+static void fill_up(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(fd, 0);
+    static char zeros[1 << 16];
+    while (write(fd, zeros, sizeof(zeros)) > 0)
+        ;
+    close(fd);
+}
+
+/* The payload of the i-th task: its index, then filler. */
+static void full_payload(char *p, size_t len, int i)
+{
+    memset(p, 'a' + i % 26, len - 1);
+    p[len - 1] = '\0';
+    snprintf(p, 16, "%08d", i);
+    p[8] = ':';
+}
+
+Test(disk, a_full_disk_answers_unavailable_then_serves_again_once_it_has_room,
+     .fini = full_teardown, .timeout = 120)
+{
+    cr_assert_not_null(mkdtemp(full_mnt));
+    if (mount("tmpfs", full_mnt, "tmpfs", 0, "size=24m") != 0)
+        cr_skip_test("cannot mount a small file system here (%s): run as root", strerror(errno));
+    char data[64], filler[64];
+    snprintf(data, sizeof(data), "%s/d", full_mnt);
+    snprintf(filler, sizeof(filler), "%s/filler", full_mnt);
+    d_start(&D, (const char *const[]){"--data", data, NULL});
+    bc *c = d_client(&D);
+
+    /* Acknowledged submits until the disk is full; never an OK after a
+     * refusal, and every refusal UNAVAILABLE, retryable. */
+    enum { N = 4000, LEN = 16 << 10 };
+    static bool acked[N];
+    static char p[LEN];
+    fill_up(filler);
+    int i = 0, refused = 0;
+    for (; i < N && refused < 3; i++) {
+        full_payload(p, sizeof(p), i);
+        Berth__V1__Response *r = w_submit(c, "full", p, NULL);
+        if (r->status->code == BERTH__V1__CODE__OK) {
+            cr_assert_eq(refused, 0, "an OK after the disk was found full");
+            acked[i] = true;
+        } else {
+            w_expect_code(r, BERTH__V1__CODE__UNAVAILABLE);
+            cr_assert(r->status->retryable);
+            refused++;
+        }
+        w_free(r);
+    }
+    cr_assert_eq(refused, 3, "the disk never filled up");
+
+    /* Room again: it serves without a restart. */
+    cr_assert_eq(unlink(filler), 0);
+    bool served = false;
+    for (int tries = 0; tries < 300 && !served; tries++) {
+        full_payload(p, sizeof(p), i);
+        Berth__V1__Response *r = w_submit(c, "full", p, NULL);
+        served = r->status->code == BERTH__V1__CODE__OK;
+        if (served)
+            acked[i++] = true;
+        else
+            w_expect_code(r, BERTH__V1__CODE__UNAVAILABLE);
+        w_free(r);
+        if (!served)
+            nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    }
+    cr_assert(served, "still refusing 15 s after the disk had room");
+
+    /* Every acknowledged task is there, whole, after a kill -9 too. */
+    bc_close(c);
+    cr_assert_eq(d_signal(&D, SIGKILL), 128 + SIGKILL);
+    d_restart(&D);
+    c = d_client(&D);
+    static bool seen[N];
+    for (;;) {
+        Berth__V1__Response *f = w_fetch(c, "w", "full", 200, 0, 0);
+        w_expect_code(f, BERTH__V1__CODE__OK);
+        size_t n = f->fetch->n_tasks;
+        for (size_t k = 0; k < n; k++) {
+            const Berth__V1__Task *t = f->fetch->tasks[k];
+            int at = atoi((const char *)t->payload.data);
+            cr_assert(at >= 0 && at < i, "a task of no submit: %d", at);
+            full_payload(p, sizeof(p), at);
+            cr_assert(t->payload.len == LEN - 1 && memcmp(t->payload.data, p, LEN - 1) == 0,
+                      "task %d's payload is not what was submitted", at);
+            seen[at] = true;
+        }
+        w_free(f);
+        if (n == 0)
+            break;
+    }
+    for (int k = 0; k < i; k++)
+        cr_assert(!acked[k] || seen[k], "acknowledged task %d lost", k);
+    bc_close(c);
+    d_stop(&D);
 }
