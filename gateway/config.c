@@ -64,6 +64,9 @@ static const setting settings[] = {
      "close an operate connection that sends nothing this long with nothing in flight (0: never)"},
     {"frame-timeout-ms", S_U64, G(frame_timeout_ms),
      "close an operate connection that takes longer to send a request it began (0: never)"},
+    {"buffers-max-bytes", S_U64, G(buffers_max_bytes),
+     "operate connections' buffered requests and unread answers, in all; over it, the "
+     "connections holding more than their share are paused, then closed"},
     {"contexts", S_U32, G(contexts), "request contexts started at once (nng)"},
     {"contexts-max", S_U32, G(contexts_max), "ceiling the context pool grows to (nng)"},
     {"tls-cert", S_STR, G(tls_cert), "PEM certificate for tls+tcp:// URLs"},
@@ -84,6 +87,7 @@ void gw_config_default(gw_config *c)
     c->max_message_bytes = 8u << 20;
     c->idle_timeout_ms = 600000;
     c->frame_timeout_ms = 30000;
+    c->buffers_max_bytes = 256u << 20;
     c->contexts = 64;
     c->contexts_max = 16384;
 }
@@ -352,6 +356,13 @@ int gw_config_load(gw_config *c, int argc, char **argv, char *err, size_t errlen
     if (c->max_message_bytes > (1u << 30)) {
         snprintf(err, errlen, "max-message-bytes (%" PRIu64 ") is over 1 GiB",
                  c->max_message_bytes);
+        return GW_CONFIG_ERROR;
+    }
+    if (c->buffers_max_bytes < 4 * c->max_message_bytes) {
+        snprintf(err, errlen,
+                 "buffers-max-bytes (%" PRIu64 ") must be at least 4 x max-message-bytes (%" PRIu64
+                 "): room for a request of each size and its answer",
+                 c->buffers_max_bytes, c->max_message_bytes);
         return GW_CONFIG_ERROR;
     }
     if (c->contexts_max > (1u << 20)) {

@@ -35,9 +35,10 @@ typedef struct gw_config {
     bool operate_nng; /* tcp:// through nng's REP socket, not gateway/sp.c */
     uint32_t contexts;
     uint32_t contexts_max;
-    uint32_t max_connections;  /* 0: half the descriptor limit, at most 10,000 */
-    uint64_t idle_timeout_ms;  /* 0: never */
-    uint64_t frame_timeout_ms; /* 0: never */
+    uint32_t max_connections;   /* 0: half the descriptor limit, at most 10,000 */
+    uint64_t idle_timeout_ms;   /* 0: never */
+    uint64_t frame_timeout_ms;  /* 0: never */
+    uint64_t buffers_max_bytes; /* gateway/sp.c's memory budget (sp.h) */
     const char *config_file;
     engine_channel channels[GW_CHANNELS_MAX]; /* --channel, in order */
     size_t n_channels;

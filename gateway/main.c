@@ -179,6 +179,7 @@ static int serve(gw_config *cfg)
         .max_connections = cfg->max_connections,
         .idle_timeout_ms = cfg->idle_timeout_ms,
         .frame_timeout_ms = cfg->frame_timeout_ms,
+        .buffers_max_bytes = cfg->buffers_max_bytes,
     };
     gw_server *server = NULL;
     if (gw_server_start(e, &so, &server, err, sizeof(err)) != BERTH_OK) {

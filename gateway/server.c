@@ -207,7 +207,8 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
         gw_sp_limits lim = {.max_message_bytes = o->max_message_bytes,
                             .max_connections = o->max_connections,
                             .idle_timeout_ms = o->idle_timeout_ms,
-                            .frame_timeout_ms = o->frame_timeout_ms};
+                            .frame_timeout_ms = o->frame_timeout_ms,
+                            .buffers_max_bytes = o->buffers_max_bytes};
         s->is_sp = true;
         int rv = gw_sp_start(e, o->url, &lim, &s->sp, err, errlen);
         if (rv != BERTH_OK) {

@@ -43,6 +43,7 @@ typedef struct gw_server_options {
     uint32_t max_connections; /* gateway/sp.c: see sp.h */
     uint64_t idle_timeout_ms;
     uint64_t frame_timeout_ms;
+    uint64_t buffers_max_bytes;
 } gw_server_options;
 
 int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char *err,

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -52,6 +53,7 @@ typedef struct sp_conn {
     int fd;
     uint64_t owner;              /* the engine's name for its requests (never reused) */
     atomic_int refs;             /* the loop's while registered, one per request in the engine */
+    atomic_size_t held;          /* in_cap + out_cap: its part of the memory budget */
     struct sp_conn *prev, *next; /* s->conns (loop thread) */
 
     /* loop thread only */
@@ -62,13 +64,16 @@ typedef struct sp_conn {
     sp_deadline idle;     /* in s->idle once its header is in: by its last read */
     uint8_t *in;
     size_t in_len, in_cap;
+    bool starved; /* not read: over its share of the memory budget (also under mu) */
 
     pthread_mutex_t mu; /* guards what follows */
     bool closed;        /* nothing more is sent; fd closed */
+    bool ending;        /* shut down: nothing more is sent; the loop sees the end */
     uint8_t *out;       /* bytes the socket did not take yet */
     size_t out_len, out_off, out_cap;
     uint32_t inflight;
     bool paused; /* not read: SP_INFLIGHT_MAX in the engine */
+    bool full;   /* not read: its peer leaves over SP_OUT_PAUSE of answers unread */
     bool resume_listed;
     struct sp_conn *resume_next;
 } sp_conn;
@@ -93,6 +98,11 @@ struct gw_sp {
     sp_deadlines idle;   /* the others, by their last read (idle_ms; loop thread) */
     uint64_t frame_ms;   /* a frame must be in whole this long after it began */
     uint32_t n_conns;    /* open connections (loop thread) */
+    atomic_uint open;    /* n_conns, for the commit thread */
+    size_t mem_max;      /* the budget of every connection's buffers */
+    atomic_size_t mem;   /* their capacity now */
+    size_t mem_peak;     /* since memory was last given back (loop thread) */
+    uint32_t n_starved;  /* connections not read for the budget (loop thread) */
     uint32_t max_conns;  /* more are closed as they come */
     uint64_t idle_ms;    /* 0: never closed for idleness */
     int spare;           /* a descriptor kept to accept-and-close at EMFILE */
@@ -154,10 +164,48 @@ static int min_wait(int a, int b)
     return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
 
+/* ---- the memory budget (sp.h) ---- */
+
+/* May c's buffers grow by n bytes? Within the budget, yes; past it, only
+ * those of a connection under its share. */
+static bool conn_may_grow(const sp_conn *c, size_t n)
+{
+    const gw_sp *s = c->s;
+    if (atomic_load(&s->mem) + n <= s->mem_max)
+        return true;
+    unsigned open = atomic_load(&s->open);
+    return atomic_load(&c->held) + n <= s->mem_max / (open ? open : 1);
+}
+
+static void conn_grew(sp_conn *c, size_t n)
+{
+    atomic_fetch_add(&c->held, n);
+    atomic_fetch_add(&c->s->mem, n);
+}
+
+static void conn_shrank(sp_conn *c, size_t n)
+{
+    atomic_fetch_sub(&c->held, n);
+    atomic_fetch_sub(&c->s->mem, n);
+}
+
+/* Freed memory back to the system: tcmalloc keeps what it frees for a
+ * while, glibc the top of its heaps. */
+extern void MallocExtension_ReleaseFreeMemory(void) __attribute__((weak));
+
+static void memory_release(void)
+{
+    if (MallocExtension_ReleaseFreeMemory != NULL)
+        MallocExtension_ReleaseFreeMemory();
+    else
+        malloc_trim(0);
+}
+
 static void conn_unref(sp_conn *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
+    atomic_fetch_sub(&c->s->mem, atomic_load(&c->held));
     pthread_mutex_destroy(&c->mu);
     free(c->in);
     free(c->out);
@@ -169,7 +217,8 @@ static void conn_arm(sp_conn *c)
 {
     /* EPOLLRDHUP: a paused connection (not read) still hears its peer go. */
     struct epoll_event ev = {.events = EPOLLRDHUP, .data.ptr = c};
-    if (!c->paused)
+    c->full = c->out_len - c->out_off > SP_OUT_PAUSE;
+    if (!c->paused && !c->full && !c->starved)
         ev.events |= EPOLLIN;
     if (c->out_len > c->out_off)
         ev.events |= EPOLLOUT;
@@ -184,6 +233,9 @@ static void conn_close(sp_conn *c)
     deadline_unlink(&s->frames, &c->frame);
     deadline_unlink(&s->idle, &c->idle);
     s->n_conns--;
+    atomic_fetch_sub(&s->open, 1);
+    if (c->starved)
+        s->n_starved--;
     pthread_mutex_lock(&c->mu);
     c->closed = true;
     epoll_ctl(s->efd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -222,13 +274,19 @@ static bool conn_flush(sp_conn *c)
         c->out_off += (size_t)n;
     }
     c->out_off = c->out_len = 0;
+    if (c->out_cap > SP_IN_KEEP) { /* after a surge */
+        free(c->out);
+        c->out = NULL;
+        conn_shrank(c, c->out_cap);
+        c->out_cap = 0;
+    }
     return true;
 }
 
-static bool out_append(sp_conn *c, const uint8_t *p, size_t n)
+/* Room for n more bytes of answers; c->mu held. False: a reader this far
+ * behind (SP_OUT_MAX, or over its share of the budget), or no memory. */
+static bool out_reserve(sp_conn *c, size_t n)
 {
-    if (n == 0)
-        return true;
     if (c->out_off > 0) { /* drop what was sent */
         memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
         c->out_len -= c->out_off;
@@ -236,19 +294,28 @@ static bool out_append(sp_conn *c, const uint8_t *p, size_t n)
     }
     if (c->out_len + n > SP_OUT_MAX)
         return false;
-    if (c->out_len + n > c->out_cap) {
-        size_t cap = c->out_cap ? c->out_cap : 4096;
-        while (cap < c->out_len + n)
-            cap *= 2;
-        uint8_t *o = realloc(c->out, cap);
-        if (o == NULL)
-            return false;
-        c->out = o;
-        c->out_cap = cap;
-    }
-    memcpy(c->out + c->out_len, p, n);
-    c->out_len += n;
+    if (c->out_len + n <= c->out_cap)
+        return true;
+    size_t cap = c->out_cap ? c->out_cap : 4096;
+    while (cap < c->out_len + n)
+        cap *= 2;
+    if (!conn_may_grow(c, cap - c->out_cap))
+        return false;
+    uint8_t *o = realloc(c->out, cap);
+    if (o == NULL)
+        return false;
+    conn_grew(c, cap - c->out_cap);
+    c->out = o;
+    c->out_cap = cap;
     return true;
+}
+
+/* Ends the connection from the commit thread (c->mu held): the peer sees
+ * it at once, and the loop sees the end and closes it. */
+static void conn_end(sp_conn *c)
+{
+    c->ending = true;
+    shutdown(c->fd, SHUT_RDWR);
 }
 
 /* ---- answers (the commit thread, or the loop for refusals) ---- */
@@ -262,13 +329,13 @@ static void req_answer(sp_req *r, nng_msg *m)
     for (int i = 0; i < 8; i++)
         head[i] = (uint8_t)(len >> (56 - 8 * i));
     pthread_mutex_lock(&c->mu);
-    if (!c->closed && m == NULL) {
+    if (!c->closed && !c->ending && m == NULL) {
         /* No answer could be made (no memory to encode it). Clients turn
          * the REQ resend off, so a silent drop would leave this one
          * waiting for good: close the connection, which it sees at once,
          * and the loop sees the end. */
-        shutdown(c->fd, SHUT_RDWR);
-    } else if (!c->closed) {
+        conn_end(c);
+    } else if (!c->closed && !c->ending) {
         size_t body = nng_msg_len(m), total = sizeof(head) + r->bt_len + body, sent = 0;
         if (c->out_len == c->out_off) { /* nothing queued: try the socket now */
             struct iovec iov[3] = {
@@ -281,17 +348,17 @@ static void req_answer(sp_req *r, nng_msg *m)
             if (n > 0)
                 sent = (size_t)n;
         }
-        if (sent < total) {
+        if (sent < total && out_reserve(c, total - sent)) {
             const uint8_t *parts[3] = {head, r->bt, nng_msg_body(m)};
             size_t lens[3] = {sizeof(head), r->bt_len, body}, skip = sent;
-            bool ok = true;
-            for (int i = 0; i < 3 && ok; i++) {
+            for (int i = 0; i < 3; i++) {
                 size_t k = skip < lens[i] ? skip : lens[i];
                 skip -= k;
-                ok = out_append(c, parts[i] + k, lens[i] - k);
+                memcpy(c->out + c->out_len, parts[i] + k, lens[i] - k);
+                c->out_len += lens[i] - k;
             }
-            if (!ok) /* a reader this far behind, or no memory: the loop sees the end */
-                shutdown(c->fd, SHUT_RDWR);
+        } else if (sent < total) {
+            conn_end(c); /* a reader this far behind, or no memory */
         }
     }
     c->inflight--;
@@ -373,19 +440,53 @@ static bool conn_request(sp_conn *c, const uint8_t *p, size_t len)
     return true;
 }
 
-/* Runs the complete frames read; stops while too many are in the engine.
- * False: the connection must close. */
+/* Not read for the budget (sp.h) until the total is back under 3/4 of
+ * it; loop thread. */
+static void conn_starve(sp_conn *c)
+{
+    if (c->starved)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->starved = true;
+    conn_arm(c);
+    pthread_mutex_unlock(&c->mu);
+    c->s->n_starved++;
+}
+
+/* c's input buffer to cap bytes; false when the budget or the allocator
+ * says no (with the budget, the connection is starved, not failed). */
+static bool conn_in_grow(sp_conn *c, size_t cap, bool *starved)
+{
+    *starved = false;
+    if (!conn_may_grow(c, cap - c->in_cap)) {
+        conn_starve(c);
+        *starved = true;
+        return false;
+    }
+    uint8_t *in = realloc(c->in, cap);
+    if (in == NULL)
+        return false;
+    conn_grew(c, cap - c->in_cap);
+    c->in = in;
+    c->in_cap = cap;
+    return true;
+}
+
+/* Runs the complete frames read; stops while too many are in the engine
+ * or too many answers wait for the peer. False: the connection must
+ * close. */
 static bool conn_frames(sp_conn *c)
 {
     size_t off = 0;
     bool ok = true;
     for (;;) {
         pthread_mutex_lock(&c->mu);
-        bool full = c->inflight >= SP_INFLIGHT_MAX;
-        if (full && !c->paused) {
+        bool window = c->inflight >= SP_INFLIGHT_MAX;
+        if (window && !c->paused) {
             c->paused = true;
             conn_arm(c);
         }
+        bool full = window || c->full;
         pthread_mutex_unlock(&c->mu);
         if (full || c->in_len - off < 8)
             break;
@@ -397,15 +498,9 @@ static bool conn_frames(sp_conn *c)
             break;
         }
         if (c->in_len - off - 8 < len) {
-            if (8 + len > c->in_cap) {
-                uint8_t *in = realloc(c->in, 8 + len);
-                if (in == NULL) {
-                    ok = false;
-                    break;
-                }
-                c->in = in;
-                c->in_cap = 8 + len;
-            }
+            bool starved = false;
+            if (8 + len > c->in_cap && off == 0 && !conn_in_grow(c, 8 + len, &starved))
+                ok = starved; /* starved: read on later, as room frees up */
             break;
         }
         if (!conn_request(c, c->in + off + 8, (size_t)len)) {
@@ -428,6 +523,7 @@ static bool conn_frames(sp_conn *c)
     if (c->in_len == 0 && c->in_cap > SP_IN_KEEP) { /* after a big frame */
         free(c->in);
         c->in = NULL;
+        conn_shrank(c, c->in_cap);
         c->in_cap = 0;
     }
     return ok;
@@ -468,14 +564,12 @@ static void conn_readable(sp_conn *c)
      * connection back, after the others. */
     for (int reads = 0; reads < 16; reads++) {
         if (c->in_len == c->in_cap) {
-            size_t cap = c->in_cap ? c->in_cap * 2 : 16384;
-            uint8_t *in = realloc(c->in, cap);
-            if (in == NULL) {
-                conn_close(c);
+            bool starved;
+            if (!conn_in_grow(c, c->in_cap ? c->in_cap * 2 : 16384, &starved)) {
+                if (!starved)
+                    conn_close(c);
                 return;
             }
-            c->in = in;
-            c->in_cap = cap;
         }
         size_t want = c->in_cap - c->in_len;
         ssize_t n = recv(c->fd, c->in + c->in_len, want, 0);
@@ -492,7 +586,7 @@ static void conn_readable(sp_conn *c)
             conn_close(c);
             return;
         }
-        if (c->paused)
+        if (c->paused || c->full || c->starved)
             return;
         if ((size_t)n < want)
             break; /* drained for now: no recv just to see EAGAIN */
@@ -502,12 +596,40 @@ static void conn_readable(sp_conn *c)
 static void conn_writable(sp_conn *c)
 {
     pthread_mutex_lock(&c->mu);
+    bool was_full = c->full;
     bool ok = conn_flush(c);
     if (ok)
         conn_arm(c);
+    bool drained = was_full && !c->full;
     pthread_mutex_unlock(&c->mu);
-    if (!ok)
+    /* Its peer read: the frames buffered meanwhile run now. */
+    if (!ok || (drained && !conn_frames(c)))
         conn_close(c);
+}
+
+/* Under 3/4 of the budget again: the starved connections are read again
+ * (epoll brings them back), and after a surge the memory it took goes
+ * back to the system. */
+static void budget_check(gw_sp *s)
+{
+    size_t mem = atomic_load(&s->mem);
+    if (mem > s->mem_peak)
+        s->mem_peak = mem;
+    if (mem > s->mem_max / 4 * 3)
+        return;
+    for (sp_conn *c = s->conns; c != NULL && s->n_starved > 0; c = c->next) {
+        if (!c->starved)
+            continue;
+        pthread_mutex_lock(&c->mu);
+        c->starved = false;
+        conn_arm(c);
+        pthread_mutex_unlock(&c->mu);
+        s->n_starved--;
+    }
+    if (s->mem_peak > s->mem_max / 4 && mem < s->mem_max / 16) {
+        memory_release();
+        s->mem_peak = mem;
+    }
 }
 
 static void reap(gw_sp *s)
@@ -570,6 +692,7 @@ static void accept_all(gw_sp *s)
         c->fd = fd;
         c->owner = GW_OWNER_SP | ++s->owners;
         atomic_init(&c->refs, 1);
+        atomic_init(&c->held, 0);
         pthread_mutex_init(&c->mu, NULL);
         struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
         if (epoll_ctl(s->efd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -579,6 +702,7 @@ static void accept_all(gw_sp *s)
             continue;
         }
         s->n_conns++;
+        atomic_fetch_add(&s->open, 1);
         c->next = s->conns;
         if (s->conns)
             s->conns->prev = c;
@@ -673,6 +797,7 @@ static void *loop_main(void *arg)
         }
         int wait_ms = deadlines_expire(s);
         reap(s);
+        budget_check(s);
         if (closing)
             wait_ms = 10;
         int n = epoll_wait(s->efd, evs, 64, wait_ms);
@@ -790,10 +915,15 @@ int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out
     s->max_conns = lim->max_connections;
     s->idle_ms = lim->idle_timeout_ms;
     s->frame_ms = lim->frame_timeout_ms;
+    s->mem_max = lim->buffers_max_bytes && lim->buffers_max_bytes < SIZE_MAX
+                     ? (size_t)lim->buffers_max_bytes
+                     : SIZE_MAX / 2;
     s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     /* (frames up to twice this, plus a backtrace, must fit a size_t) */
     s->max_msg = max_message_bytes < SIZE_MAX / 4 ? max_message_bytes : SIZE_MAX / 4;
     s->lfd = s->efd = s->wake = -1;
+    atomic_init(&s->open, 0);
+    atomic_init(&s->mem, 0);
     pthread_mutex_init(&s->mu, NULL);
     int rv = listen_on(s, url, err, errlen);
     if (rv == BERTH_OK) {

@@ -32,6 +32,18 @@
  * full speed. A connection with nothing in the engine that sends nothing
  * for idle_timeout_ms is closed, and so is one that takes longer than
  * frame_timeout_ms to send a frame it began.
+ *
+ * Memory: what the connections hold, requests read in part and answers
+ * their peers have not read, is one budget (buffers_max_bytes). A
+ * connection is not read while more than SP_OUT_PAUSE bytes of its answers
+ * wait for its peer. Within the budget any connection's buffers may grow;
+ * past it, only those of a connection under its share (the budget over
+ * the connections open): a connection over its share that needs more room
+ * to read is not read until the total is back under 3/4 of the budget
+ * (and its frame deadline runs on), and one whose answers would not fit
+ * is closed. So the total stays under twice the budget, the connections
+ * that hold little are served on, and memory freed after a surge is given
+ * back to the system.
  */
 #ifndef BERTH_GATEWAY_SP_H
 #define BERTH_GATEWAY_SP_H
@@ -42,17 +54,19 @@
 #include "engine/engine.h"
 
 #define SP_INFLIGHT_MAX 256
+#define SP_OUT_PAUSE    (16u << 20) /* answers unread past which a connection is not read */
 
 typedef struct gw_sp gw_sp;
 
 typedef struct gw_sp_limits {
     size_t max_message_bytes;
-    uint32_t max_connections;  /* more are accepted and closed at once */
-    uint64_t idle_timeout_ms;  /* a connection not read for this long, with
-                                  nothing in the engine, is closed; 0: never */
-    uint64_t frame_timeout_ms; /* a frame begun must be in whole this long after
-                                  its first byte, or its connection is closed;
-                                  0: never */
+    uint32_t max_connections;   /* more are accepted and closed at once */
+    uint64_t idle_timeout_ms;   /* a connection not read for this long, with
+                                   nothing in the engine, is closed; 0: never */
+    uint64_t frame_timeout_ms;  /* a frame begun must be in whole this long after
+                                   its first byte, or its connection is closed;
+                                   0: never */
+    uint64_t buffers_max_bytes; /* the memory budget (above); 0: SIZE_MAX */
 } gw_sp_limits;
 
 /* url: tcp://HOST:PORT (HOST may be empty or '*' for every address, or

@@ -231,6 +231,8 @@ Test(process, contradictory_settings_are_refused_at_boot)
     expect_refused((const char *const[]){"--max-connections", "4000000000", NULL},
                    "max-connections");
     expect_refused((const char *const[]){"--waits-max", "0", NULL}, "waits-max");
+    expect_refused((const char *const[]){"--buffers-max-bytes", "1048576", NULL},
+                   "buffers-max-bytes");
     expect_refused((const char *const[]){"--strict-channels", NULL}, "strict-channels");
     expect_refused((const char *const[]){"--channel", "x,reply-max-bytes=ten", NULL}, "channel");
     expect_refused((const char *const[]){"--channel", "a", "--channel", "a", NULL}, "twice");

@@ -481,3 +481,115 @@ DTest(sp, a_frame_begun_must_be_in_whole_in_time_however_slowly_it_trickles)
     round_trip(ok, 6); /* the well-behaved one goes on */
     close(ok);
 }
+
+/* berthd's resident memory, in bytes. */
+static size_t rss_of(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    size_t kb = 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "VmRSS: %zu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb << 10;
+}
+
+/* Sends what the socket takes of p within ~200 ms; returns how much. */
+static size_t send_some(int fd, const uint8_t *p, size_t n)
+{
+    size_t sent = 0;
+    for (int idle = 0; sent < n && idle < 20;) {
+        ssize_t w = send(fd, p + sent, n - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            sent += (size_t)w;
+            idle = 0;
+        } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            idle++;
+            nanosleep(&(struct timespec){0, 10 * 1000000L}, NULL);
+        } else {
+            break; /* closed */
+        }
+    }
+    return sent;
+}
+
+DTest(sp, partial_frames_past_the_memory_budget_are_not_read_and_others_are_served)
+{
+    static const char *const extra[] = {"--buffers-max-bytes", "33554432", "--frame-timeout-ms",
+                                        "3000", NULL};
+    restart_with(extra);
+    still_serving();
+    size_t base = rss_of(D.pid);
+    /* Twelve peers each begin a 16 MiB request and stop 1 byte short:
+     * 192 MiB if berthd read it all. */
+    enum { PEERS = 12, FRAME = 16 << 20 };
+    uint8_t *frame = calloc(1, 8 + FRAME);
+    for (int i = 0; i < 8; i++)
+        frame[i] = (uint8_t)((uint64_t)FRAME >> (56 - 8 * i));
+    int fds[PEERS];
+    size_t offered = 0;
+    for (int i = 0; i < PEERS; i++) {
+        fds[i] = raw_req_d();
+        offered += send_some(fds[i], frame, 8 + FRAME - 1);
+        still_serving(); /* a peer holding little is served throughout */
+    }
+    size_t peak = rss_of(D.pid);
+    cr_assert_lt(peak - base, (size_t)(96u << 20),
+                 "RSS grew by %zu MiB under %zu MiB of partial frames (budget 32 MiB)",
+                 (peak - base) >> 20, offered >> 20);
+    cr_assert_lt(offered, (size_t)PEERS * (8 + FRAME - 1), "berthd read it all");
+    /* They are closed at their frame deadline, however little was read. */
+    for (int i = 0; i < PEERS; i++) {
+        expect_closed(fds[i]);
+        close(fds[i]);
+    }
+    free(frame);
+    still_serving();
+}
+
+DTest(sp, a_peer_that_leaves_its_answers_unread_past_its_share_is_closed)
+{
+    static const char *const extra[] = {"--buffers-max-bytes", "33554432", NULL};
+    restart_with(extra);
+    /* 48 tasks of 1 MiB. */
+    bc *c = d_client(&D);
+    static char payload[1 << 20];
+    memset(payload, 'b', sizeof(payload) - 1);
+    for (int i = 0; i < 48; i++) {
+        Berth__V1__Response *r = w_submit(c, "big", payload, NULL);
+        w_expect_code(r, BERTH__V1__CODE__OK);
+        w_free(r);
+    }
+    /* One peer asks for all of them, one at a time, and reads nothing. */
+    int fd = raw_req_d();
+    write_long_polls(fd, 48, "big", 1, 0);
+    struct timespec t = {2, 0};
+    nanosleep(&t, NULL); /* sequencing only: berthd answers before the peer reads */
+    /* Its answers pass the budget: it is closed, having had fewer than
+     * all (what it had, it can still read: the socket's buffers). */
+    uint32_t answers = 0;
+    for (;;) {
+        uint8_t h[8];
+        ssize_t r = recv(fd, h, sizeof(h), MSG_WAITALL);
+        if (r != (ssize_t)sizeof(h))
+            break;
+        uint64_t len = 0;
+        for (int i = 0; i < 8; i++)
+            len = len << 8 | h[i];
+        uint8_t *body = malloc(len);
+        r = recv(fd, body, len, MSG_WAITALL);
+        free(body);
+        if (r != (ssize_t)len)
+            break;
+        answers++;
+    }
+    cr_assert_lt(answers, 48, "all %u answers were kept for a peer that did not read", answers);
+    close(fd);
+    Berth__V1__Response *r = w_submit(c, "after", "x", NULL);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    w_free(r);
+    bc_close(c);
+}
