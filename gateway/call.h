@@ -28,6 +28,10 @@ typedef struct gw_decode_budget {
 } gw_decode_budget;
 
 typedef struct gw_call {
+    /* Set before gw_call_start() by a transport whose peer has hung up:
+     * a fetch is not run (it would claim tasks nobody can read) and the
+     * start returns GW_CALL_DROPPED, with nothing to answer. */
+    bool peer_gone;
     gw_decode_budget budget;
     Berth__V1__Request *req; /* unpacked; ereq points into it */
     engine_request ereq;
@@ -38,7 +42,8 @@ void gw_call_init(gw_call *c);
 /* owner: the connection that sent it (engine_request.owner), whose waits
  * engine_cancel() ends when it closes: GW_OWNER_SP | a counter for
  * berth's own server, an nng pipe id for nng's. */
-#define GW_OWNER_SP (1ull << 63)
+#define GW_OWNER_SP     (1ull << 63)
+#define GW_CALL_DROPPED 1
 int gw_call_start(gw_call *c, engine *e, uint64_t owner, const void *data, size_t len,
                   size_t max_msg, engine_done_fn done, void *arg, engine_status *st);
 void gw_call_release(gw_call *c);

@@ -65,6 +65,7 @@ typedef struct sp_conn {
     uint8_t *in;
     size_t in_len, in_cap;
     bool starved; /* not read: over its share of the memory budget (also under mu) */
+    bool hup;     /* its peer has hung up: what is left to read is its last */
 
     pthread_mutex_t mu; /* guards what follows */
     bool closed;        /* nothing more is sent; fd closed */
@@ -430,8 +431,17 @@ static bool conn_request(sp_conn *c, const uint8_t *p, size_t len)
     c->inflight++;
     pthread_mutex_unlock(&c->mu);
     engine_status st;
-    if (gw_call_start(&r->call, c->s->e, c->owner, p + r->bt_len, len - r->bt_len, c->s->max_msg,
-                      req_done, r, &st) != BERTH_OK) {
+    r->call.peer_gone = c->hup;
+    int rv = gw_call_start(&r->call, c->s->e, c->owner, p + r->bt_len, len - r->bt_len,
+                           c->s->max_msg, req_done, r, &st);
+    if (rv == GW_CALL_DROPPED) {
+        pthread_mutex_lock(&c->mu);
+        c->inflight--;
+        pthread_mutex_unlock(&c->mu);
+        gw_call_release(&r->call);
+        free(r);
+        conn_unref(c);
+    } else if (rv != BERTH_OK) {
         nng_msg *m = NULL;
         if (gw_encode_status(&st, &m) != BERTH_OK)
             m = NULL;
@@ -546,8 +556,12 @@ static bool conn_hello(sp_conn *c)
     return memcmp(c->hello, want, SP_HEADER_LEN) == 0;
 }
 
-static void conn_readable(sp_conn *c)
+/* hup: the peer has hung up (EPOLLRDHUP). Its last requests are still
+ * run (a completion it sent before it went counts) except fetches: their
+ * answers cannot reach it, and they would claim tasks for nobody. */
+static void conn_readable(sp_conn *c, bool hup)
 {
+    c->hup = c->hup || hup;
     if (c->hello_got < SP_HEADER_LEN) {
         if (!conn_hello(c)) {
             conn_close(c);
@@ -829,7 +843,7 @@ static void *loop_main(void *arg)
                 if (evs[i].events & EPOLLOUT)
                     conn_writable(c);
                 if (c->fd >= 0 && evs[i].events & EPOLLIN)
-                    conn_readable(c);
+                    conn_readable(c, evs[i].events & EPOLLRDHUP);
             }
         }
         reap(s);

@@ -23,7 +23,9 @@
  * timeout); once it has, an idle connection stays open. As with nng's REP,
  * a frame that ends before its request id closes its connection, and one
  * whose backtrace runs past 8 words (nng's TTL) is dropped unanswered. A
- * connection that closes ends its waiting fetches (engine_cancel).
+ * connection that closes ends its waiting fetches (engine_cancel), and
+ * the fetches read after its peer hung up are not run: they would claim
+ * tasks for nobody (its other last requests are).
  *
  * Descriptors: past max_connections a new connection is accepted and
  * closed at once, and so is one that finds berthd out of descriptors (a

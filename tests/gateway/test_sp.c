@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -591,5 +592,28 @@ DTest(sp, a_peer_that_leaves_its_answers_unread_past_its_share_is_closed)
     Berth__V1__Response *r = w_submit(c, "after", "x", NULL);
     w_expect_code(r, BERTH__V1__CODE__OK);
     w_free(r);
+    bc_close(c);
+}
+
+DTest(sp, fetches_from_a_peer_that_has_hung_up_claim_nothing)
+{
+    bc *c = d_client(&D);
+    Berth__V1__Response *r = w_submit(c, "gone", "for an honest worker", NULL);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    w_free(r);
+    /* Sixteen fetches and the hang-up reach berthd together: it is
+     * stopped while the peer writes and closes. */
+    int fd = raw_req_d();
+    cr_assert_eq(kill(D.pid, SIGSTOP), 0);
+    write_long_polls(fd, 16, "gone", 1, 30000);
+    close(fd);
+    cr_assert_eq(kill(D.pid, SIGCONT), 0);
+    struct timespec t = {0, 200 * 1000000L};
+    nanosleep(&t, NULL); /* sequencing only: berthd reads them first */
+    Berth__V1__Response *f = w_fetch(c, "w", "gone", 1, 0, 0);
+    w_expect_code(f, BERTH__V1__CODE__OK);
+    cr_assert_eq(f->fetch->n_tasks, 1, "the task was claimed for a peer that had gone");
+    cr_assert_eq(f->fetch->tasks[0]->attempt, 1);
+    w_free(f);
     bc_close(c);
 }
