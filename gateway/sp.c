@@ -1,4 +1,5 @@
 /* sp.c — see sp.h. */
+#define _GNU_SOURCE /* POLLRDHUP */
 #include "gateway/sp.h"
 
 #include <errno.h>
@@ -7,6 +8,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -387,10 +389,51 @@ static void req_answer(sp_req *r, nng_msg *m)
     conn_unref(c);
 }
 
+/* A task claimed for a connection that is gone, handed back. */
+typedef struct sp_giveback {
+    engine_request req;
+    char id[ENGINE_ID_STR], token[ENGINE_ID_STR];
+    char worker[]; /* (its NUL too) */
+} sp_giveback;
+
+static void giveback_done(void *arg, engine_reply *r)
+{
+    engine_reply_free(r);
+    free(arg);
+}
+
+/* A fetch answered after its connection went (closed, or shut down for
+ * falling behind): nobody saw the lock tokens, so its tasks are released
+ * now rather than when their locks run out. */
+static void give_back(sp_req *r, const engine_reply *reply)
+{
+    const char *worker = r->call.ereq.u.fetch.worker_id;
+    size_t wl = worker != NULL ? strlen(worker) : 0;
+    for (size_t i = 0; i < reply->n_tasks; i++) {
+        sp_giveback *g = malloc(sizeof(*g) + wl + 1);
+        if (g == NULL)
+            return; /* their locks run out as usual */
+        memcpy(g->id, reply->tasks[i].id, sizeof(g->id));
+        memcpy(g->token, reply->tasks[i].lock_token, sizeof(g->token));
+        memcpy(g->worker, worker != NULL ? worker : "", wl + 1);
+        g->req = (engine_request){.op = ENGINE_OP_RELEASE};
+        g->req.u.release = (engine_guard){g->id, g->worker, g->token};
+        if (engine_exec(r->c->s->e, &g->req, giveback_done, g) != BERTH_OK)
+            free(g);
+    }
+}
+
 static void req_done(void *arg, engine_reply *reply)
 {
     sp_req *r = arg;
     nng_msg *m = NULL;
+    if (reply->op == ENGINE_OP_FETCH && reply->n_tasks > 0) {
+        pthread_mutex_lock(&r->c->mu);
+        bool gone = r->c->closed || r->c->ending;
+        pthread_mutex_unlock(&r->c->mu);
+        if (gone)
+            give_back(r, reply);
+    }
     if (gw_encode_reply(reply, &r->call.arena, &m) != BERTH_OK)
         m = NULL; /* closes the connection (req_answer) */
     engine_reply_free(reply);
@@ -488,7 +531,7 @@ static bool conn_in_grow(sp_conn *c, size_t cap, bool *starved)
 static bool conn_frames(sp_conn *c)
 {
     size_t off = 0;
-    bool ok = true;
+    bool ok = true, checked = false;
     for (;;) {
         pthread_mutex_lock(&c->mu);
         bool window = c->inflight >= SP_INFLIGHT_MAX;
@@ -512,6 +555,15 @@ static bool conn_frames(sp_conn *c)
             if (8 + len > c->in_cap && off == 0 && !conn_in_grow(c, 8 + len, &starved))
                 ok = starved; /* starved: read on later, as room frees up */
             break;
+        }
+        /* Pipelined requests: has the peer hung up since epoll said it
+         * had something? (A peer that writes many fetches and closes at
+         * once is gone before most of them run.) Once per batch, so a
+         * request at a time costs nothing more. */
+        if (off > 0 && !checked && !c->hup) {
+            struct pollfd pf = {.fd = c->fd, .events = POLLRDHUP};
+            c->hup = poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP)) != 0;
+            checked = true;
         }
         if (!conn_request(c, c->in + off + 8, (size_t)len)) {
             ok = false;
