@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -605,6 +606,9 @@ DTest(sp, fetches_from_a_peer_that_has_hung_up_claim_nothing)
      * stopped while the peer writes and closes. */
     int fd = raw_req_d();
     cr_assert_eq(kill(D.pid, SIGSTOP), 0);
+    int status;
+    cr_assert_eq(waitpid(D.pid, &status, WUNTRACED), D.pid); /* stopped, every thread */
+    cr_assert(WIFSTOPPED(status));
     write_long_polls(fd, 16, "gone", 1, 30000);
     close(fd);
     cr_assert_eq(kill(D.pid, SIGCONT), 0);
