@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv); /* (harnesses that need it) */
 
 /* An engine on a fresh temp store (in /dev/shm when there is one: a sync
  * there costs nothing), no long polls, small bounds; open for the whole
