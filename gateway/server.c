@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,8 @@ struct gw_server {
     atomic_int busy; /* contexts holding a request not yet answered */
     atomic_bool closing;
     atomic_bool abandon; /* the drain ran out: answers still owed are dropped */
+    atomic_uint pipes;   /* connections (nng pipes) from their ADD_PRE to REM_POST */
+    uint32_t pipes_max;  /* --max-connections: more are closed as they come */
     char url[256];
 };
 
@@ -192,8 +195,20 @@ static void pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     gw_server *s = arg;
     (void)ev;
+    atomic_fetch_sub(&s->pipes, 1);
     if (nng_pipe_id(p) > 0)
         (void)engine_cancel(s->e, (uint64_t)nng_pipe_id(p));
+}
+
+/* A connection is about to be added: past --max-connections it is closed
+ * instead, and those open go on. (nng runs REM_POST for every pipe that
+ * had its ADD_PRE, closed here or not.) */
+static void pipe_coming(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    gw_server *s = arg;
+    (void)ev;
+    if (atomic_fetch_add(&s->pipes, 1) >= s->pipes_max)
+        nng_pipe_close(p);
 }
 
 int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char *err,
@@ -221,10 +236,14 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
     s->e = e;
     s->max_msg = o->max_message_bytes;
     s->ctx_max = o->contexts_max;
+    s->pipes_max = o->max_connections ? o->max_connections : UINT32_MAX;
+    atomic_init(&s->pipes, 0);
     pthread_mutex_init(&s->mu, NULL);
     int rv = nng_rep0_open(&s->sock);
     if (rv == 0)
         rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, 2 * o->max_message_bytes);
+    if (rv == 0)
+        rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, pipe_coming, s);
     if (rv == 0)
         rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, pipe_gone, s);
     if (rv != 0) {
@@ -273,7 +292,8 @@ void gw_server_stop(gw_server *s)
     for (int i = 0; i < 400 && atomic_load(&s->busy) > 0; i++)
         nanosleep(&tick, NULL);
     atomic_store(&s->abandon, true);
-    nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, NULL, NULL); /* s goes later */
+    nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, NULL, NULL); /* s goes later */
+    nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
     /* Stopping an aio aborts what it waits for and waits out its callback,
      * which starts nothing new now that s is closing: from here on no
      * context calls the engine. */

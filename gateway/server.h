@@ -17,7 +17,8 @@
  * unknown method and a message over max_message_bytes are answered with a
  * Status, and the connection stays up. The socket's hard receive limit is
  * twice max_message_bytes; a message over that is dropped by nng with its
- * connection (the memory bound).
+ * connection (the memory bound). Past max_connections a new connection is
+ * closed as soon as nng has it (after the SP headers are exchanged).
  */
 #ifndef BERTH_GATEWAY_SERVER_H
 #define BERTH_GATEWAY_SERVER_H
@@ -40,7 +41,7 @@ typedef struct gw_server_options {
     uint32_t contexts_max;    /* the pool's ceiling */
     nng_tls_config *tls;      /* for tls+tcp://; NULL otherwise */
     bool nng;                 /* tcp:// through nng too (else gateway/sp.c serves it) */
-    uint32_t max_connections; /* gateway/sp.c: see sp.h */
+    uint32_t max_connections; /* both servers: more are closed as they come (0: no limit) */
     uint64_t idle_timeout_ms;
     uint64_t frame_timeout_ms;
     uint64_t buffers_max_bytes;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -335,6 +336,54 @@ Test(process, operate_nng_stops_in_bounded_time_after_a_flood_of_peers_that_hang
     w_free(r);
     bc_close(c);
     d_stop(&D); /* SIGTERM: exit 0 within 15 s */
+}
+
+/* A round trip on a raw connection: a fetch that waits for nothing. */
+static void raw_round_trip(int fd, uint32_t id)
+{
+    uint8_t body[128], f[256];
+    size_t bl = raw_pack_fetch(body, "none", 1, 0);
+    raw_write_all(fd, f, raw_frame(f, id, body, bl));
+    uint32_t got;
+    Berth__V1__Response *r = raw_answer(fd, &got);
+    cr_assert_eq(got, id);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    berth__v1__response__free_unpacked(r, NULL);
+}
+
+Test(process, operate_nng_closes_connections_past_max_connections)
+{
+    static const char *const extra[] = {"--operate-nng", "--max-connections", "2", NULL};
+    d_start(&D, extra);
+    int a = raw_req(D.operate), b = raw_req(D.operate);
+    raw_round_trip(a, 1);
+    raw_round_trip(b, 2);
+    int c = raw_req(D.operate); /* the headers are exchanged before nng adds it */
+    char x;
+    ssize_t n = recv(c, &x, 1, 0);
+    cr_assert(n == 0 || (n < 0 && errno == ECONNRESET), "the third is closed, not served");
+    close(c);
+    raw_round_trip(a, 3); /* the others go on */
+    close(a);
+    /* Room again once one left (nng lets it go on its own time). */
+    bool served = false;
+    for (int tries = 0; tries < 100 && !served; tries++) {
+        nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+        c = raw_req(D.operate);
+        uint8_t body[128], f[256];
+        size_t bl = raw_pack_fetch(body, "none", 1, 0);
+        size_t fl = raw_frame(f, 4, body, bl);
+        uint8_t head[8];
+        if (send(c, f, fl, MSG_NOSIGNAL) != (ssize_t)fl) {
+            close(c);
+            continue;
+        }
+        served = recv(c, head, sizeof(head), MSG_WAITALL) == (ssize_t)sizeof(head);
+        close(c);
+    }
+    cr_assert(served, "no room again after a connection left");
+    close(b);
+    d_stop(&D);
 }
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
