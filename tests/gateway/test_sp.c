@@ -605,6 +605,7 @@ DTest(sp, fetches_from_a_peer_that_has_hung_up_claim_nothing)
     /* Sixteen fetches and the hang-up reach berthd together: it is
      * stopped while the peer writes and closes. */
     int fd = raw_req_d();
+    round_trip(fd, 99); /* berthd is done with its header: nothing of it is pending */
     cr_assert_eq(kill(D.pid, SIGSTOP), 0);
     int status;
     cr_assert_eq(waitpid(D.pid, &status, WUNTRACED), D.pid); /* stopped, every thread */
