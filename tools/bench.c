@@ -31,8 +31,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
-#include <libgen.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -46,6 +44,7 @@
 #include <unistd.h>
 
 #include "tools/client.h"
+#include "tools/spawn.h"
 
 #define MAX_TOPICS 64
 
@@ -351,69 +350,21 @@ static void *worker_main(void *arg)
 
 /* ---- berthd for --spawn ---- */
 
-static pid_t spawned;
-static char spawn_dir[64];
-
-static int spawn_berthd(char *url)
-{
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0)
-        return -1;
-    self[n] = '\0';
-    char berthd[4200];
-    snprintf(berthd, sizeof(berthd), "%s/berthd", dirname(self));
-    snprintf(spawn_dir, sizeof(spawn_dir), "/tmp/berth-bench-XXXXXX");
-    if (mkdtemp(spawn_dir) == NULL)
-        return -1;
-    int out[2];
-    if (pipe(out) != 0)
-        return -1;
-    spawned = fork();
-    if (spawned == 0) {
-        dup2(out[1], STDOUT_FILENO);
-        close(out[0]);
-        execl(berthd, berthd, "--data", spawn_dir, "--operate", "tcp://127.0.0.1:0", "--events",
-              "tcp://127.0.0.1:0", (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    char line[512];
-    size_t got = 0;
-    while (got + 1 < sizeof(line)) {
-        struct pollfd p = {.fd = out[0], .events = POLLIN};
-        if (poll(&p, 1, 20000) <= 0 || read(out[0], line + got, 1) != 1)
-            break;
-        if (line[got] == '\n')
-            break;
-        got++;
-    }
-    line[got] = '\0';
-    close(out[0]);
-    const char *o = strstr(line, "operate=");
-    if (o == NULL || sscanf(o, "operate=%255s", url) != 1) {
-        fprintf(stderr, "berth-bench: %s did not become ready\n", berthd);
-        return -1;
-    }
-    return 0;
-}
+static spawned_berthd spawned;
 
 /* Stops the spawned berthd; false unless it exited 0. */
 static bool stop_berthd(void)
 {
-    if (spawned <= 0)
+    if (spawned.pid <= 0)
         return true;
-    kill(spawned, SIGTERM);
+    kill(spawned.pid, SIGTERM);
     int status = 0;
-    waitpid(spawned, &status, 0);
-    spawned = 0;
+    waitpid(spawned.pid, &status, 0);
+    spawned.pid = 0;
     bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!clean)
         fprintf(stderr, "berth-bench: berthd did not exit cleanly (status %d)\n", status);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", spawn_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "berth-bench: could not remove %s\n", spawn_dir);
+    spawn_cleanup(&spawned, "berth-bench");
     return clean;
 }
 
@@ -581,13 +532,12 @@ int main(int argc, char **argv)
     if (C.payload < 8)
         C.payload = 8; /* room for the task index */
 
-    char url[256];
     if (C.spawn) {
-        if (spawn_berthd(url) != 0) {
+        if (spawn_berthd(&spawned, "berth-bench", NULL) != 0) {
             stop_berthd();
             return 1;
         }
-        C.operate = url;
+        C.operate = spawned.url;
     }
     /* Task slots: N, or for a timed run more than any run can reach; the
      * mapping is lazy, only touched pages cost memory. */

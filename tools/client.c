@@ -175,9 +175,9 @@ static bool direct_dial(bc *c)
     return true;
 }
 
-int bc_open_direct(const char *url, bc **out, char *err, size_t errlen)
+int bc_tcp_address(const char *url, struct sockaddr_storage *addr, socklen_t *len, char *err,
+                   size_t errlen)
 {
-    *out = NULL;
     char host[256], port[16];
     const char *hp = strncmp(url, "tcp://", 6) == 0 ? url + 6 : NULL;
     const char *colon = hp != NULL ? strrchr(hp, ':') : NULL;
@@ -201,15 +201,26 @@ int bc_open_direct(const char *url, bc **out, char *err, size_t errlen)
             snprintf(err, errlen, "%s: %s", url, gai_strerror(gai));
         return BC_EUNREACHABLE;
     }
-    bc *c = calloc(1, sizeof(*c));
-    if (c == NULL) {
-        freeaddrinfo(ai);
-        return BC_ENOMEM;
-    }
-    c->direct = true;
-    memcpy(&c->addr, ai->ai_addr, ai->ai_addrlen);
-    c->addr_len = ai->ai_addrlen;
+    memcpy(addr, ai->ai_addr, ai->ai_addrlen);
+    *len = ai->ai_addrlen;
     freeaddrinfo(ai);
+    return BC_OK;
+}
+
+int bc_open_direct(const char *url, bc **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    int rv = bc_tcp_address(url, &addr, &addr_len, err, errlen);
+    if (rv != BC_OK)
+        return rv;
+    bc *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return BC_ENOMEM;
+    c->direct = true;
+    memcpy(&c->addr, &addr, addr_len);
+    c->addr_len = addr_len;
     c->next_id = (uint32_t)getpid() << 16;
     if (!direct_dial(c)) {
         if (err != NULL)

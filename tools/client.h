@@ -29,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include "berth/v1/operate.pb-c.h"
 
@@ -62,6 +63,11 @@ int bc_open_tls(const char *url, const bc_tls *tls, bc **out, char *err, size_t 
 /* A direct connection to a tcp://host:port URL (see above). A connection
  * that fails is dialled again by the next call. */
 int bc_open_direct(const char *url, bc **out, char *err, size_t errlen);
+/* The address of a tcp://HOST:PORT URL (HOST may be [v6] or empty), as
+ * bc_open_direct() dials it: BC_EINVAL for another URL, BC_EUNREACHABLE
+ * when HOST does not resolve. */
+int bc_tcp_address(const char *url, struct sockaddr_storage *addr, socklen_t *len, char *err,
+                   size_t errlen);
 void bc_close(bc *c);
 /* Sends req and waits up to timeout_ms (0: 10 s) for the response. */
 int bc_call(bc *c, const Berth__V1__Request *req, int timeout_ms, Berth__V1__Response **out);

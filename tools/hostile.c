@@ -75,7 +75,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -96,6 +95,7 @@
 
 #include "proto/sp_wire.h"
 #include "tools/client.h"
+#include "tools/spawn.h"
 
 #define HONEST_TIMEOUT_MS 5000 /* an honest call unanswered this long is an error */
 #define HONEST_WARMUP_MS  500  /* honest load runs this long before an attack, unmeasured */
@@ -898,64 +898,9 @@ static const attack attacks[] = {
 
 /* ---- berthd for --spawn ---- */
 
-static pid_t spawned;
-static char spawn_dir[64];
-static int reaped_status; /* the wait status, once reaped */
-
-static int spawn_berthd(char *url)
-{
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0)
-        return -1;
-    self[n] = '\0';
-    char berthd[4200];
-    snprintf(berthd, sizeof(berthd), "%s/berthd", dirname(self));
-    snprintf(spawn_dir, sizeof(spawn_dir), "/tmp/berth-hostile-XXXXXX");
-    if (mkdtemp(spawn_dir) == NULL)
-        return -1;
-    char *args[8 + C.n_berthd_args + 1];
-    int a = 0;
-    args[a++] = berthd;
-    args[a++] = "--data";
-    args[a++] = spawn_dir;
-    args[a++] = "--operate";
-    args[a++] = "tcp://127.0.0.1:0";
-    args[a++] = "--events";
-    args[a++] = "tcp://127.0.0.1:0";
-    for (int i = 0; i < C.n_berthd_args; i++)
-        args[a++] = C.berthd_args[i];
-    args[a] = NULL;
-    int out[2];
-    if (pipe(out) != 0)
-        return -1;
-    spawned = fork();
-    if (spawned == 0) {
-        dup2(out[1], STDOUT_FILENO);
-        close(out[0]);
-        execv(berthd, args);
-        _exit(127);
-    }
-    close(out[1]);
-    char line[512];
-    size_t got = 0;
-    while (got + 1 < sizeof(line)) {
-        struct pollfd p = {.fd = out[0], .events = POLLIN};
-        if (poll(&p, 1, 20000) <= 0 || read(out[0], line + got, 1) != 1)
-            break;
-        if (line[got] == '\n')
-            break;
-        got++;
-    }
-    line[got] = '\0';
-    close(out[0]);
-    const char *o = strstr(line, "operate=");
-    if (o == NULL || sscanf(o, "operate=%255s", url) != 1) {
-        fprintf(stderr, "berth-hostile: %s did not become ready\n", berthd);
-        return -1;
-    }
-    return 0;
-}
+static spawned_berthd spawn; /* --spawn's berthd */
+static pid_t spawned;        /* its pid while it is ours to stop */
+static int reaped_status;    /* the wait status, once reaped */
 
 /* Whether berthd went away: a spawned one that exited (reaped here), or
  * a pid whose status cannot be read. */
@@ -1005,10 +950,7 @@ static bool stop_berthd(void)
     bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!clean)
         fprintf(stderr, "berth-hostile: berthd did not exit cleanly (status %d)\n", status);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", spawn_dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "berth-hostile: could not remove %s\n", spawn_dir);
+    spawn_cleanup(&spawn, "berth-hostile");
     return clean;
 }
 
@@ -1291,30 +1233,13 @@ static bool parse_attacks(const char *list, int *order, int *n)
 /* Resolves tcp://HOST:PORT for the attackers. */
 static bool resolve(const char *url)
 {
-    char host[256], port[16];
-    const char *hp = strncmp(url, "tcp://", 6) == 0 ? url + 6 : NULL;
-    const char *colon = hp != NULL ? strrchr(hp, ':') : NULL;
-    if (colon == NULL || (size_t)(colon - hp) >= sizeof(host) ||
-        strlen(colon + 1) >= sizeof(port)) {
-        fprintf(stderr, "berth-hostile: %s: the attackers need tcp://host:port\n", url);
+    char err[300];
+    socklen_t len;
+    if (bc_tcp_address(url, &target, &len, err, sizeof(err)) != BC_OK) {
+        fprintf(stderr, "berth-hostile: the attackers need tcp://host:port: %s\n", err);
         return false;
     }
-    memcpy(host, hp, (size_t)(colon - hp));
-    host[colon - hp] = '\0';
-    strcpy(port, colon + 1);
-    if (host[0] == '[') { /* [v6]:port */
-        memmove(host, host + 1, strlen(host));
-        host[strcspn(host, "]")] = '\0';
-    }
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
-    int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
-    if (gai != 0) {
-        fprintf(stderr, "berth-hostile: %s: %s\n", url, gai_strerror(gai));
-        return false;
-    }
-    memcpy(&target, ai->ai_addr, ai->ai_addrlen);
-    target_len = ai->ai_addrlen;
-    freeaddrinfo(ai);
+    target_len = len;
     return true;
 }
 
@@ -1381,13 +1306,14 @@ int main(int argc, char **argv)
         }
     }
 
-    char url[256];
     if (C.spawn) {
-        if (spawn_berthd(url) != 0) {
+        int rv = spawn_berthd(&spawn, "berth-hostile", (const char *const *)C.berthd_args);
+        spawned = spawn.pid;
+        if (rv != 0) {
             stop_berthd();
             return 1;
         }
-        C.operate = url;
+        C.operate = spawn.url;
         C.pid = spawned;
     }
     if (!resolve(C.operate) || rss_kb() < 0) {

@@ -2,6 +2,7 @@
 #ifndef BERTH_TESTS_FUZZ_H
 #define BERTH_TESTS_FUZZ_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,23 @@ engine *fuzz_engine(void);
 /* Closes e and removes its store: a long run starts afresh now and then,
  * so that what the inputs kept does not grow without bound. */
 void fuzz_engine_close(engine *e);
+/* An answer awaited from the engine: pass fuzz_done and the answer to
+ * engine_exec() (or gw_call_start()), then fuzz_answer_wait(); and
+ * fuzz_answer_fini() in the end, waited for or not. */
+typedef struct fuzz_answer {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    engine_reply *r;
+} fuzz_answer;
+void fuzz_answer_init(fuzz_answer *a);
+void fuzz_done(void *answer, engine_reply *r);
+/* The reply (the caller frees it). */
+engine_reply *fuzz_answer_wait(fuzz_answer *a);
+void fuzz_answer_fini(fuzz_answer *a);
+/* engine_exec() and the wait for its reply (aborts if the engine is
+ * closing: a harness never closes it under a request). */
+engine_reply *fuzz_run(engine *e, const engine_request *req);
+
 /* Inputs between fresh starts. */
 #ifndef FUZZ_RENEW_EVERY
 #define FUZZ_RENEW_EVERY 100000

@@ -53,3 +53,45 @@ engine *fuzz_engine(void)
     }
     return e;
 }
+
+void fuzz_answer_init(fuzz_answer *a)
+{
+    a->r = NULL;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+}
+
+void fuzz_done(void *answer, engine_reply *r)
+{
+    fuzz_answer *a = answer;
+    pthread_mutex_lock(&a->mu);
+    a->r = r;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+engine_reply *fuzz_answer_wait(fuzz_answer *a)
+{
+    pthread_mutex_lock(&a->mu);
+    while (a->r == NULL)
+        pthread_cond_wait(&a->cv, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+    return a->r;
+}
+
+void fuzz_answer_fini(fuzz_answer *a)
+{
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+}
+
+engine_reply *fuzz_run(engine *e, const engine_request *req)
+{
+    fuzz_answer a;
+    fuzz_answer_init(&a);
+    if (engine_exec(e, req, fuzz_done, &a) != BERTH_OK)
+        abort();
+    engine_reply *r = fuzz_answer_wait(&a);
+    fuzz_answer_fini(&a);
+    return r;
+}

@@ -36,40 +36,6 @@ typedef struct record {
 static record base[BASE_MAX];
 static size_t n_base;
 
-/* ---- running requests ---- */
-
-typedef struct answer {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    engine_reply *r;
-} answer;
-
-static void done(void *arg, engine_reply *r)
-{
-    answer *a = arg;
-    pthread_mutex_lock(&a->mu);
-    a->r = r;
-    pthread_cond_signal(&a->cv);
-    pthread_mutex_unlock(&a->mu);
-}
-
-/* The reply (never NULL: engine_exec fails only while closing). */
-static engine_reply *run(engine *e, const engine_request *req)
-{
-    answer a = {.r = NULL};
-    pthread_mutex_init(&a.mu, NULL);
-    pthread_cond_init(&a.cv, NULL);
-    if (engine_exec(e, req, done, &a) != BERTH_OK)
-        abort();
-    pthread_mutex_lock(&a.mu);
-    while (a.r == NULL)
-        pthread_cond_wait(&a.cv, &a.mu);
-    pthread_mutex_unlock(&a.mu);
-    pthread_mutex_destroy(&a.mu);
-    pthread_cond_destroy(&a.cv);
-    return a.r;
-}
-
 static void submit(engine *e, const char *payload, const char *key)
 {
     engine_request q = {.op = ENGINE_OP_SUBMIT};
@@ -77,7 +43,7 @@ static void submit(engine *e, const char *payload, const char *key)
     q.u.submit.payload = (const uint8_t *)payload;
     q.u.submit.payload_len = strlen(payload);
     q.u.submit.idempotency_key = key;
-    engine_reply_free(run(e, &q));
+    engine_reply_free(fuzz_run(e, &q));
 }
 
 static const char *const topics[] = {"t"};
@@ -91,7 +57,7 @@ static engine_reply *fetch(engine *e, uint32_t max)
                                     .has_max_tasks = true,
                                     .max_tasks = max,
                                     .has_wait_ms = true};
-    return run(e, &q);
+    return fuzz_run(e, &q);
 }
 
 static engine_guard guard_of(const engine_task *t)
@@ -176,16 +142,16 @@ static void make_base(void)
     if (f->n_tasks == 4) {
         engine_request q = {.op = ENGINE_OP_COMPLETE};
         q.u.complete.guard = guard_of(&f->tasks[0]);
-        engine_reply_free(run(e, &q));
+        engine_reply_free(fuzz_run(e, &q));
         q = (engine_request){.op = ENGINE_OP_FAIL};
         q.u.fail.guard = guard_of(&f->tasks[1]);
         q.u.fail.error = (engine_error){.code = "E", .message = "failed"};
         q.u.fail.has_retries_left = true; /* terminal: an incident */
-        engine_reply_free(run(e, &q));
+        engine_reply_free(fuzz_run(e, &q));
         q = (engine_request){.op = ENGINE_OP_REFUSE};
         q.u.refuse.guard = guard_of(&f->tasks[2]);
         q.u.refuse.error = (engine_error){.code = "R", .message = "refused"};
-        engine_reply_free(run(e, &q));
+        engine_reply_free(fuzz_run(e, &q));
     }
     engine_reply_free(f);
     engine_close(e);
@@ -317,14 +283,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < f->n_tasks; i++) {
             engine_request q = {.op = ENGINE_OP_COMPLETE};
             q.u.complete.guard = guard_of(&f->tasks[i]);
-            engine_reply_free(run(e, &q));
+            engine_reply_free(fuzz_run(e, &q));
         }
         engine_reply_free(f);
         engine_request q = {.op = ENGINE_OP_COMPLETE};
         q.u.complete.guard = (engine_guard){"00000000000000000000000000000000", "w", "x"};
-        engine_reply_free(run(e, &q));
+        engine_reply_free(fuzz_run(e, &q));
         q = (engine_request){.op = ENGINE_OP_STATS};
-        engine_reply_free(run(e, &q));
+        engine_reply_free(fuzz_run(e, &q));
         engine_close(e);
     }
     nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);

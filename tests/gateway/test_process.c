@@ -338,19 +338,6 @@ Test(process, operate_nng_stops_in_bounded_time_after_a_flood_of_peers_that_hang
     d_stop(&D); /* SIGTERM: exit 0 within 15 s */
 }
 
-/* A round trip on a raw connection: a fetch that waits for nothing. */
-static void raw_round_trip(int fd, uint32_t id)
-{
-    uint8_t body[128], f[256];
-    size_t bl = raw_pack_fetch(body, "none", 1, 0);
-    raw_write_all(fd, f, raw_frame(f, id, body, bl));
-    uint32_t got;
-    Berth__V1__Response *r = raw_answer(fd, &got);
-    cr_assert_eq(got, id);
-    w_expect_code(r, BERTH__V1__CODE__OK);
-    berth__v1__response__free_unpacked(r, NULL);
-}
-
 Test(process, operate_nng_closes_connections_past_max_connections)
 {
     static const char *const extra[] = {"--operate-nng", "--max-connections", "2", NULL};

@@ -370,19 +370,6 @@ static hears connect_and_listen(int *out_fd)
     return r == 0 || (r < 0 && errno == ECONNRESET) ? HEARS_CLOSED : HEARS_NOTHING;
 }
 
-/* One round trip on an open connection. */
-static void round_trip(int fd, uint32_t id)
-{
-    uint8_t body[128], f[256];
-    size_t bl = raw_pack_fetch(body, "rt", 1, 0);
-    raw_write_all(fd, f, raw_frame(f, id, body, bl));
-    uint32_t got;
-    Berth__V1__Response *r = raw_answer(fd, &got);
-    cr_assert_eq(got, id);
-    w_expect_code(r, BERTH__V1__CODE__OK);
-    berth__v1__response__free_unpacked(r, NULL);
-}
-
 DTest(sp, past_max_connections_a_new_one_is_closed_at_once_and_the_others_go_on)
 {
     static const char *const extra[] = {"--max-connections", "2", NULL};
@@ -391,13 +378,13 @@ DTest(sp, past_max_connections_a_new_one_is_closed_at_once_and_the_others_go_on)
     cr_assert_eq(connect_and_listen(&a), HEARS_HEADER);
     cr_assert_eq(connect_and_listen(&b), HEARS_HEADER);
     cr_assert_eq(connect_and_listen(&c), HEARS_CLOSED, "the third is closed, not kept waiting");
-    round_trip(a, 1);
-    round_trip(b, 2);
+    raw_round_trip(a, 1);
+    raw_round_trip(b, 2);
     close(a);
     struct timespec t = {0, 100 * 1000000L};
     nanosleep(&t, NULL); /* sequencing only: let berthd see a go */
     cr_assert_eq(connect_and_listen(&c), HEARS_HEADER, "room again once one left");
-    round_trip(c, 3);
+    raw_round_trip(c, 3);
     close(b);
     close(c);
 }
@@ -438,14 +425,14 @@ DTest(sp, out_of_descriptors_new_connections_are_closed_at_once_and_the_others_g
         cr_assert_neq(h, HEARS_NOTHING, "connection %d was left hanging", i);
         served += h == HEARS_HEADER;
         closed += h == HEARS_CLOSED;
-        round_trip(held, 100 + (uint32_t)i); /* the one already open is served */
+        raw_round_trip(held, 100 + (uint32_t)i); /* the one already open is served */
     }
     cr_assert_gt(closed, 0, "the limit was reached");
     for (int i = 0; i < 24; i++)
         if (fds[i] >= 0)
             close(fds[i]);
     cr_assert_eq(prlimit(D.pid, RLIMIT_NOFILE, &before, NULL), 0);
-    round_trip(held, 200);
+    raw_round_trip(held, 200);
     close(held);
     still_serving();
     (void)served;
@@ -480,7 +467,7 @@ DTest(sp, a_frame_begun_must_be_in_whole_in_time_however_slowly_it_trickles)
     if (!closed)
         expect_closed(slow);
     close(slow);
-    round_trip(ok, 6); /* the well-behaved one goes on */
+    raw_round_trip(ok, 6); /* the well-behaved one goes on */
     close(ok);
 }
 
@@ -605,7 +592,7 @@ DTest(sp, fetches_from_a_peer_that_has_hung_up_claim_nothing)
     /* Sixteen fetches and the hang-up reach berthd together: it is
      * stopped while the peer writes and closes. */
     int fd = raw_req_d();
-    round_trip(fd, 99); /* berthd is done with its header: nothing of it is pending */
+    raw_round_trip(fd, 99); /* berthd is done with its header: nothing of it is pending */
     cr_assert_eq(kill(D.pid, SIGSTOP), 0);
     int status;
     cr_assert_eq(waitpid(D.pid, &status, WUNTRACED), D.pid); /* stopped, every thread */

@@ -99,3 +99,16 @@ size_t raw_pack_fetch(uint8_t *out, const char *topic, uint32_t max, uint64_t wa
     r.fetch = &f;
     return berth__v1__request__pack(&r, out);
 }
+
+void raw_round_trip(int fd, uint32_t id)
+{
+    uint8_t body[128], f[256];
+    size_t bl = raw_pack_fetch(body, "rt", 1, 0);
+    raw_write_all(fd, f, raw_frame(f, id, body, bl));
+    uint32_t got;
+    Berth__V1__Response *r = raw_answer(fd, &got);
+    cr_assert_eq(got, id);
+    cr_assert(r->status != NULL && r->status->code == BERTH__V1__CODE__OK, "status %d",
+              r->status != NULL ? (int)r->status->code : -1);
+    berth__v1__response__free_unpacked(r, NULL);
+}

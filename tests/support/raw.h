@@ -22,6 +22,9 @@ int raw_req(const char *url);
 size_t raw_frame(uint8_t *out, uint32_t id, const uint8_t *body, size_t len);
 /* Reads one answer: its request id, and its Response (free_unpacked). */
 Berth__V1__Response *raw_answer(int fd, uint32_t *id);
+/* One request and its answer on an open connection (a fetch of a topic
+ * nobody uses, not waiting): asserts the id echoed and an OK. */
+void raw_round_trip(int fd, uint32_t id);
 /* A packed fetch of max tasks of topic, waiting wait_ms (worker "raw"). */
 size_t raw_pack_fetch(uint8_t *out, const char *topic, uint32_t max, uint64_t wait_ms);
 
