@@ -239,6 +239,13 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
      * fsyncs it (FlushWAL). The writer makes no write(2) per batch, and
      * the sync, on its own thread, writes all that it covers at once. */
     rocksdb_options_set_manual_wal_flush(s->db_opts, 1);
+    /* What was synced is never rolled back: a WAL whose records do not
+     * read back whole, except for a record cut short at its very end (a
+     * crash during an append nobody was answered for), is refused at open
+     * with the corruption named. (RocksDB's default, point-in-time
+     * recovery, would stop at the damage and drop every acknowledged write
+     * after it with a warning.) */
+    rocksdb_options_set_wal_recovery_mode(s->db_opts, 0 /* kTolerateCorruptedTailRecords */);
     store_options_zeroed_logs(s->db_opts);
     store_options_log_to_stderr(s->db_opts);
 

@@ -1,6 +1,7 @@
-#define _XOPEN_SOURCE 700 /* nftw */
+#define _GNU_SOURCE /* memmem, nftw */
 /* berthd as a process: durability across kill -9, restarts, boot refusal,
  * clean shutdown. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -394,6 +395,54 @@ Test(process, a_corrupted_data_directory_is_refused_at_boot_naming_the_problem)
     cr_assert_eq(status, 1, "exit %d (stderr: %s)", status, err);
     cr_assert(strstr(err, dir) != NULL && strstr(err, "Corruption") != NULL, "%s", err);
     nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Flips a bit of the first WAL record of dir holding marker; true if one did. */
+static bool damage_wal(const char *dir, const char *marker)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    bool done = false;
+    for (struct dirent *e; !done && (e = readdir(d)) != NULL;) {
+        size_t n = strlen(e->d_name);
+        if (n < 4 || strcmp(e->d_name + n - 4, ".log") != 0)
+            continue;
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r+b");
+        cr_assert_not_null(f);
+        static char buf[4 << 20];
+        size_t len = fread(buf, 1, sizeof(buf), f);
+        char *at = memmem(buf, len, marker, strlen(marker));
+        if (at != NULL) {
+            fseek(f, (long)(at - buf) + 3, SEEK_SET);
+            fputc(at[3] ^ 1, f);
+            done = true;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return done;
+}
+
+Test(process, a_wal_damaged_before_its_end_is_refused_at_boot_never_cut_short)
+{
+    d_start(&D, NULL);
+    bc *c = d_client(&D);
+    const char *payloads[] = {"before", "DAMAGED-RECORD-MARKER", "after-1", "after-2"};
+    for (size_t i = 0; i < 4; i++) {
+        Berth__V1__Response *r = w_submit(c, "wal", payloads[i], NULL);
+        w_expect_code(r, BERTH__V1__CODE__OK);
+        w_free(r);
+    }
+    bc_close(c);
+    cr_assert_eq(d_signal(&D, SIGKILL), 128 + SIGKILL); /* the WAL is all there is */
+    cr_assert(damage_wal(D.dir, "DAMAGED-RECORD-MARKER"), "no WAL record to damage");
+    /* Acknowledged writes follow the damage: opening would drop them. */
+    char err[2048];
+    int status = d_refused((const char *const[]){"--data", D.dir, NULL}, err, sizeof(err));
+    cr_assert_eq(status, 1, "exit %d (stderr: %s)", status, err);
+    cr_assert(strstr(err, D.dir) != NULL && strstr(err, "Corruption") != NULL, "%s", err);
 }
 
 /* ---- a full disk, over the wire ---- */
