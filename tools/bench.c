@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "tools/client.h"
+#include "tools/samples.h"
 #include "tools/spawn.h"
 
 #define MAX_TOPICS 64
@@ -73,30 +74,11 @@ static atomic_uint_fast64_t next_task, submitted, completed, errors, duplicates;
 static atomic_bool producers_done, stop_all;
 static uint64_t t0_ns;
 
-typedef struct samples {
-    uint32_t *v; /* microseconds */
-    size_t n, cap;
-} samples;
-
 static uint64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sample_add(samples *s, uint64_t ns)
-{
-    if (s->n == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 4096;
-        s->v = realloc(s->v, s->cap * sizeof(*s->v));
-        if (s->v == NULL) {
-            perror("berth-bench");
-            exit(1);
-        }
-    }
-    uint64_t us = ns / 1000;
-    s->v[s->n++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
 
 /* Submit acknowledged → completion acknowledged. A worker can complete a
@@ -369,30 +351,6 @@ static bool stop_berthd(void)
 }
 
 /* ---- report ---- */
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-typedef struct pct {
-    double p50, p90, p99, max;
-} pct;
-
-static pct percentiles(samples *s)
-{
-    pct p = {0};
-    if (s->n == 0)
-        return p;
-    qsort(s->v, s->n, sizeof(*s->v), cmp_u32);
-#define AT(q) (s->v[(size_t)((q) * (double)(s->n - 1))] / 1000.0)
-    p.p50 = AT(0.50);
-    p.p90 = AT(0.90);
-    p.p99 = AT(0.99);
-    p.max = s->v[s->n - 1] / 1000.0;
-    return p;
-}
 
 static void write_csv(const char *path, uint64_t n)
 {

@@ -95,6 +95,7 @@
 
 #include "proto/sp_wire.h"
 #include "tools/client.h"
+#include "tools/samples.h"
 #include "tools/spawn.h"
 
 #define HONEST_TIMEOUT_MS 5000 /* an honest call unanswered this long is an error */
@@ -155,49 +156,6 @@ static void *xcalloc(size_t n, size_t size)
         perror("berth-hostile");
         exit(1);
     }
-    return p;
-}
-
-/* ---- latency samples ---- */
-
-typedef struct samples {
-    uint32_t *v; /* microseconds */
-    size_t n, cap;
-} samples;
-
-static void sample_add(samples *s, uint64_t ns)
-{
-    if (s->n == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 4096;
-        s->v = realloc(s->v, s->cap * sizeof(*s->v));
-        if (s->v == NULL) {
-            perror("berth-hostile");
-            exit(1);
-        }
-    }
-    uint64_t us = ns / 1000;
-    s->v[s->n++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-typedef struct pct {
-    double p50, p99, max; /* ms */
-} pct;
-
-static pct percentiles(samples *s)
-{
-    pct p = {0};
-    if (s->n == 0)
-        return p;
-    qsort(s->v, s->n, sizeof(*s->v), cmp_u32);
-    p.p50 = s->v[(size_t)(0.50 * (double)(s->n - 1))] / 1000.0;
-    p.p99 = s->v[(size_t)(0.99 * (double)(s->n - 1))] / 1000.0;
-    p.max = s->v[s->n - 1] / 1000.0;
     return p;
 }
 
