@@ -51,16 +51,19 @@
 #include <sodium.h>
 
 #include "engine/admin.h"
+#include "engine/calls.h"
 #include "engine/claim.h"
 #include "engine/commit.h"
 #include "engine/core.h"
 #include "engine/guard.h"
+#include "engine/instance.h"
 #include "engine/recover.h"
 #include "engine/relay.h"
 #include "engine/reply.h"
 #include "engine/state.h"
 #include "engine/submit.h"
 #include "engine/turn.h"
+#include "engine/wait.h"
 #include "store/err.h"
 
 /* The request queue and the thread: the only state other threads touch. */
@@ -84,7 +87,7 @@ static uint64_t now_ms(engine *e)
 static bool read_only(engine_op op)
 {
     return op == ENGINE_OP_GET_TASK || op == ENGINE_OP_LIST_INCIDENTS || op == ENGINE_OP_STATS ||
-           op == ENGINE_OP_TICK || op == ENGINE_OP_CANCEL;
+           op == ENGINE_OP_TICK || op == ENGINE_OP_CANCEL || op == ENGINE_OP_AWAIT_CALL;
 }
 
 typedef int (*handler_fn)(engine *e, pending *p);
@@ -118,6 +121,10 @@ static handler_fn handler_of(engine_op op)
         return guard_extend_lock;
     case ENGINE_OP_RELEASE:
         return guard_release;
+    case ENGINE_OP_CALL:
+        return submit_call;
+    case ENGINE_OP_AWAIT_CALL:
+        return calls_await;
     case ENGINE_OP_GET_TASK:
         return admin_get_task;
     case ENGINE_OP_RETRY_TERMINAL:
@@ -131,7 +138,7 @@ static handler_fn handler_of(engine_op op)
     case ENGINE_OP_STATS:
         return admin_stats;
     case ENGINE_OP_CANCEL:
-        return claim_cancel;
+        return wait_cancel;
     case ENGINE_OP_TICK:
         break;
     }
@@ -217,9 +224,10 @@ static void run_turn(engine *e, pending *list)
         turn_halt(e, why);
     }
 
-    /* Park what came due since the last turn before serving fetches, and
-     * what this turn's submits created after them. */
-    if (!e->halted)
+    /* Fire the calls' timers and park what came due since the last turn
+     * before serving fetches, and what this turn's submits created after
+     * them. */
+    if (!e->halted && calls_run(e) == BERTH_OK)
         (void)relay_run(e);
     while (list != NULL) {
         pending *next = list->next;
@@ -227,7 +235,7 @@ static void run_turn(engine *e, pending *list)
         list = next;
     }
     if (!e->halted && !turn_failed(e) && relay_run(e) == BERTH_OK && claim_wake(e) == BERTH_OK)
-        claim_expire(e);
+        wait_expire(e);
     relay_flush_fresh(e);
 
     bool wrote = store_batch_count(e->batch) > 0;
@@ -248,11 +256,12 @@ static void run_turn(engine *e, pending *list)
     if (t->halt) {
         engine_status st;
         halted_status(e, &st);
-        claim_abort_all(e, &st);
+        wait_abort(e, &st, false);
     }
     /* An undone turn's events are dropped, except the retry accounting's,
      * which its next write carries. */
     commit_turn(e, !undone);
+    instance_turn_done(e); /* after commit_turn: the events name their topics */
     /* What the turn kept in memory for the store's sake is written now. */
     while (t->key_list != NULL) {
         turn_key *k = t->key_list;
@@ -276,6 +285,9 @@ static uint64_t next_due(engine *e)
         relay = x->at;
     if (store_batch_count(e->batch) > 0) /* retry accounting left by a failed turn */
         relay = 0;
+    uint64_t calls = calls_next_due(e);
+    if (calls < relay)
+        relay = calls;
     if (relay != UINT64_MAX && relay < e->write_retry_at_ms)
         relay = e->write_retry_at_ms;
     return relay < due ? relay : due;
@@ -423,7 +435,7 @@ static void *actor_main(void *arg)
     engine_status st;
     reply_unavailable(&st, "the engine is closing");
     e->t.answered = e->t.answered_tail = NULL;
-    claim_abort_all(e, &st);
+    wait_abort(e, &st, false);
     turn_refuse(rest, &st, false);
     turn_release(e->t.answered);
     e->t.answered = e->t.answered_tail = NULL;
@@ -511,6 +523,9 @@ static void engine_free(engine *e)
     table_fini(&e->channels);
     table_fini(&e->t.keys);
     table_fini(&e->owners); /* empty: every wait was answered */
+    table_fini(&e->instances);
+    heap_fini(&e->timers);
+    VEC_FREE(&e->t.ended);
     channels_free(e);
     heap_fini(&e->outbox);
     heap_fini(&e->waits);
@@ -570,10 +585,12 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     e->clock = o->clock.now_ms ? o->clock : engine_clock_system();
     heap_init(&e->outbox);
     heap_init(&e->waits);
+    heap_init(&e->timers);
     atomic_init(&e->fp_park, 0);
     if (e->o.data_dir == NULL || table_init(&e->tasks) || table_init(&e->deliveries) ||
         table_init(&e->topics) || table_init(&e->channels) || table_init(&e->t.keys) ||
-        table_init(&e->owners) || channels_copy(e, o) || actor_init(e)) {
+        table_init(&e->owners) || table_init(&e->instances) || channels_copy(e, o) ||
+        actor_init(e)) {
         snprintf(err, errlen, "out of memory");
         engine_free(e);
         return BERTH_ENOMEM;

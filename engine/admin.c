@@ -14,6 +14,7 @@
 #include "engine/admin.h"
 #include "engine/check.h"
 #include "engine/commit.h"
+#include "engine/instance.h"
 #include "engine/reply.h"
 #include "engine/state.h"
 #include "engine/turn.h"
@@ -126,9 +127,32 @@ int admin_discard_terminal(engine *e, pending *p)
     engine_status *st = &p->reply->status;
     task *t =
         find_terminal(e, p->req.u.discard_terminal.id, st, "a terminal task can be discarded");
-    if (t != NULL)
-        state_task_delete(e, t);
-    return BERTH_OK;
+    if (t == NULL)
+        return BERTH_OK;
+    /* A call's task: its call ends FAILED, if this task is its attempt. */
+    instance *i = NULL;
+    if (t->has_instance) {
+        store_body b;
+        int rv = state_task_read_body(e, t, &b);
+        if (rv != BERTH_OK) {
+            if (rv == BERTH_ENOMEM)
+                reply_no_memory(st);
+            else
+                reply_unavailable(st, "reading the task failed");
+            return BERTH_OK;
+        }
+        i = instance_find(e, b.instance_id);
+        store_body_clear(&b);
+        if (i != NULL && (i->ended || !i->has_current ||
+                          memcmp(i->current, t->id, BERTH_ID_LEN) != 0))
+            i = NULL;
+    }
+    state_task_delete(e, t);
+    if (i == NULL)
+        return BERTH_OK;
+    engine_error err = {.code = ENGINE_EC_DISCARDED,
+                        .message = "an operator discarded the call's terminal task"};
+    return instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, &err);
 }
 
 int admin_list_incidents(engine *e, pending *p)
@@ -199,5 +223,7 @@ int admin_stats(engine *e, pending *p)
     s->poisoned = e->n_poisoned;
     s->waiting_fetches = e->n_waiters;
     s->topics = e->topics.n;
+    s->instances_backoff = e->n_backoff;
+    s->instances_waiting = e->instances.n - e->t.ended.n - e->n_backoff;
     return BERTH_OK;
 }

@@ -119,9 +119,17 @@ bool check_bound(bool has, uint64_t value, uint64_t def, uint64_t max, bool zero
 
 uint64_t check_backoff(uint64_t initial_ms, uint64_t max_ms, uint32_t n, double jitter)
 {
+    return check_backoff_curve(initial_ms, max_ms, n, 2.0, jitter);
+}
+
+uint64_t check_backoff_curve(uint64_t initial_ms, uint64_t max_ms, uint32_t n, double multiplier,
+                             double jitter)
+{
     uint64_t base = initial_ms;
-    for (uint32_t i = 1; i < n && base < max_ms; i++)
-        base = base > max_ms / 2 ? max_ms : base * 2;
+    for (uint32_t i = 1; i < n && base < max_ms; i++) {
+        double next = (double)base * multiplier;
+        base = next >= (double)max_ms ? max_ms : (uint64_t)next;
+    }
     if (base > max_ms)
         base = max_ms;
     if (jitter <= 0)

@@ -35,5 +35,8 @@ bool check_bound(bool has, uint64_t value, uint64_t def, uint64_t max, bool zero
 /* A pause for the n-th failure (n >= 1): initial doubling to max, cut by
  * up to jitter. */
 uint64_t check_backoff(uint64_t initial_ms, uint64_t max_ms, uint32_t n, double jitter);
+/* The same curve growing by multiplier (>= 1) rather than doubling. */
+uint64_t check_backoff_curve(uint64_t initial_ms, uint64_t max_ms, uint32_t n, double multiplier,
+                             double jitter);
 
 #endif

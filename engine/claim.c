@@ -37,32 +37,8 @@
 #include "engine/reply.h"
 #include "engine/state.h"
 #include "engine/turn.h"
+#include "engine/wait.h"
 #include "store/err.h"
-
-struct waiter;
-
-/* The waiting fetches of one owner (a connection), in e->owners while it
- * has any: engine_cancel() finds them here, and their count is bounded. */
-typedef struct owner {
-    uint64_t id; /* the key's 8 bytes */
-    struct waiter *first;
-    uint32_t n;
-} owner;
-
-/* A fetch waiting for work: linked into each of its topics, into the
- * deadline heap and into its owner's list. Waiting is data, not a
- * thread. */
-typedef struct waiter {
-    pending *p;
-    owner *own; /* NULL: a request with no owner */
-    struct waiter *own_prev, *own_next;
-    topic **topics;
-    size_t n_topics;
-    wait_link *links; /* one per topic */
-    heap_node deadline;
-    uint32_t max_tasks;
-    uint64_t lock_ms;
-} waiter;
 
 static bool node_less(const heap_node *a, const heap_node *b)
 {
@@ -113,10 +89,13 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
             }
             return BERTH_OK;
         }
+        /* A call's task also carries its call in reserved headers. */
+        size_t nh = b->n_headers + (b->has_instance ? 2 : 0);
         engine_header *hs = NULL;
+        char *call = NULL;
         char *wid = mem_strdup(worker_id);
-        if (wid == NULL ||
-            (b->n_headers && (hs = reply_mem(r, b->n_headers * sizeof(*hs))) == NULL)) {
+        if (wid == NULL || (nh && (hs = reply_mem(r, nh * sizeof(*hs))) == NULL) ||
+            (b->has_instance && (call = reply_mem(r, ENGINE_ID_STR + 12)) == NULL)) {
             free(wid);
             goto no_memory;
         }
@@ -140,11 +119,16 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
         et->payload_len = b->payload_len;
         for (size_t i = 0; i < b->n_headers; i++)
             hs[i] = (engine_header){b->headers[i].name, b->headers[i].value};
-        et->headers = hs;
-        et->n_headers = b->n_headers;
-        et->content_type = b->content_type;
-        if (b->has_instance)
+        if (b->has_instance) {
             berth_id_format(b->instance_id, et->instance_id);
+            berth_id_format(b->instance_id, call);
+            snprintf(call + ENGINE_ID_STR, 12, "%u", b->call_attempt);
+            hs[b->n_headers] = (engine_header){ENGINE_HEADER_INSTANCE, call};
+            hs[b->n_headers + 1] = (engine_header){ENGINE_HEADER_ATTEMPT, call + ENGINE_ID_STR};
+        }
+        et->headers = hs;
+        et->n_headers = nh;
+        et->content_type = b->content_type;
         et->attempt = t->claims;
         et->retries_left = t->retries_left;
         berth_id_format(t->lock_token, et->lock_token);
@@ -192,198 +176,6 @@ static bool fetch_check(engine *e, const engine_fetch_args *a, uint64_t *max, ui
                        "wait_ms", wait_ms, st);
 }
 
-/* ---- waiters ---- */
-
-static void watch(engine *e, topic *tp)
-{
-    tp->watch_prev = NULL;
-    tp->watch_next = e->watched;
-    if (e->watched)
-        e->watched->watch_prev = tp;
-    e->watched = tp;
-}
-
-static void unwatch(engine *e, topic *tp)
-{
-    if (tp->watch_prev)
-        tp->watch_prev->watch_next = tp->watch_next;
-    else
-        e->watched = tp->watch_next;
-    if (tp->watch_next)
-        tp->watch_next->watch_prev = tp->watch_prev;
-    tp->watch_prev = tp->watch_next = NULL;
-}
-
-static void waiter_free(waiter *w)
-{
-    free(w->topics);
-    free(w->links);
-    free(w);
-}
-
-static void owner_drop_if_empty(engine *e, owner *o)
-{
-    if (o != NULL && o->n == 0) {
-        table_del(&e->owners, &o->id, sizeof(o->id));
-        free(o);
-    }
-}
-
-/* Unlinks w everywhere and answers its fetch with whatever its reply
- * holds. */
-static void waiter_answer(engine *e, waiter *w)
-{
-    for (size_t i = 0; i < w->n_topics; i++) {
-        topic *tp = w->topics[i];
-        wait_link *l = &w->links[i];
-        if (l->prev)
-            l->prev->next = l->next;
-        else
-            tp->waiters = l->next;
-        if (l->next)
-            l->next->prev = l->prev;
-        else
-            tp->waiters_tail = l->prev;
-        if (--tp->n_waiters == 0) {
-            unwatch(e, tp);
-            state_topic_maybe_idle(e, tp);
-        }
-    }
-    heap_remove(&e->waits, &w->deadline);
-    e->n_waiters--;
-    owner *o = w->own;
-    if (o != NULL) {
-        if (w->own_prev)
-            w->own_prev->own_next = w->own_next;
-        else
-            o->first = w->own_next;
-        if (w->own_next)
-            w->own_next->own_prev = w->own_prev;
-        o->n--;
-        owner_drop_if_empty(e, o);
-    }
-    pending *p = w->p;
-    p->waiter = NULL;
-    waiter_free(w);
-    turn_answer(e, p);
-}
-
-/* The owner of an owned request, made if it has no wait yet; NULL when
- * there is no memory for it (*oom) or no owner. */
-static owner *owner_get(engine *e, uint64_t id, bool *oom)
-{
-    *oom = false;
-    if (id == 0)
-        return NULL;
-    owner *o = table_get(&e->owners, &id, sizeof(id));
-    if (o != NULL)
-        return o;
-    if ((o = mem_calloc(1, sizeof(*o))) == NULL) {
-        *oom = true;
-        return NULL;
-    }
-    o->id = id;
-    if (table_put(&e->owners, &o->id, sizeof(o->id), o) != BERTH_OK) {
-        free(o);
-        *oom = true;
-        return NULL;
-    }
-    return o;
-}
-
-/* False: no memory (nothing changed). */
-static bool waiter_add(engine *e, pending *p, uint32_t max, uint64_t lock_ms, uint64_t wait_ms)
-{
-    const engine_fetch_args *a = &p->req.u.fetch;
-    bool oom;
-    owner *o = owner_get(e, p->req.owner, &oom);
-    if (oom)
-        return false;
-    waiter *w = mem_calloc(1, sizeof(*w));
-    if (w == NULL)
-        goto fail;
-    w->topics = mem_calloc(a->n_topics, sizeof(*w->topics));
-    w->links = mem_calloc(a->n_topics, sizeof(*w->links));
-    if (w->topics == NULL || w->links == NULL)
-        goto fail;
-    for (size_t i = 0; i < a->n_topics; i++) {
-        topic *tp = state_topic(e, a->topics[i], strlen(a->topics[i]), true);
-        if (tp == NULL)
-            goto fail;
-        bool seen = false; /* a topic named twice waits once */
-        for (size_t j = 0; j < w->n_topics; j++)
-            seen |= w->topics[j] == tp;
-        if (!seen)
-            w->topics[w->n_topics++] = tp;
-    }
-    w->p = p;
-    w->max_tasks = max;
-    w->lock_ms = lock_ms;
-    heap_node_init(&w->deadline);
-    w->deadline.at = e->t.now_ms + wait_ms;
-    w->deadline.seq = e->next_seq++;
-    if (heap_push(&e->waits, &w->deadline) != BERTH_OK)
-        goto fail;
-    e->n_waiters++;
-    if (o != NULL) {
-        w->own = o;
-        w->own_next = o->first;
-        if (o->first)
-            o->first->own_prev = w;
-        o->first = w;
-        o->n++;
-    }
-    for (size_t i = 0; i < w->n_topics; i++) {
-        topic *tp = w->topics[i];
-        wait_link *l = &w->links[i];
-        l->w = w;
-        l->next = NULL;
-        l->prev = tp->waiters_tail;
-        if (tp->waiters_tail)
-            tp->waiters_tail->next = l;
-        else
-            tp->waiters = l;
-        tp->waiters_tail = l;
-        if (tp->n_waiters++ == 0)
-            watch(e, tp);
-    }
-    p->waiter = w;
-    return true;
-
-fail:
-    if (w != NULL) {
-        for (size_t j = 0; j < w->n_topics; j++)
-            state_topic_maybe_idle(e, w->topics[j]);
-        waiter_free(w);
-    }
-    owner_drop_if_empty(e, o);
-    return false;
-}
-
-/* A fetch that may wait only while the bounds allow: else RESOURCE_EXHAUSTED. */
-static bool may_wait(engine *e, const pending *p, engine_status *st)
-{
-    const owner *o =
-        p->req.owner ? table_get(&e->owners, &p->req.owner, sizeof(p->req.owner)) : NULL;
-    if (e->n_waiters >= e->o.waits_max) {
-        reply_status(st, ENGINE_CODE_RESOURCE_EXHAUSTED,
-                     "%llu fetches are waiting already, the most berthd keeps (waits-max): "
-                     "fetch again later, or with wait_ms 0",
-                     (unsigned long long)e->n_waiters);
-    } else if (o != NULL && o->n >= e->o.waits_per_owner_max) {
-        reply_status(st, ENGINE_CODE_RESOURCE_EXHAUSTED,
-                     "this connection has %u fetches waiting already, the most it may "
-                     "(waits-per-connection)",
-                     o->n);
-    } else {
-        return true;
-    }
-    st->engine_code = ENGINE_EC_ENGINE_UNAVAILABLE;
-    st->retryable = true;
-    e->counters.waits_refused++;
-    return false;
-}
-
 int claim_fetch(engine *e, pending *p)
 {
     const engine_fetch_args *a = &p->req.u.fetch;
@@ -406,27 +198,8 @@ int claim_fetch(engine *e, pending *p)
     /* Answered by the actor unless it becomes a waiter. */
     if (rv != BERTH_OK || r->n_tasks > 0 || r->status.code != ENGINE_CODE_OK || wait_ms == 0)
         return rv;
-    if (may_wait(e, p, &r->status) && !waiter_add(e, p, (uint32_t)max, lock_ms, wait_ms))
+    if (wait_may(e, p, &r->status) && !wait_fetch(e, p, (uint32_t)max, lock_ms, wait_ms))
         reply_no_memory(&r->status);
-    return BERTH_OK;
-}
-
-int claim_cancel(engine *e, pending *p)
-{
-    uint64_t id = p->req.u.cancel.owner;
-    owner *o = table_get(&e->owners, &id, sizeof(id));
-    /* Answering the last wait frees o: take each while it is there. */
-    while (o != NULL) {
-        waiter *w = o->first;
-        bool last = o->n == 1;
-        reply_reset(w->p->reply);
-        reply_status(&w->p->reply->status, ENGINE_CODE_CANCELLED,
-                     "cancelled: the connection that asked closed");
-        e->counters.waits_cancelled++;
-        waiter_answer(e, w);
-        if (last)
-            break;
-    }
     return BERTH_OK;
 }
 
@@ -456,11 +229,11 @@ int claim_wake(engine *e)
             int rv = claim_tasks(e, w->topics, w->n_topics, w->max_tasks, w->lock_ms,
                                  w->p->req.u.fetch.worker_id, r);
             if (rv != BERTH_OK) {
-                waiter_answer(e, w); /* with the turn's failure */
+                wait_answer(e, w); /* with the turn's failure */
                 return rv;
             }
             if (r->n_tasks > 0 || r->status.code != ENGINE_CODE_OK)
-                waiter_answer(e, w);
+                wait_answer(e, w);
             else
                 break; /* nothing claimable after all: the front is not ours to take */
             l = next;
@@ -469,34 +242,14 @@ int claim_wake(engine *e)
     return BERTH_OK;
 }
 
-void claim_expire(engine *e)
-{
-    heap_node *x;
-    while ((x = heap_min(&e->waits)) != NULL && x->at <= e->t.now_ms)
-        waiter_answer(e, container_of(x, waiter, deadline)); /* empty list, OK */
-}
-
 uint64_t claim_next_due(engine *e)
 {
-    uint64_t due = UINT64_MAX;
-    heap_node *x = heap_min(&e->waits);
-    if (x != NULL)
-        due = x->at;
+    uint64_t due = wait_next_deadline(e);
+    heap_node *x;
     for (topic *tp = e->watched; tp != NULL; tp = tp->watch_next) {
         x = heap_min(&tp->ready);
         if (x != NULL && x->at < due)
             due = x->at;
     }
     return due;
-}
-
-void claim_abort_all(engine *e, const engine_status *st)
-{
-    heap_node *x;
-    while ((x = heap_min(&e->waits)) != NULL) {
-        waiter *w = container_of(x, waiter, deadline);
-        reply_reset(w->p->reply);
-        w->p->reply->status = *st;
-        waiter_answer(e, w);
-    }
 }

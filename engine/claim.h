@@ -7,18 +7,11 @@
 
 /* The fetch request: answered now, or left waiting (p->waiter set). */
 int claim_fetch(engine *e, pending *p);
-/* The cancel request (engine_cancel): answers its owner's waits
- * CANCELLED. */
-int claim_cancel(engine *e, pending *p);
 /* Re-runs the claims of the waiters on every topic rung this turn, and on
  * watched topics whose front became fetchable. */
 int claim_wake(engine *e);
-/* Answers the waiters whose deadline has come (an empty list, OK). */
-void claim_expire(engine *e);
 /* Earliest instant a wait ends or a watched topic's front becomes
  * fetchable; UINT64_MAX if none. */
 uint64_t claim_next_due(engine *e);
-/* Answers every waiting fetch with st (halting, closing). */
-void claim_abort_all(engine *e, const engine_status *st);
 
 #endif

@@ -105,6 +105,8 @@ typedef struct delivery {
     uint64_t created_at_ms;
     uint32_t attempts; /* failed sink attempts */
     bool poisoned;
+    bool has_instance; /* a call's request: its instance */
+    uint8_t instance_id[BERTH_ID_LEN];
     char *err_message; /* last sink failure, owned */
     /* in memory only */
     bool has_state_row;
@@ -114,6 +116,38 @@ typedef struct delivery {
     bool fresh;       /* submitted this turn: its outbox row is not written yet */
     size_t fresh_idx; /* its slot in e->t.fresh while fresh */
 } delivery;
+
+/* A call's instance while it lives (WAITING, BACKOFF), and to the end of
+ * the turn that ends it. Ended instances live in the store only (their
+ * 'E' rows), for their retention. */
+typedef struct instance {
+    /* persisted: instances CF, 'L' row (Instance) */
+    uint8_t id[BERTH_ID_LEN];
+    char *topic; /* owned */
+    engine_instance_state state;
+    uint32_t attempt;
+    uint64_t created_at_ms;
+    bool has_current; /* the attempt's delivery, then task: same id */
+    uint8_t current[BERTH_ID_LEN];
+    bool has_retry;
+    uint64_t timeout_ms;
+    uint32_t max_attempts;
+    uint64_t initial_backoff_ms;
+    uint64_t max_backoff_ms;
+    double multiplier;
+    char **non_retryable; /* owned */
+    size_t n_non_retryable;
+    uint8_t *request; /* the request's encoded Body while a re-drive may need it, owned */
+    size_t request_len;
+    uint8_t *dedup_key; /* its submit_keys row, owned */
+    size_t dedup_key_len;
+    /* in memory only */
+    heap_node timer; /* in e->timers while it has one; .at = when it fires */
+    struct waiter *awaits; /* await_call requests waiting for it */
+    bool ended;            /* this turn: its 'E' row is in the batch */
+    uint8_t *ended_row;    /* ... and here, encoded, until the turn is written */
+    size_t ended_row_len;
+} instance;
 
 /* A queued request, from engine_exec() until done(). */
 typedef struct pending {
@@ -147,6 +181,7 @@ typedef struct turn {
     VEC(delivery *) fresh;             /* submitted this turn, outbox row not yet written */
     VEC(berth_id_bytes) parked;        /* parked from the outbox on disk */
     VEC(berth_id_bytes) evict;         /* tasks whose body is over the cache budget */
+    VEC(instance *) ended;             /* instances ended this turn, freed after it */
     table keys;                        /* submit keys written this turn → their delivery
                                           (the store sees them only once the turn is written) */
     struct turn_key *key_list;
@@ -180,7 +215,17 @@ struct engine {
     size_t n_chans;
     heap outbox;    /* pending deliveries by next attempt */
     heap waits;     /* waiting fetches by deadline */
-    table owners;   /* owner id (8 bytes) → its waiting fetches (claim.c) */
+    table owners;   /* owner id (8 bytes) → its waiting requests (wait.c) */
+    table instances; /* id → live instance */
+    heap timers;     /* live instances by their timer (a timeout, a re-drive) */
+    uint64_t n_backoff; /* live instances in BACKOFF */
+    /* Ended instances leave in the order their retention began (the
+     * timers family): when the first of them is due to go if known,
+     * UINT64_MAX if none, 0 if the store must be read to know; and the key
+     * of the last one dropped, where the next read starts (past the
+     * tombstones). */
+    uint64_t retention_due_ms;
+    uint8_t retention_cursor[STORE_RETENTION_KEY_LEN];
     topic *watched; /* topics with waiters */
     topic *idle;    /* topics that may have lost their last user this turn */
     uint64_t next_seq;

@@ -83,8 +83,20 @@ typedef enum engine_verdict {
 #define ENGINE_EC_VALIDATION_REJECTED "VALIDATION_REJECTED" /* never helps to retry */
 #define ENGINE_EC_ENGINE_UNAVAILABLE  "ENGINE_UNAVAILABLE"  /* may help later */
 #define ENGINE_EC_INTERNAL            "ENGINE_INTERNAL" /* a fault in berth: retrying will not help */
+/* A call's reply arrived while the call backs off between attempts: the
+ * next attempt's reply will resolve it; this one never will. */
+#define ENGINE_EC_RETRY_PENDING "RETRY_PENDING"
+/* Why a call's instance FAILED (its error.code). */
+#define ENGINE_EC_TIMEOUT           "TIMEOUT"           /* every attempt timed out */
+#define ENGINE_EC_DELIVERY_POISONED "DELIVERY_POISONED" /* its request could not be delivered */
+#define ENGINE_EC_DISCARDED         "DISCARDED"         /* an operator discarded its task */
 
 #define ENGINE_ID_STR (BERTH_ID_STR_LEN + 1) /* printable id with its NUL */
+
+/* Reserved headers (R10: no producer or worker can set a "berth-" header)
+ * that a call's task carries: its instance id and the call's attempt. */
+#define ENGINE_HEADER_INSTANCE "berth-instance-id"
+#define ENGINE_HEADER_ATTEMPT  "berth-attempt"
 
 typedef struct engine_status {
     engine_code code;
@@ -120,6 +132,8 @@ typedef enum engine_op {
     ENGINE_OP_REFUSE,
     ENGINE_OP_EXTEND_LOCK,
     ENGINE_OP_RELEASE,
+    ENGINE_OP_CALL,
+    ENGINE_OP_AWAIT_CALL,
     ENGINE_OP_GET_TASK,
     ENGINE_OP_RETRY_TERMINAL,
     ENGINE_OP_DISCARD_TERMINAL,
@@ -139,6 +153,35 @@ typedef struct engine_submit_args {
     const char *content_type;    /* NULL: none */
     const char *idempotency_key; /* NULL: no producer dedup */
 } engine_submit_args;
+
+/* A call's own retry policy (the second budget, DESIGN §3). Omitted
+ * fields take the defaults: max_attempts 1, the operator's backoff, a
+ * multiplier of 2. */
+typedef struct engine_retry_policy {
+    bool has_timeout_ms; /* required, > 0, at most call_timeout_max_ms */
+    uint64_t timeout_ms;
+    bool has_max_attempts;
+    uint32_t max_attempts;
+    bool has_initial_backoff_ms;
+    uint64_t initial_backoff_ms;
+    bool has_max_backoff_ms;
+    uint64_t max_backoff_ms;
+    bool has_multiplier;
+    double multiplier;
+    const char *const *non_retryable_codes;
+    size_t n_non_retryable_codes;
+} engine_retry_policy;
+
+typedef struct engine_call_args {
+    engine_submit_args request;       /* as a submit's; the key is the call's own */
+    const engine_retry_policy *retry; /* NULL: no timeout, one attempt */
+} engine_call_args;
+
+typedef struct engine_await_args {
+    const char *instance_id;
+    bool has_wait_ms; /* omitted: the fetch wait default; 0: answer at once */
+    uint64_t wait_ms;
+} engine_await_args;
 
 typedef struct engine_fetch_args {
     const char *worker_id;
@@ -201,6 +244,8 @@ typedef struct engine_request {
     uint64_t owner;
     union {
         engine_submit_args submit;
+        engine_call_args call;
+        engine_await_args await_call;
         struct {
             const engine_submit_args *items;
             size_t n;
@@ -238,6 +283,26 @@ typedef struct engine_submitted {
     char id[ENGINE_ID_STR];
     bool duplicate; /* the idempotency key matched an earlier submit */
 } engine_submitted;
+
+typedef enum engine_instance_state {
+    ENGINE_INSTANCE_WAITING = 1,  /* an attempt is on its way or being worked */
+    ENGINE_INSTANCE_BACKOFF = 2,  /* an attempt timed out; the next one waits */
+    ENGINE_INSTANCE_RESOLVED = 3, /* a worker answered: a result, or a refusal */
+    ENGINE_INSTANCE_FAILED = 4,   /* TIMEOUT, DELIVERY_POISONED or DISCARDED */
+} engine_instance_state;
+
+/* A call as its caller sees it. */
+typedef struct engine_instance {
+    char id[ENGINE_ID_STR];
+    engine_instance_state state;
+    uint32_t attempt;
+    bool has_result; /* RESOLVED by a completion */
+    engine_result result;
+    bool has_error; /* RESOLVED by a refusal, or FAILED */
+    engine_error error;
+    uint64_t created_at_ms;
+    uint64_t resolved_at_ms; /* 0 while it waits */
+} engine_instance;
 
 typedef struct engine_task {
     char id[ENGINE_ID_STR];
@@ -303,12 +368,20 @@ typedef struct engine_stats {
     uint64_t waits_refused;   /* fetches answered at once: too many waiting */
     uint64_t halts;           /* the store failed under the engine: it stopped serving */
     uint64_t reopens;         /* ... and came back, the store reopened and reloaded */
+    uint64_t instances_waiting; /* calls in flight: WAITING */
+    uint64_t instances_backoff; /* ... and BACKOFF */
+    uint64_t calls;             /* calls accepted (duplicates not counted) */
+    uint64_t calls_resolved;    /* calls ended RESOLVED */
+    uint64_t calls_failed;      /* calls ended FAILED */
+    uint64_t calls_timed_out;   /* attempts whose timeout fired */
+    uint64_t instances_dropped; /* ended instances dropped after their retention */
 } engine_stats;
 
 typedef struct engine_reply {
     engine_op op;
     engine_status status;
-    /* SUBMIT: one; SUBMIT_BATCH: one per item, in order */
+    /* SUBMIT: one; SUBMIT_BATCH: one per item, in order; CALL: one, the
+     * instance id */
     engine_submitted *submitted;
     size_t n_submitted;
     /* FETCH */
@@ -332,6 +405,8 @@ typedef struct engine_reply {
     /* LIST_INCIDENTS */
     engine_incident *incidents;
     size_t n_incidents;
+    /* AWAIT_CALL */
+    engine_instance instance;
     /* STATS */
     engine_stats stats;
     void *priv; /* allocations behind the pointers above */
@@ -348,12 +423,14 @@ typedef enum engine_event_kind {
     ENGINE_EVENT_TASK_TERMINAL,
     ENGINE_EVENT_TASK_REFUSED,
     ENGINE_EVENT_DELIVERY_POISONED,
+    ENGINE_EVENT_INSTANCE_RESOLVED, /* a call ended, either way: id is the instance's */
 } engine_event_kind;
 
 typedef struct engine_event {
     engine_event_kind kind;
     const char *topic;
-    char id[ENGINE_ID_STR]; /* task or delivery */
+    char id[ENGINE_ID_STR]; /* task, delivery or instance */
+    char instance_id[ENGINE_ID_STR]; /* the call a task belongs to, or "" */
     engine_error error;     /* FAILED, TERMINAL, REFUSED, POISONED */
     uint32_t retries_left;  /* FAILED */
     uint64_t at_ms;
@@ -411,6 +488,13 @@ typedef struct engine_options {
      * answered at once, RESOURCE_EXHAUSTED, retryable. */
     uint32_t waits_max;           /* in all */
     uint32_t waits_per_owner_max; /* of one owner (a connection) */
+
+    /* Calls (DESIGN §3): ceilings of a call's retry policy, and how long an
+     * ended instance stays to be awaited. */
+    uint64_t call_timeout_max_ms;
+    uint32_t call_attempts_max;
+    uint64_t instance_retention_ms;
+    uint32_t timers_max_per_turn; /* timers fired, ended instances dropped, per turn */
 
     const engine_channel *channels;
     size_t n_channels;

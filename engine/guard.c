@@ -10,7 +10,7 @@
  *   is not the caller's) or LOCK_LOST (expired or released). A failure
  *   never carries a payload.
  *
- * COMPLETE (R9, R10)
+ * COMPLETE AND REFUSE (R9, R10, R12)
  *   Verify the lock and re-take it for the grace window, dispatch the
  *   result through intake, then delete the task: in that order, and all
  *   in the turn's ONE batch. So the dispatch and the delete are atomic:
@@ -20,7 +20,9 @@
  *   no task (NOT_FOUND) and there is nothing for inbox dedup to absorb:
  *   the inbox is not written for completions. If intake refuses, the task
  *   stays, locked until the grace window ends, and the refusal carries
- *   intake's engine code and retryable flag.
+ *   intake's engine code and retryable flag. A worker's refusal takes the
+ *   same path with an error instead of a result: for a call's task it is
+ *   the call's answer (R12).
  *
  * Engine thread only.
  */
@@ -71,16 +73,20 @@ static task *guard(engine *e, const engine_guard *g, engine_status *st)
     return NULL;
 }
 
-/* One completion, answered in st. Nonzero only when the turn failed. */
-static int complete_one(engine *e, const engine_complete_args *a, engine_status *st)
+/* A worker's reply to the task it holds, answered in st: a completion
+ * (result, or NULL to re-deliver the original payload) or, with err, a
+ * refusal. Both go through intake; a call's task carries its instance
+ * there. Nonzero only when the turn failed. */
+static int reply_one(engine *e, const engine_guard *g, const engine_result *result,
+                     const engine_error *err, engine_status *st)
 {
-    task *t = guard(e, &a->guard, st);
+    task *t = guard(e, g, st);
     if (t == NULL)
         return BERTH_OK;
     /* The parked body: the payload to re-deliver when there is no result,
      * the correlation headers of a call. Read before anything changes. */
     store_body b = {0};
-    bool need_body = a->result == NULL || t->has_instance;
+    bool need_body = t->has_instance || (err == NULL && result == NULL);
     int rv = need_body ? state_task_read_body(e, t, &b) : BERTH_OK;
     if (rv != BERTH_OK) {
         if (rv == BERTH_ECORRUPT)
@@ -97,13 +103,15 @@ static int complete_one(engine *e, const engine_complete_args *a, engine_status 
     t->lock_expires_at_ms = e->t.now_ms + e->o.lock_default_ms;
     state_task_reindex(e, t);
 
-    inbound in = {.topic = t->topic, .parked = need_body ? &b : NULL};
-    if (a->result != NULL) {
-        in.payload = a->result->payload;
-        in.payload_len = a->result->payload_len;
-        in.content_type = a->result->content_type;
-        in.headers = a->result->headers;
-        in.n_headers = a->result->n_headers;
+    inbound in = {.topic = t->topic, .parked = need_body ? &b : NULL, .error = err};
+    if (err != NULL) {
+        /* a refusal carries no payload */
+    } else if (result != NULL) {
+        in.payload = result->payload;
+        in.payload_len = result->payload_len;
+        in.content_type = result->content_type;
+        in.headers = result->headers;
+        in.n_headers = result->n_headers;
     } else { /* no result: the original payload is re-delivered */
         in.payload = b.payload;
         in.payload_len = b.payload_len;
@@ -113,10 +121,19 @@ static int complete_one(engine *e, const engine_complete_args *a, engine_status 
     store_body_clear(&b);
     if (rv != BERTH_OK) /* refused: locked until the grace window ends */
         return turn_failed(e) ? rv : state_task_put(e, t);
-    /* Dispatched: the delete joins the dispatch's batch. */
-    turn_event(e, ENGINE_EVENT_TASK_COMPLETED, t->topic, t->id, NULL, 0);
+    /* Dispatched: the delete joins the dispatch's batch. Refusal is final
+     * and silent (R12): the row goes, the event tells. */
+    if (err != NULL)
+        turn_event(e, ENGINE_EVENT_TASK_REFUSED, t->topic, t->id, err, 0);
+    else
+        turn_event(e, ENGINE_EVENT_TASK_COMPLETED, t->topic, t->id, NULL, 0);
     state_task_delete(e, t);
     return BERTH_OK;
+}
+
+static int complete_one(engine *e, const engine_complete_args *a, engine_status *st)
+{
+    return reply_one(e, &a->guard, a->result, NULL, st);
 }
 
 int guard_complete(engine *e, pending *p)
@@ -211,13 +228,7 @@ int guard_refuse(engine *e, pending *p)
     engine_status *st = &p->reply->status;
     if (!check_error(&a->error, st))
         return BERTH_OK;
-    task *t = guard(e, &a->guard, st);
-    if (t == NULL)
-        return BERTH_OK;
-    /* Final and silent (R12): the row goes, the event tells. */
-    turn_event(e, ENGINE_EVENT_TASK_REFUSED, t->topic, t->id, &a->error, 0);
-    state_task_delete(e, t);
-    return BERTH_OK;
+    return reply_one(e, &a->guard, NULL, &a->error, st);
 }
 
 int guard_extend_lock(engine *e, pending *p)

@@ -12,8 +12,12 @@
  *      be offered twice: a repeat finds no task. The inbox column family
  *      is kept for sources that outlive their batch; none does in this
  *      format version.
- *   3. Correlation: the parked headers carry a call's instance; a task
- *      that is not a call has none and correlates with nothing.
+ *   3. Correlation: the parked headers carry a call's instance, which
+ *      the reply ends (instance.c): RESOLVED with the result, or with the
+ *      worker's error for a refusal. A reply while the call backs off
+ *      between attempts is refused RETRY_PENDING; one to a call that has
+ *      ended is absorbed. A task that is not a call correlates with
+ *      nothing.
  * A refusal carries an engine code and says whether retrying can help:
  * VALIDATION_REJECTED never will (the same message fails the same way),
  * ENGINE_UNAVAILABLE may.
@@ -25,6 +29,7 @@
 #include <string.h>
 
 #include "engine/check.h"
+#include "engine/instance.h"
 #include "engine/intake.h"
 #include "engine/reply.h"
 #include "store/err.h"
@@ -73,20 +78,38 @@ static int validate(engine *e, const inbound *in, engine_status *st)
     return BERTH_OK;
 }
 
-/* The waiting instance a reply resolves. Tasks carry none; this format
- * version writes no instances, so a body naming one was not written by
- * this build and cannot be resolved by it. */
+/* The waiting instance a reply resolves, through the parked headers. */
 static int correlate(engine *e, const inbound *in, engine_status *st)
 {
     if (in->parked == NULL || !in->parked->has_instance)
         return BERTH_OK;
-    return refuse(st, ENGINE_CODE_UNIMPLEMENTED, ENGINE_EC_ENGINE_UNAVAILABLE, false,
-                  "the task belongs to a call, and this build does not serve calls");
+    instance *i = instance_find(e, in->parked->instance_id);
+    if (i == NULL || i->ended)
+        return BERTH_OK; /* the call has ended: absorbed */
+    if (i->state == ENGINE_INSTANCE_BACKOFF)
+        return refuse(st, ENGINE_CODE_FAILED_PRECONDITION, ENGINE_EC_RETRY_PENDING, false,
+                      "the call's attempt %u timed out and its next attempt is pending: this "
+                      "reply cannot resolve it",
+                      in->parked->call_attempt);
+    /* A reply to an older attempt resolves too; the attempt in flight is
+     * then not needed, unless a worker holds it (its reply is absorbed). */
+    if (in->parked->call_attempt != i->attempt)
+        instance_withdraw(e, i);
+    if (in->error != NULL)
+        return instance_end(e, i, ENGINE_INSTANCE_RESOLVED, NULL, in->error);
+    engine_result res = {
+        .payload = in->payload,
+        .payload_len = in->payload_len,
+        .content_type = in->content_type,
+        .headers = in->headers,
+        .n_headers = in->n_headers,
+    };
+    return instance_end(e, i, ENGINE_INSTANCE_RESOLVED, &res, NULL);
 }
 
 int intake_dispatch(engine *e, const inbound *in, engine_status *st)
 {
-    int rv = validate(e, in, st);
+    int rv = in->error ? BERTH_OK : validate(e, in, st);
     if (rv != BERTH_OK)
         return rv;
     return correlate(e, in, st);

@@ -16,9 +16,12 @@ typedef struct inbound {
     size_t n_headers;
     const store_body *parked; /* the parked delivery: correlation headers, or NULL
                                  for a task that is not a call */
+    const engine_error *error; /* a refusal (R12): the reply is this error, no payload */
 } inbound;
 
-/* 0: accepted, and whatever it resolves is written into the turn's batch.
+/* 0: accepted, and whatever it resolves is written into the turn's batch
+ * (a call's instance ends; a reply to an instance that has ended already
+ * is absorbed: accepted, nothing changes).
  * Otherwise the refusal is in st, with its engine code and retryable flag
  * (R10), and nothing was written. */
 int intake_dispatch(engine *e, const inbound *in, engine_status *st);

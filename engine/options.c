@@ -38,6 +38,10 @@ void engine_options_default(engine_options *o)
     o->turn_max_requests = 4096;
     o->waits_max = 10000;
     o->waits_per_owner_max = 256;
+    o->call_timeout_max_ms = 604800000;
+    o->call_attempts_max = 100;
+    o->instance_retention_ms = 86400000;
+    o->timers_max_per_turn = 10000;
 }
 
 #define CHECK(cond, ...)                                                                           \
@@ -92,6 +96,12 @@ int engine_options_check(const engine_options *o, char *msg, size_t msglen)
     CHECK(o->turn_max_requests > 0, "turn-max-requests must be greater than zero");
     CHECK(o->waits_max > 0, "waits-max must be greater than zero");
     CHECK(o->waits_per_owner_max > 0, "waits-per-connection must be greater than zero");
+    CHECK_TIME(o->call_timeout_max_ms, "call-timeout-max-ms");
+    CHECK_TIME(o->instance_retention_ms, "instance-retention-ms");
+    CHECK(o->call_timeout_max_ms > 0, "call-timeout-max-ms must be greater than zero");
+    CHECK(o->call_attempts_max > 0, "call-attempts-max must be greater than zero");
+    CHECK(o->instance_retention_ms > 0, "instance-retention-ms must be greater than zero");
+    CHECK(o->timers_max_per_turn > 0, "timers-max-per-turn must be greater than zero");
     for (size_t i = 0; i < o->n_channels; i++) {
         const engine_channel *c = &o->channels[i];
         engine_status st;

@@ -5,7 +5,8 @@
  * recover_clear() first): the store is the truth, so reading it back is the
  * one way to make memory match it, and this path is exercised by every
  * restart test. The cost is a scan of the tasks and outbox column families
- * (bodies are decoded for their topic and order, payloads are not kept);
+ * (bodies are decoded for their topic and order, payloads are not kept)
+ * and of the live instances (ended ones are not read);
  * tombstones are skipped by RocksDB's iterators. A record that does not
  * decode stops the load: berth refuses to serve from a store it cannot
  * read rather than silently dropping work.
@@ -15,8 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/instance.h"
 #include "engine/recover.h"
+#include "engine/reply.h"
 #include "engine/state.h"
+#include "engine/wait.h"
 #include "store/err.h"
 
 typedef struct load_ctx {
@@ -121,6 +125,8 @@ static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t v
     tp->n_deliveries++;
     d->seq = seq;
     d->created_at_ms = b.created_at_ms;
+    d->has_instance = b.has_instance;
+    memcpy(d->instance_id, b.instance_id, BERTH_ID_LEN);
     heap_node_init(&d->due);
     d->due.at = b.created_at_ms;
     d->due.seq = seq;
@@ -202,6 +208,11 @@ static int index_all(engine *e)
             return BERTH_ENOMEM;
     }
     i = 0;
+    instance *inst;
+    while ((inst = table_next(&e->instances, &i)) != NULL)
+        if (inst->timer.at != 0 && heap_push(&e->timers, &inst->timer) != BERTH_OK)
+            return BERTH_ENOMEM;
+    i = 0;
     delivery *d;
     while ((d = table_next(&e->deliveries, &i)) != NULL) {
         if (d->poisoned) {
@@ -212,6 +223,94 @@ static int index_all(engine *e)
             return BERTH_ENOMEM;
     }
     return BERTH_OK;
+}
+
+/* A live instance from its 'L' row. */
+static int load_instance(load_ctx *c, const void *v, size_t vl)
+{
+    engine *e = c->e;
+    store_instance r;
+    if (store_instance_decode(v, vl, &r) != BERTH_OK ||
+        (r.state != STORE_INSTANCE_WAITING && r.state != STORE_INSTANCE_BACKOFF) ||
+        (r.state == STORE_INSTANCE_BACKOFF && r.timer_at_ms == 0)) {
+        store_instance_clear(&r);
+        return corrupt(c, "live instance", 0);
+    }
+    instance *i = mem_calloc(1, sizeof(*i));
+    int rv = i ? BERTH_OK : BERTH_ENOMEM;
+    if (i != NULL) {
+        memcpy(i->id, r.id, BERTH_ID_LEN);
+        i->state = (engine_instance_state)r.state;
+        i->attempt = r.attempt;
+        i->created_at_ms = r.created_at_ms;
+        i->has_current = r.has_current;
+        memcpy(i->current, r.current_id, BERTH_ID_LEN);
+        i->has_retry = r.has_retry;
+        i->timeout_ms = r.timeout_ms;
+        i->max_attempts = r.max_attempts ? r.max_attempts : 1;
+        i->initial_backoff_ms = r.initial_backoff_ms;
+        i->max_backoff_ms = r.max_backoff_ms;
+        i->multiplier = r.multiplier;
+        heap_node_init(&i->timer);
+        i->timer.at = r.timer_at_ms;
+        i->topic = mem_strdup(r.topic);
+        i->non_retryable = r.n_non_retryable_codes
+                               ? mem_calloc(r.n_non_retryable_codes, sizeof(*i->non_retryable))
+                               : NULL;
+        if (i->topic == NULL || (r.n_non_retryable_codes && i->non_retryable == NULL))
+            rv = BERTH_ENOMEM;
+        for (size_t k = 0; rv == BERTH_OK && k < r.n_non_retryable_codes; k++, i->n_non_retryable++)
+            if ((i->non_retryable[k] = mem_strdup(r.non_retryable_codes[k])) == NULL)
+                rv = BERTH_ENOMEM;
+        if (rv == BERTH_OK && r.request != NULL) {
+            if ((i->request = mem_dup(r.request, r.request_len)) == NULL)
+                rv = BERTH_ENOMEM;
+            i->request_len = r.request_len;
+        }
+        if (rv == BERTH_OK && r.dedup_key != NULL) {
+            if ((i->dedup_key = mem_dup(r.dedup_key, r.dedup_key_len)) == NULL)
+                rv = BERTH_ENOMEM;
+            i->dedup_key_len = r.dedup_key_len;
+        }
+        if (rv == BERTH_OK && table_put(&e->instances, i->id, BERTH_ID_LEN, i) != BERTH_OK)
+            rv = BERTH_ENOMEM;
+        if (rv != BERTH_OK)
+            instance_free(i);
+        else if (i->state == ENGINE_INSTANCE_BACKOFF)
+            e->n_backoff++;
+    }
+    store_instance_clear(&r);
+    return rv;
+}
+
+/* Every live instance: the 'L' rows, and nothing of the ended ones. */
+static int load_instances(load_ctx *c)
+{
+    store_iter *it;
+    int rv = store_iter_open(c->e->store, STORE_CF_INSTANCES, &it);
+    if (rv != BERTH_OK)
+        return rv;
+    uint8_t from = STORE_INSTANCE_LIVE;
+    store_iter_seek(it, &from, 1);
+    for (; rv == BERTH_OK && store_iter_valid(it); store_iter_next(it)) {
+        size_t kl, vl;
+        const uint8_t *k = store_iter_key(it, &kl);
+        if (kl == 0 || k[0] != STORE_INSTANCE_LIVE)
+            break;
+        const void *v = store_iter_value(it, &vl);
+        rv = kl == STORE_INSTANCE_KEY_LEN ? load_instance(c, v, vl)
+                                          : corrupt(c, "instance key length", 0);
+    }
+    if (rv == BERTH_OK && store_iter_status(it) != BERTH_OK) {
+        if (c->err != NULL)
+            snprintf(c->err, c->errlen, "reading instances: %s", store_last_error(c->e->store));
+        rv = BERTH_EIO;
+    }
+    store_iter_close(it);
+    /* Where ended instances stand is read by the first turn (calls.c). */
+    c->e->retention_due_ms = 0;
+    memset(c->e->retention_cursor, 0, sizeof(c->e->retention_cursor));
+    return rv;
 }
 
 /* Incident keys carry a sequence number too: keep new ones above them. */
@@ -238,6 +337,8 @@ int recover_load(engine *e, char *err, size_t errlen)
     int rv = load_rows(&c, STORE_CF_TASKS, load_task_body, load_task_state);
     if (rv == BERTH_OK)
         rv = load_rows(&c, STORE_CF_OUTBOX, load_delivery_body, load_delivery_state);
+    if (rv == BERTH_OK)
+        rv = load_instances(&c);
     if (rv == BERTH_OK)
         rv = scan_incident_seq(&c);
     if (rv == BERTH_OK)
@@ -274,4 +375,17 @@ void recover_clear(engine *e)
     e->n_poisoned = 0;
     e->t.fresh.n = 0;
     e->t.evict.n = 0;
+    /* Awaits point at the instances freed below: they are answered first
+     * (a reload follows a failed write; the caller awaits again). */
+    engine_status st;
+    reply_unavailable(&st, "berthd reloaded its state after a failed write: await again");
+    wait_abort(e, &st, true);
+    heap_fini(&e->timers);
+    i = 0;
+    instance *inst;
+    while ((inst = table_next(&e->instances, &i)) != NULL)
+        instance_free(inst);
+    table_clear(&e->instances);
+    e->t.ended.n = 0;
+    e->n_backoff = 0;
 }

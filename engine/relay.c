@@ -6,7 +6,8 @@
  * Retry(reason) or Reject(reason). This is the one retry machinery (R4):
  * a Retry backs off on the outbox curve and, at the attempt ceiling, the
  * delivery is poisoned: kept for an operator with an incident and an
- * event, and out of the due index (so it no longer pins anything).
+ * event, and out of the due index (so it no longer pins anything). A
+ * call's request that is poisoned fails its call (DELIVERY_POISONED).
  *
  * THE PULL SINK (R3)
  *   Parking writes the task row (Body copied byte for byte, key = the
@@ -23,6 +24,7 @@
 
 #include "engine/check.h"
 #include "engine/fault.h"
+#include "engine/instance.h"
 #include "engine/relay.h"
 #include "engine/reply.h"
 #include "engine/state.h"
@@ -97,7 +99,7 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
         table_del(&e->tasks, t->id, BERTH_ID_LEN);
         goto oom_free;
     }
-    t->has_instance = false; /* pull deliveries of this build carry no call */
+    t->has_instance = d->has_instance;
     berth_id_bytes *parked = d->fresh ? NULL : VEC_ADD(&e->t.parked);
     if (!d->fresh && parked == NULL) {
         heap_remove(&d->topic->ready, &t->ready);
@@ -152,8 +154,14 @@ static int relay_poison(engine *e, delivery *d, const char *reason)
                                 "DELIVERY_POISONED", reason);
     if (rv != BERTH_OK)
         return rv;
-    engine_error err = {.code = "DELIVERY_POISONED", .message = d->err_message};
+    engine_error err = {.code = ENGINE_EC_DELIVERY_POISONED, .message = d->err_message};
     turn_event(e, ENGINE_EVENT_DELIVERY_POISONED, d->topic, d->id, &err, 0);
+    /* A call whose request cannot be delivered has failed (the delivery
+     * stays, poisoned, for the operator). */
+    instance *i = d->has_instance ? instance_find(e, d->instance_id) : NULL;
+    if (i != NULL && !i->ended && i->has_current &&
+        memcmp(i->current, d->id, BERTH_ID_LEN) == 0)
+        return instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, &err);
     return BERTH_OK;
 }
 

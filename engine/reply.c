@@ -60,6 +60,16 @@ store_body *reply_body(engine_reply *r)
     return block_add(r, sizeof(store_body), body_fini);
 }
 
+static void instance_fini(void *p)
+{
+    store_instance_clear(p);
+}
+
+store_instance *reply_instance_row(engine_reply *r)
+{
+    return block_add(r, sizeof(store_instance), instance_fini);
+}
+
 void reply_reset(engine_reply *r)
 {
     engine_op op = r->op;

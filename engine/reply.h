@@ -22,6 +22,8 @@ void *reply_mem(engine_reply *r, size_t n);
 char *reply_strdup(engine_reply *r, const char *s);
 /* A store_body whose decoded memory is released with the reply. */
 store_body *reply_body(engine_reply *r);
+/* A store_instance whose decoded memory is released with the reply. */
+store_instance *reply_instance_row(engine_reply *r);
 /* Releases everything a reply holds except the reply itself, keeping op. */
 void reply_reset(engine_reply *r);
 

@@ -261,6 +261,83 @@ task *state_task_find(engine *e, const char *id_str, const char *field, engine_s
     return t;
 }
 
+/* A random id no delivery or task has. */
+static void new_delivery_id(engine *e, uint8_t id[BERTH_ID_LEN])
+{
+    do
+        state_random(e, id, BERTH_ID_LEN);
+    while (table_get(&e->deliveries, id, BERTH_ID_LEN) != NULL ||
+           table_get(&e->tasks, id, BERTH_ID_LEN) != NULL);
+}
+
+int state_delivery_new(engine *e, topic *tp, store_body *b, delivery **out)
+{
+    delivery *d = mem_calloc(1, sizeof(*d));
+    if (d == NULL)
+        return BERTH_ENOMEM;
+    new_delivery_id(e, d->id);
+    d->topic = tp;
+    tp->n_deliveries++;
+    d->seq = e->next_seq++;
+    d->created_at_ms = e->t.now_ms;
+    d->has_instance = b->has_instance;
+    memcpy(d->instance_id, b->instance_id, BERTH_ID_LEN);
+    heap_node_init(&d->due);
+    d->due.at = d->created_at_ms;
+    d->due.seq = d->seq;
+    memcpy(b->id, d->id, BERTH_ID_LEN);
+    b->seq = d->seq;
+    b->created_at_ms = d->created_at_ms;
+    if (store_body_encode(b, &e->buf) != BERTH_OK ||
+        (d->body = mem_dup(e->buf.data, e->buf.len)) == NULL)
+        goto fail;
+    d->body_len = e->buf.len;
+    d->fresh = true;
+    if (table_put(&e->deliveries, d->id, BERTH_ID_LEN, d) != BERTH_OK)
+        goto fail;
+    if (heap_push(&e->outbox, &d->due) != BERTH_OK)
+        goto unlist;
+    delivery **slot = VEC_ADD(&e->t.fresh);
+    if (slot == NULL)
+        goto unqueue;
+    d->fresh_idx = e->t.fresh.n - 1;
+    *slot = d;
+    *out = d;
+    return BERTH_OK;
+
+unqueue:
+    heap_remove(&e->outbox, &d->due);
+unlist:
+    table_del(&e->deliveries, d->id, BERTH_ID_LEN);
+fail:
+    state_delivery_free(d);
+    state_topic_maybe_idle(e, tp);
+    return BERTH_ENOMEM;
+}
+
+void state_delivery_delete(engine *e, delivery *d)
+{
+    if (d->fresh) {
+        e->t.fresh.v[d->fresh_idx] = NULL;
+    } else {
+        uint8_t key[STORE_ROW_KEY_LEN];
+        store_row_key(key, d->seq, STORE_KIND_BODY);
+        store_batch_single_delete(e->batch, STORE_CF_OUTBOX, key, sizeof(key));
+        if (d->has_state_row) {
+            store_row_key(key, d->seq, STORE_KIND_STATE);
+            store_batch_delete(e->batch, STORE_CF_OUTBOX, key, sizeof(key));
+        }
+    }
+    if (d->poisoned)
+        e->n_poisoned--;
+    else if (heap_has(&d->due))
+        heap_remove(&e->outbox, &d->due);
+    topic *tp = d->topic;
+    table_del(&e->deliveries, d->id, BERTH_ID_LEN);
+    state_delivery_free(d);
+    state_topic_maybe_idle(e, tp);
+}
+
 int state_delivery_put(engine *e, delivery *d)
 {
     store_delivery_state r = {

@@ -53,6 +53,14 @@ int state_task_set_error(task *t, const engine_error *err);
  * NOT_FOUND (verdict NOT_FOUND) for none. */
 task *state_task_find(engine *e, const char *id_str, const char *field, engine_status *st);
 
+/* A new delivery of body (its id, seq and created_at are set here; the
+ * rest is the caller's), due now, fresh (its outbox row is written at the
+ * end of the turn unless it is parked first). BERTH_ENOMEM: nothing
+ * changed. */
+int state_delivery_new(engine *e, topic *tp, store_body *body, delivery **out);
+/* Withdraws d: its rows go from the batch (or are never written, if
+ * fresh), it leaves every index and is freed. */
+void state_delivery_delete(engine *e, delivery *d);
 /* Writes d's DeliveryState row into the batch (turn_fail on error). */
 int state_delivery_put(engine *e, delivery *d);
 void state_delivery_free(delivery *d);

@@ -22,6 +22,7 @@
 
 #include "engine/check.h"
 #include "engine/reply.h"
+#include "engine/instance.h"
 #include "engine/state.h"
 #include "engine/submit.h"
 #include "engine/turn.h"
@@ -79,22 +80,82 @@ static int dedup_lookup(engine *e, const uint8_t *skey, size_t sklen, uint8_t id
     return rv;
 }
 
-static void new_id(engine *e, uint8_t id[BERTH_ID_LEN])
+/* The idempotency key's row for this turn, remembered so that a repeat in
+ * the same turn (before the store has the row) finds it. NULL: no memory. */
+static turn_key *key_new(const uint8_t *skey, size_t sklen)
 {
-    do
-        state_random(e, id, BERTH_ID_LEN);
-    while (table_get(&e->deliveries, id, BERTH_ID_LEN) != NULL ||
-           table_get(&e->tasks, id, BERTH_ID_LEN) != NULL);
+    turn_key *k = mem_alloc(sizeof(*k) + sklen);
+    if (k != NULL) {
+        k->len = sklen;
+        memcpy(k->key, skey, sklen);
+    }
+    return k;
 }
 
-static bool fresh_push(engine *e, delivery *d)
+/* Writes the key's row naming id, and keeps it for the turn. False: no
+ * memory (nothing written, k freed). */
+static bool key_keep(engine *e, turn_key *k, const uint8_t id[BERTH_ID_LEN])
 {
-    delivery **slot = VEC_ADD(&e->t.fresh);
-    if (slot == NULL)
+    memcpy(k->id, id, BERTH_ID_LEN);
+    if (table_put(&e->t.keys, k->key, k->len, k) != BERTH_OK) {
+        free(k);
         return false;
-    d->fresh_idx = e->t.fresh.n - 1;
-    *slot = d;
+    }
+    k->next = e->t.key_list;
+    e->t.key_list = k;
+    uint8_t v[STORE_SUBMIT_VALUE_LEN];
+    store_put_be64(v, e->t.now_ms);
+    memcpy(v + STORE_DEDUP_TIME_LEN, id, BERTH_ID_LEN);
+    store_batch_put(e->batch, STORE_CF_SUBMIT_KEYS, k->key, k->len, v, sizeof(v));
     return true;
+}
+
+/* The dedup step of a submit or a call: 1 when the key names an earlier
+ * one (its id in out, duplicate), 0 to go on (with *k to keep when there
+ * is a key), -1 when st holds the failure. */
+static int dedup(engine *e, const uint8_t *skey, size_t sklen, engine_submitted *out,
+                 turn_key **k, engine_status *st)
+{
+    *k = NULL;
+    if (sklen == 0)
+        return 0;
+    uint8_t id[BERTH_ID_LEN];
+    int rv = dedup_lookup(e, skey, sklen, id);
+    if (rv == BERTH_OK) {
+        berth_id_format(id, out->id);
+        out->duplicate = true;
+        return 1;
+    }
+    if (rv != BERTH_ENOTFOUND) {
+        reply_unavailable(st, "reading the idempotency key failed");
+        return -1;
+    }
+    if ((*k = key_new(skey, sklen)) == NULL) {
+        reply_no_memory(st);
+        return -1;
+    }
+    return 0;
+}
+
+/* The Body a submit or a call's first attempt carries; hs holds the
+ * headers' storage. */
+static store_body body_of(const engine_submit_args *a, store_header *hs)
+{
+    for (size_t i = 0; i < a->n_headers; i++)
+        hs[i] = (store_header){a->headers[i].name, a->headers[i].value};
+    return (store_body){
+        .topic = a->topic,
+        .payload = a->payload,
+        .payload_len = a->payload_len,
+        .headers = hs,
+        .n_headers = a->n_headers,
+        .content_type = (a->content_type && a->content_type[0]) ? a->content_type : NULL,
+    };
+}
+
+static bool has_key(const engine_submit_args *a)
+{
+    return a->idempotency_key != NULL && a->idempotency_key[0] != '\0';
 }
 
 /* One submit, answered in out or st. Fails before it changes anything, or
@@ -102,105 +163,29 @@ static bool fresh_push(engine *e, delivery *d)
 static void submit_one(engine *e, const engine_submit_args *a, engine_submitted *out,
                        engine_status *st)
 {
-    uint64_t now = e->t.now_ms;
     uint8_t skey[STORE_SUBMIT_KEY_MAX];
-    size_t sklen = 0;
-    if (a->idempotency_key != NULL && a->idempotency_key[0] != '\0') {
-        sklen = store_submit_key(skey, a->topic, a->idempotency_key);
-        uint8_t id[BERTH_ID_LEN];
-        int rv = dedup_lookup(e, skey, sklen, id);
-        if (rv == BERTH_OK) {
-            berth_id_format(id, out->id);
-            out->duplicate = true;
-            return;
-        }
-        if (rv != BERTH_ENOTFOUND) {
-            reply_unavailable(st, "reading the idempotency key failed");
-            return;
-        }
-    }
-
-    /* The key's bookkeeping first: after it, nothing can fail. */
-    turn_key *k = NULL;
-    if (sklen > 0) {
-        k = mem_alloc(sizeof(*k) + sklen);
-        if (k == NULL) {
-            reply_no_memory(st);
-            return;
-        }
-        k->len = sklen;
-        memcpy(k->key, skey, sklen);
-    }
-    delivery *d = mem_calloc(1, sizeof(*d));
-    topic *tp = d ? state_topic(e, a->topic, strlen(a->topic), true) : NULL;
-    if (tp == NULL) {
-        free(d);
+    size_t sklen = has_key(a) ? store_submit_key(skey, a->topic, a->idempotency_key) : 0;
+    turn_key *k;
+    if (dedup(e, skey, sklen, out, &k, st) != 0)
+        return;
+    topic *tp = state_topic(e, a->topic, strlen(a->topic), true);
+    store_header hs[ENGINE_HEADERS_MAX];
+    store_body b = body_of(a, hs);
+    delivery *d;
+    if (tp == NULL || state_delivery_new(e, tp, &b, &d) != BERTH_OK) {
+        if (tp != NULL)
+            state_topic_maybe_idle(e, tp);
         free(k);
         reply_no_memory(st);
         return;
     }
-    new_id(e, d->id);
-    d->topic = tp;
-    tp->n_deliveries++;
-    d->seq = e->next_seq++;
-    d->created_at_ms = now;
-    heap_node_init(&d->due);
-    d->due.at = now;
-    d->due.seq = d->seq;
-
-    store_header hs[ENGINE_HEADERS_MAX];
-    for (size_t i = 0; i < a->n_headers; i++)
-        hs[i] = (store_header){a->headers[i].name, a->headers[i].value};
-    store_body b = {
-        .topic = a->topic,
-        .payload = a->payload,
-        .payload_len = a->payload_len,
-        .headers = hs,
-        .n_headers = a->n_headers,
-        .content_type = (a->content_type && a->content_type[0]) ? a->content_type : NULL,
-        .seq = d->seq,
-        .created_at_ms = now,
-    };
-    memcpy(b.id, d->id, BERTH_ID_LEN);
-    if (store_body_encode(&b, &e->buf) != BERTH_OK ||
-        (d->body = mem_dup(e->buf.data, e->buf.len)) == NULL)
-        goto no_memory;
-    d->body_len = e->buf.len;
-    d->fresh = true;
-    if (table_put(&e->deliveries, d->id, BERTH_ID_LEN, d) != BERTH_OK)
-        goto no_memory;
-    if (heap_push(&e->outbox, &d->due) != BERTH_OK)
-        goto unlist;
-    if (!fresh_push(e, d))
-        goto unqueue;
-    if (k != NULL) {
-        memcpy(k->id, d->id, BERTH_ID_LEN);
-        if (table_put(&e->t.keys, k->key, sklen, k) != BERTH_OK) {
-            e->t.fresh.n--; /* the slot fresh_push just took */
-            goto unqueue;
-        }
-    }
-    if (k != NULL) {
-        k->next = e->t.key_list;
-        e->t.key_list = k;
-        uint8_t v[STORE_SUBMIT_VALUE_LEN];
-        store_put_be64(v, now);
-        memcpy(v + STORE_DEDUP_TIME_LEN, d->id, BERTH_ID_LEN);
-        store_batch_put(e->batch, STORE_CF_SUBMIT_KEYS, skey, sklen, v, sizeof(v));
+    if (k != NULL && !key_keep(e, k, d->id)) {
+        state_delivery_delete(e, d);
+        reply_no_memory(st);
+        return;
     }
     berth_id_format(d->id, out->id);
     out->duplicate = false;
-    return;
-
-unqueue:
-    heap_remove(&e->outbox, &d->due);
-unlist:
-    table_del(&e->deliveries, d->id, BERTH_ID_LEN);
-no_memory:
-    state_delivery_free(d);
-    state_topic_maybe_idle(e, tp);
-    free(k);
-    reply_no_memory(st);
 }
 
 int submit_task(engine *e, pending *p)
@@ -255,5 +240,154 @@ int submit_batch(engine *e, pending *p)
             return turn_fail(e, r->status.code, "items[%zu]: %s", i, r->status.message);
         }
     }
+    return BERTH_OK;
+}
+
+/* A call's retry policy, checked (R6) and with its defaults filled in. */
+static bool retry_check(engine *e, const engine_retry_policy *r, instance *i, engine_status *st)
+{
+    uint64_t v;
+    if (!r->has_timeout_ms) {
+        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT,
+                     "retry.timeout_ms: required with a retry policy (per attempt, > 0)");
+        snprintf(st->field, sizeof(st->field), "retry.timeout_ms");
+        return false;
+    }
+    if (!check_bound(true, r->timeout_ms, 0, e->o.call_timeout_max_ms, false, "retry.timeout_ms",
+                     &v, st))
+        return false;
+    i->timeout_ms = v;
+    if (!check_bound(r->has_max_attempts, r->max_attempts, 1, e->o.call_attempts_max, false,
+                     "retry.max_attempts", &v, st))
+        return false;
+    i->max_attempts = (uint32_t)v;
+    uint64_t max_def = e->o.backoff_max_ms;
+    if (!check_bound(r->has_max_backoff_ms, r->max_backoff_ms, max_def, e->o.backoff_max_ms, false,
+                     "retry.max_backoff_ms", &v, st))
+        return false;
+    i->max_backoff_ms = v;
+    uint64_t init_def = e->o.backoff_initial_ms < v ? e->o.backoff_initial_ms : v;
+    if (!check_bound(r->has_initial_backoff_ms, r->initial_backoff_ms, init_def, i->max_backoff_ms,
+                     false, "retry.initial_backoff_ms", &v, st))
+        return false;
+    i->initial_backoff_ms = v;
+    double m = r->has_multiplier ? r->multiplier : 2.0;
+    if (!(m >= 1.0 && m <= 10.0)) { /* NaN fails too */
+        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT,
+                     "retry.multiplier: %g is outside 1.0 to 10.0", m);
+        snprintf(st->field, sizeof(st->field), "retry.multiplier");
+        return false;
+    }
+    i->multiplier = m;
+    if (r->n_non_retryable_codes > ENGINE_HEADERS_MAX) {
+        reply_over_ceiling(st, "retry.non_retryable_codes", r->n_non_retryable_codes,
+                           ENGINE_HEADERS_MAX);
+        return false;
+    }
+    for (size_t k = 0; k < r->n_non_retryable_codes; k++)
+        if (!check_text(r->non_retryable_codes[k], ENGINE_ERROR_CODE_MAX, true,
+                        "retry.non_retryable_codes", st))
+            return false;
+    i->has_retry = true;
+    return true;
+}
+
+/* The policy's codes, copied into i. False: no memory. */
+static bool keep_codes(instance *i, const engine_retry_policy *r)
+{
+    if (r == NULL || r->n_non_retryable_codes == 0)
+        return true;
+    i->non_retryable = mem_calloc(r->n_non_retryable_codes, sizeof(*i->non_retryable));
+    if (i->non_retryable == NULL)
+        return false;
+    for (size_t k = 0; k < r->n_non_retryable_codes; k++, i->n_non_retryable++)
+        if ((i->non_retryable[k] = mem_strdup(r->non_retryable_codes[k])) == NULL)
+            return false;
+    return true;
+}
+
+static void new_instance_id(engine *e, uint8_t id[BERTH_ID_LEN])
+{
+    do
+        state_random(e, id, BERTH_ID_LEN);
+    while (instance_find(e, id) != NULL);
+}
+
+int submit_call(engine *e, pending *p)
+{
+    const engine_call_args *a = &p->req.u.call;
+    engine_reply *r = p->reply;
+    engine_status *st = &r->status;
+    instance *i = mem_calloc(1, sizeof(*i));
+    if (i == NULL) {
+        reply_no_memory(st);
+        return BERTH_OK;
+    }
+    heap_node_init(&i->timer);
+    i->max_attempts = 1;
+    if (!submit_check(e, &a->request, st) || (a->retry && !retry_check(e, a->retry, i, st)) ||
+        (r->submitted = reply_mem(r, sizeof(*r->submitted))) == NULL) {
+        if (st->code == ENGINE_CODE_OK)
+            reply_no_memory(st);
+        instance_free(i);
+        return BERTH_OK;
+    }
+    r->n_submitted = 1;
+    uint8_t ckey[STORE_CALL_KEY_MAX];
+    size_t cklen = has_key(&a->request)
+                       ? store_call_key(ckey, a->request.topic, a->request.idempotency_key)
+                       : 0;
+    turn_key *k;
+    if (dedup(e, ckey, cklen, r->submitted, &k, st) != 0) {
+        instance_free(i);
+        return BERTH_OK;
+    }
+    uint64_t now = e->t.now_ms;
+    new_instance_id(e, i->id);
+    i->state = ENGINE_INSTANCE_WAITING;
+    i->attempt = 1;
+    i->created_at_ms = now;
+    i->topic = mem_strdup(a->request.topic);
+    if (cklen > 0 && (i->dedup_key = mem_dup(ckey, cklen)) != NULL)
+        i->dedup_key_len = cklen;
+    topic *tp = state_topic(e, a->request.topic, strlen(a->request.topic), true);
+    store_header hs[ENGINE_HEADERS_MAX];
+    store_body b = body_of(&a->request, hs);
+    b.has_instance = true;
+    memcpy(b.instance_id, i->id, BERTH_ID_LEN);
+    b.call_attempt = 1;
+    delivery *d = NULL;
+    if (i->topic == NULL || (cklen > 0 && i->dedup_key == NULL) || !keep_codes(i, a->retry) ||
+        tp == NULL || state_delivery_new(e, tp, &b, &d) != BERTH_OK)
+        goto no_memory;
+    /* A call that may be re-driven keeps its request for the next attempts. */
+    if (i->max_attempts > 1 && (i->request = mem_dup(d->body, d->body_len)) == NULL)
+        goto no_memory;
+    i->request_len = i->request ? d->body_len : 0;
+    i->has_current = true;
+    memcpy(i->current, d->id, BERTH_ID_LEN);
+    if (table_put(&e->instances, i->id, BERTH_ID_LEN, i) != BERTH_OK)
+        goto no_memory;
+    /* From here a failure leaves the call half-applied: the turn fails. */
+    int rv = i->has_retry ? instance_arm(e, i, now + i->timeout_ms) : BERTH_OK;
+    if (rv == BERTH_OK)
+        rv = instance_put(e, i);
+    if (rv == BERTH_OK && k != NULL && !key_keep(e, k, i->id))
+        rv = turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory keeping a call's key");
+    if (rv != BERTH_OK)
+        return rv;
+    e->counters.calls++;
+    berth_id_format(i->id, r->submitted->id);
+    r->submitted->duplicate = false;
+    return BERTH_OK;
+
+no_memory:
+    if (d != NULL)
+        state_delivery_delete(e, d);
+    else if (tp != NULL)
+        state_topic_maybe_idle(e, tp);
+    free(k);
+    instance_free(i);
+    reply_no_memory(st);
     return BERTH_OK;
 }

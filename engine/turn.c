@@ -32,14 +32,9 @@ void turn_answer(engine *e, pending *p)
     e->t.answered_tail = p;
 }
 
-void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t id[BERTH_ID_LEN],
-                const engine_error *err, uint32_t retries_left)
+/* Stages ev, copying its error's strings. */
+static void stage(engine *e, engine_event ev, const engine_error *err)
 {
-    if (e->o.on_event == NULL)
-        return;
-    engine_event ev = {
-        .kind = kind, .topic = t->name, .retries_left = retries_left, .at_ms = e->t.now_ms};
-    berth_id_format(id, ev.id);
     if (err != NULL) {
         /* Copied: the event is published after later turns ran, which may
          * have freed what the strings belong to (a delivery, a request). */
@@ -58,6 +53,30 @@ void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t
         return;
     }
     *slot = ev;
+}
+
+void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t id[BERTH_ID_LEN],
+                const engine_error *err, uint32_t retries_left)
+{
+    if (e->o.on_event == NULL)
+        return;
+    engine_event ev = {
+        .kind = kind, .topic = t->name, .retries_left = retries_left, .at_ms = e->t.now_ms};
+    berth_id_format(id, ev.id);
+    stage(e, ev, err);
+}
+
+void turn_event_named(engine *e, engine_event_kind kind, const char *topic_name,
+                      const uint8_t id[BERTH_ID_LEN], const uint8_t *instance_id,
+                      const engine_error *err)
+{
+    if (e->o.on_event == NULL)
+        return;
+    engine_event ev = {.kind = kind, .topic = topic_name, .at_ms = e->t.now_ms};
+    berth_id_format(id, ev.id);
+    if (instance_id != NULL)
+        berth_id_format(instance_id, ev.instance_id);
+    stage(e, ev, err);
 }
 
 void turn_events_free(engine_event *v, size_t n)

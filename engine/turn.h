@@ -35,6 +35,11 @@ void turn_answer(engine *e, pending *p);
  * that finds no memory is dropped, and the turn goes on. */
 void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t id[BERTH_ID_LEN],
                 const engine_error *err, uint32_t retries_left);
+/* The same for a topic named by a string that lives to the end of the
+ * turn, with the call the event concerns (instance_id, or NULL). */
+void turn_event_named(engine *e, engine_event_kind kind, const char *topic_name,
+                      const uint8_t id[BERTH_ID_LEN], const uint8_t *instance_id,
+                      const engine_error *err);
 /* Frees the strings the events own. */
 void turn_events_free(engine_event *v, size_t n);
 /* Rings t's doorbell: its waiting fetches look again this turn (R7). */

@@ -75,6 +75,7 @@ void gw_arena_reset(gw_arena *a)
 
 HEADERS_FROM(submit_headers, Berth__V1__SubmitRequest__HeadersEntry)
 HEADERS_FROM(result_headers, Berth__V1__Result__HeadersEntry)
+HEADERS_FROM(call_headers, Berth__V1__CallRequest__HeadersEntry)
 
 static void submit_from(const Berth__V1__SubmitRequest *m, engine_submit_args *s, gw_arena *a,
                         bool *ok)
@@ -118,6 +119,42 @@ static void complete_from(const Berth__V1__CompleteRequest *m, engine_complete_a
     r->headers = result_headers(m->result->headers, m->result->n_headers, a, ok);
     r->n_headers = m->result->n_headers;
     c->result = r;
+}
+
+static void call_from(const Berth__V1__CallRequest *m, engine_call_args *c, gw_arena *a, bool *ok)
+{
+    engine_submit_args *s = &c->request;
+    s->topic = m->topic;
+    s->payload = m->has_payload ? m->payload.data : NULL;
+    s->payload_len = m->has_payload ? m->payload.len : 0;
+    s->headers = call_headers(m->headers, m->n_headers, a, ok);
+    s->n_headers = m->n_headers;
+    s->content_type = m->content_type;
+    s->idempotency_key = m->idempotency_key;
+    c->retry = NULL;
+    const Berth__V1__RetryPolicy *p = m->retry;
+    if (p == NULL)
+        return;
+    engine_retry_policy *r = gw_arena_alloc(a, sizeof(*r));
+    if (r == NULL) {
+        *ok = false;
+        return;
+    }
+    *r = (engine_retry_policy){
+        .has_timeout_ms = p->has_timeout_ms,
+        .timeout_ms = p->timeout_ms,
+        .has_max_attempts = p->has_max_attempts,
+        .max_attempts = p->max_attempts,
+        .has_initial_backoff_ms = p->has_initial_backoff_ms,
+        .initial_backoff_ms = p->initial_backoff_ms,
+        .has_max_backoff_ms = p->has_max_backoff_ms,
+        .max_backoff_ms = p->max_backoff_ms,
+        .has_multiplier = p->has_multiplier,
+        .multiplier = p->multiplier,
+        .non_retryable_codes = (const char *const *)p->non_retryable_codes,
+        .n_non_retryable_codes = p->n_non_retryable_codes,
+    };
+    c->retry = r;
 }
 
 int gw_request_from_wire(const Berth__V1__Request *in, engine_request *out, gw_arena *a,
@@ -210,10 +247,19 @@ int gw_request_from_wire(const Berth__V1__Request *in, engine_request *out, gw_a
         break;
     }
     case BERTH__V1__REQUEST__METHOD_CALL:
-    case BERTH__V1__REQUEST__METHOD_AWAIT_CALL:
-        st->code = ENGINE_CODE_UNIMPLEMENTED;
-        snprintf(st->message, sizeof(st->message), "calls are not served by this build");
-        return BERTH_EINVAL;
+        out->op = ENGINE_OP_CALL;
+        call_from(in->call, &out->u.call, a, &ok);
+        break;
+    case BERTH__V1__REQUEST__METHOD_AWAIT_CALL: {
+        const Berth__V1__AwaitCallRequest *m = in->await_call;
+        out->op = ENGINE_OP_AWAIT_CALL;
+        out->u.await_call = (engine_await_args){
+            .instance_id = m->instance_id,
+            .has_wait_ms = m->has_wait_ms,
+            .wait_ms = m->wait_ms,
+        };
+        break;
+    }
     default:
         if (in->base.n_unknown_fields > 0) {
             st->code = ENGINE_CODE_UNIMPLEMENTED;
@@ -328,6 +374,47 @@ static Berth__V1__Task *task_to_wire(const engine_task *t, gw_arena *a, bool *ok
     return w;
 }
 
+static void instance_to_wire(const engine_instance *i, Berth__V1__Instance *w,
+                             Berth__V1__Result *res, Berth__V1__Error *err, gw_arena *a, bool *ok)
+{
+    w->id = (char *)i->id;
+    w->has_state = 1;
+    w->state = (Berth__V1__Instance__State)i->state;
+    w->has_attempt = 1;
+    w->attempt = i->attempt;
+    w->has_created_at_ms = 1;
+    w->created_at_ms = i->created_at_ms;
+    if (i->resolved_at_ms != 0) {
+        w->has_resolved_at_ms = 1;
+        w->resolved_at_ms = i->resolved_at_ms;
+    }
+    if (i->has_result) {
+        res->has_payload = 1;
+        res->payload.data = (uint8_t *)i->result.payload;
+        res->payload.len = i->result.payload_len;
+        res->content_type = (char *)i->result.content_type;
+        size_t n = i->result.n_headers;
+        Berth__V1__Result__HeadersEntry *hs = alloc_n(a, n, sizeof(*hs), ok);
+        res->headers = alloc_n(a, n, sizeof(*res->headers), ok);
+        if (!*ok)
+            return;
+        for (size_t k = 0; k < n; k++) {
+            berth__v1__result__headers_entry__init(&hs[k]);
+            hs[k].key = (char *)i->result.headers[k].name;
+            hs[k].value = (char *)i->result.headers[k].value;
+            res->headers[k] = &hs[k];
+        }
+        res->n_headers = n;
+        w->result = res;
+    }
+    if (i->has_error) {
+        err->code = (char *)i->error.code;
+        err->message = (char *)i->error.message;
+        err->details = (char *)i->error.details;
+        w->error = err;
+    }
+}
+
 int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out)
 {
     Berth__V1__Response resp = BERTH__V1__RESPONSE__INIT;
@@ -348,6 +435,11 @@ int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out)
     Berth__V1__RefuseResponse ref = BERTH__V1__REFUSE_RESPONSE__INIT;
     Berth__V1__ExtendLockResponse ext = BERTH__V1__EXTEND_LOCK_RESPONSE__INIT;
     Berth__V1__ReleaseResponse rel = BERTH__V1__RELEASE_RESPONSE__INIT;
+    Berth__V1__CallResponse call = BERTH__V1__CALL_RESPONSE__INIT;
+    Berth__V1__AwaitCallResponse awaitr = BERTH__V1__AWAIT_CALL_RESPONSE__INIT;
+    Berth__V1__Instance inst = BERTH__V1__INSTANCE__INIT;
+    Berth__V1__Result res = BERTH__V1__RESULT__INIT;
+    Berth__V1__Error err = BERTH__V1__ERROR__INIT;
 
     switch (r->op) {
     case ENGINE_OP_SUBMIT:
@@ -425,6 +517,21 @@ int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out)
     case ENGINE_OP_RELEASE:
         resp.method_case = BERTH__V1__RESPONSE__METHOD_RELEASE;
         resp.release = &rel;
+        break;
+    case ENGINE_OP_CALL:
+        resp.method_case = BERTH__V1__RESPONSE__METHOD_CALL;
+        resp.call = &call;
+        if (r->n_submitted == 1) {
+            call.instance_id = (char *)r->submitted[0].id;
+            call.has_duplicate = 1;
+            call.duplicate = r->submitted[0].duplicate;
+        }
+        break;
+    case ENGINE_OP_AWAIT_CALL:
+        resp.method_case = BERTH__V1__RESPONSE__METHOD_AWAIT_CALL;
+        resp.await_call = &awaitr;
+        awaitr.instance = &inst;
+        instance_to_wire(&r->instance, &inst, &res, &err, a, &ok);
         break;
     default:
         break;

@@ -132,6 +132,9 @@ void gw_event_subject(const engine_event *ev, char *out, size_t len)
     case ENGINE_EVENT_DELIVERY_POISONED:
         kind = "delivery.poisoned";
         break;
+    case ENGINE_EVENT_INSTANCE_RESOLVED: /* named by the call, not its topic */
+        snprintf(out, len, "instance.resolved.%s", ev->id);
+        return;
     }
     snprintf(out, len, "%s.%s", kind, ev->topic);
 }
@@ -144,7 +147,12 @@ static void send_event(gw_events *ev, const engine_event *e)
     Berth__V1__Error err = BERTH__V1__ERROR__INIT;
     m.subject = subject;
     m.topic = (char *)e->topic;
-    m.task_id = (char *)e->id;
+    if (e->kind == ENGINE_EVENT_INSTANCE_RESOLVED)
+        m.instance_id = (char *)e->id;
+    else
+        m.task_id = (char *)e->id;
+    if (e->instance_id[0] != '\0')
+        m.instance_id = (char *)e->instance_id;
     if (e->error.code || e->error.message || e->error.details) {
         err.code = (char *)e->error.code;
         err.message = (char *)e->error.message;

@@ -60,6 +60,27 @@ size_t store_submit_key(uint8_t *out, const char *topic, const char *idem_key)
     return 1 + tl + kl;
 }
 
+size_t store_call_key(uint8_t *out, const char *topic, const char *idem_key)
+{
+    size_t n = store_submit_key(out + 1, topic, idem_key);
+    if (n == 0)
+        return 0;
+    out[0] = 0xff;
+    return n + 1;
+}
+
+void store_instance_key(uint8_t *out, char kind, const uint8_t id[BERTH_ID_LEN])
+{
+    out[0] = (uint8_t)kind;
+    memcpy(out + 1, id, BERTH_ID_LEN);
+}
+
+void store_retention_key(uint8_t *out, uint64_t ended_at_ms, const uint8_t id[BERTH_ID_LEN])
+{
+    store_put_be64(out, ended_at_ms);
+    memcpy(out + 8, id, BERTH_ID_LEN);
+}
+
 void store_incident_key(uint8_t *out, uint64_t at_ms, uint64_t seq)
 {
     store_put_be64(out, at_ms);

@@ -11,7 +11,11 @@
  *   store_open() to upgrade a store of the previous version in one write
  *   batch (or to refuse it with a message saying how to migrate); keep a
  *   test that opens a store written by the previous version; describe the
- *   change in this comment. Adding an optional field to a record in
+ *   change in this comment.
+ *
+ *   Version 2 writes calls (instances, timers, call keys in submit_keys).
+ *   Version 1 wrote nothing there, so a version 1 store is upgraded by
+ *   rewriting its format key. Adding an optional field to a record in
  *   proto/berth/v1/store.proto is not a format change (proto2 skips
  *   unknown fields and absent optionals take their defaults).
  *
@@ -62,8 +66,27 @@
  *
  *   meta        key "format": u32 big-endian BERTH_FORMAT_VERSION
  *
- *   instances, timers, deployments: created empty and reserved for calls
- *   and deployments; nothing is written to them in this format version.
+ *   instances   key: 'L' (0x4c) || instance id[16]: a live call (WAITING,
+ *                 BACKOFF), rewritten on each of its changes; its
+ *                 in-memory timer index is rebuilt from these rows
+ *               key: 'E' (0x45) || instance id[16]: an ended call
+ *                 (RESOLVED, FAILED), written once when it ends (the 'L'
+ *                 row is deleted in the same batch)
+ *               value: Instance
+ *
+ *   timers      key: ended_at_ms u64 big-endian || instance id[16]: when
+ *                 an ended instance's retention began; ordered by time, so
+ *                 ended instances are dropped from the front in bounded
+ *                 batches (SingleDelete applies: written once)
+ *               value: empty
+ *
+ *   deployments: created empty and reserved for deployments; nothing is
+ *   written to it in this format version.
+ *
+ *   A call's idempotency key lives in submit_keys too, in its own key
+ *   space: 0xff || topic_len[1] || topic || key (a submit key begins with
+ *   its topic's length, at most BERTH_TOPIC_MAX, so never 0xff); value as
+ *   for a submit, with the instance id.
  *
  * DEDUP HORIZON
  *   inbox and submit_keys values begin with an 8-byte big-endian time. An
@@ -77,7 +100,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BERTH_FORMAT_VERSION 1u
+#define BERTH_FORMAT_VERSION 2u
 
 #define BERTH_ID_LEN       16
 #define BERTH_ID_STR_LEN   32 /* hex digits, without the terminating NUL */
@@ -93,6 +116,11 @@
 #define STORE_SUBMIT_KEY_MAX   (1 + BERTH_TOPIC_MAX + BERTH_IDEM_KEY_MAX)
 #define STORE_DEDUP_TIME_LEN   8
 #define STORE_SUBMIT_VALUE_LEN (STORE_DEDUP_TIME_LEN + BERTH_ID_LEN)
+#define STORE_CALL_KEY_MAX     (1 + STORE_SUBMIT_KEY_MAX)
+#define STORE_INSTANCE_KEY_LEN (1 + BERTH_ID_LEN)
+#define STORE_RETENTION_KEY_LEN (8 + BERTH_ID_LEN)
+#define STORE_INSTANCE_LIVE    'L'
+#define STORE_INSTANCE_ENDED   'E'
 
 void store_put_be64(uint8_t *p, uint64_t v);
 uint64_t store_get_be64(const uint8_t *p);
@@ -107,6 +135,15 @@ void store_delivery_key(uint8_t *out, uint64_t seq);
 /* submit_keys key for (topic, key); returns its length, or 0 when topic or
  * key is empty or over its maximum. out holds STORE_SUBMIT_KEY_MAX bytes. */
 size_t store_submit_key(uint8_t *out, const char *topic, const char *idem_key);
+
+/* submit_keys key of a call's (topic, key): as store_submit_key, in the
+ * calls' own key space; out holds STORE_CALL_KEY_MAX bytes. */
+size_t store_call_key(uint8_t *out, const char *topic, const char *idem_key);
+
+/* instances key: kind STORE_INSTANCE_LIVE or _ENDED, then the id. */
+void store_instance_key(uint8_t *out, char kind, const uint8_t id[BERTH_ID_LEN]);
+/* timers key of an ended instance. */
+void store_retention_key(uint8_t *out, uint64_t ended_at_ms, const uint8_t id[BERTH_ID_LEN]);
 
 /* incidents key: out holds STORE_INCIDENT_KEY_LEN bytes. */
 void store_incident_key(uint8_t *out, uint64_t at_ms, uint64_t seq);

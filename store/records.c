@@ -79,34 +79,59 @@ static bool id_from_pb(ProtobufCBinaryData d, uint8_t out[BERTH_ID_LEN])
     return true;
 }
 
+typedef Berth__V1__Store__Header pb_header;
+
+/* Header messages for encoding: on the stack for a few, else allocated
+ * (freed by headers_release). */
+typedef struct pb_headers {
+    pb_header stack[8], *v;
+    pb_header *stack_p[8], **p;
+} pb_headers;
+
+static int headers_to_pb(const store_header *h, size_t n, pb_headers *out)
+{
+    out->v = out->stack;
+    out->p = out->stack_p;
+    if (n > 8) {
+        out->v = malloc(n * sizeof(*out->v));
+        out->p = malloc(n * sizeof(*out->p));
+        if (out->v == NULL || out->p == NULL) {
+            free(out->v);
+            free(out->p);
+            return BERTH_ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        berth__v1__store__header__init(&out->v[i]);
+        out->v[i].name = (char *)h[i].name;
+        out->v[i].value = (char *)h[i].value;
+        out->p[i] = &out->v[i];
+    }
+    return BERTH_OK;
+}
+
+static void headers_release(pb_headers *h)
+{
+    if (h->v != h->stack) {
+        free(h->v);
+        free(h->p);
+    }
+}
+
 /* ---- Body ---- */
 
 int store_body_encode(const store_body *r, store_buf *out)
 {
     Berth__V1__Store__Body m = BERTH__V1__STORE__BODY__INIT;
-    Berth__V1__Store__Header stack_h[8], *stack_hp[8];
-    Berth__V1__Store__Header *hs = stack_h, **hps = stack_hp;
-    if (r->n_headers > 8) {
-        hs = malloc(r->n_headers * sizeof(*hs));
-        hps = malloc(r->n_headers * sizeof(*hps));
-        if (hs == NULL || hps == NULL) {
-            free(hs);
-            free(hps);
-            return BERTH_ENOMEM;
-        }
-    }
-    for (size_t i = 0; i < r->n_headers; i++) {
-        berth__v1__store__header__init(&hs[i]);
-        hs[i].name = (char *)r->headers[i].name;
-        hs[i].value = (char *)r->headers[i].value;
-        hps[i] = &hs[i];
-    }
+    pb_headers hs;
+    if (headers_to_pb(r->headers, r->n_headers, &hs) != BERTH_OK)
+        return BERTH_ENOMEM;
     m.topic = (char *)r->topic;
     m.has_payload = 1;
     m.payload.data = (uint8_t *)r->payload;
     m.payload.len = r->payload_len;
     m.n_headers = r->n_headers;
-    m.headers = hps;
+    m.headers = hs.p;
     m.content_type = (char *)r->content_type;
     if (r->has_instance) {
         m.has_instance_id = 1;
@@ -123,10 +148,7 @@ int store_body_encode(const store_body *r, store_buf *out)
     m.has_created_at_ms = 1;
     m.created_at_ms = r->created_at_ms;
     int rv = pack(&m.base, out);
-    if (hs != stack_h) {
-        free(hs);
-        free(hps);
-    }
+    headers_release(&hs);
     return rv;
 }
 
@@ -312,5 +334,142 @@ void store_incident_clear(store_incident *r)
 {
     if (r->owner != NULL)
         berth__v1__store__incident__free_unpacked(r->owner, NULL);
+    memset(r, 0, sizeof(*r));
+}
+
+/* ---- Instance ---- */
+
+int store_instance_encode(const store_instance *r, store_buf *out)
+{
+    Berth__V1__Store__Instance m = BERTH__V1__STORE__INSTANCE__INIT;
+    pb_error e;
+    pb_headers hs;
+    if (headers_to_pb(r->result_headers, r->n_result_headers, &hs) != BERTH_OK)
+        return BERTH_ENOMEM;
+    m.has_id = 1;
+    m.id.data = (uint8_t *)r->id;
+    m.id.len = BERTH_ID_LEN;
+    m.has_state = 1;
+    m.state = (Berth__V1__Store__Instance__State)r->state;
+    m.topic = (char *)r->topic;
+    m.has_attempt = 1;
+    m.attempt = r->attempt;
+    m.has_created_at_ms = 1;
+    m.created_at_ms = r->created_at_ms;
+    m.has_timer_at_ms = r->timer_at_ms != 0;
+    m.timer_at_ms = r->timer_at_ms;
+    if (r->has_current) {
+        m.has_current_id = 1;
+        m.current_id.data = (uint8_t *)r->current_id;
+        m.current_id.len = BERTH_ID_LEN;
+    }
+    if (r->has_retry) {
+        m.has_has_retry = 1;
+        m.has_retry = 1;
+        m.has_timeout_ms = 1;
+        m.timeout_ms = r->timeout_ms;
+        m.has_max_attempts = 1;
+        m.max_attempts = r->max_attempts;
+        m.has_initial_backoff_ms = 1;
+        m.initial_backoff_ms = r->initial_backoff_ms;
+        m.has_max_backoff_ms = 1;
+        m.max_backoff_ms = r->max_backoff_ms;
+        m.has_multiplier = 1;
+        m.multiplier = r->multiplier;
+        m.n_non_retryable_codes = r->n_non_retryable_codes;
+        m.non_retryable_codes = (char **)r->non_retryable_codes;
+    }
+    if (r->request != NULL) {
+        m.has_request = 1;
+        m.request.data = (uint8_t *)r->request;
+        m.request.len = r->request_len;
+    }
+    if (r->dedup_key != NULL) {
+        m.has_dedup_key = 1;
+        m.dedup_key.data = (uint8_t *)r->dedup_key;
+        m.dedup_key.len = r->dedup_key_len;
+    }
+    m.has_ended_at_ms = r->ended_at_ms != 0;
+    m.ended_at_ms = r->ended_at_ms;
+    if (r->has_result) {
+        m.has_has_result = 1;
+        m.has_result = 1;
+        m.has_result_payload = 1;
+        m.result_payload.data = (uint8_t *)r->result_payload;
+        m.result_payload.len = r->result_payload_len;
+        m.result_content_type = (char *)r->result_content_type;
+        m.n_result_headers = r->n_result_headers;
+        m.result_headers = hs.p;
+    }
+    m.error = error_to_pb(&r->error, &e);
+    int rv = pack(&m.base, out);
+    headers_release(&hs);
+    return rv;
+}
+
+int store_instance_decode(const void *buf, size_t len, store_instance *out)
+{
+    memset(out, 0, sizeof(*out));
+    Berth__V1__Store__Instance *m = berth__v1__store__instance__unpack(NULL, len, buf);
+    if (m == NULL)
+        return BERTH_ECORRUPT;
+    if (!m->has_id || !id_from_pb(m->id, out->id) || m->topic == NULL ||
+        (int)m->state < STORE_INSTANCE_WAITING || (int)m->state > STORE_INSTANCE_FAILED ||
+        (m->has_current_id && !id_from_pb(m->current_id, out->current_id))) {
+        berth__v1__store__instance__free_unpacked(m, NULL);
+        return BERTH_ECORRUPT;
+    }
+    store_header *hs = NULL;
+    if (m->n_result_headers > 0) {
+        hs = calloc(m->n_result_headers, sizeof(*hs));
+        if (hs == NULL) {
+            berth__v1__store__instance__free_unpacked(m, NULL);
+            return BERTH_ENOMEM;
+        }
+        for (size_t i = 0; i < m->n_result_headers; i++) {
+            hs[i].name = m->result_headers[i]->name ? m->result_headers[i]->name : "";
+            hs[i].value = m->result_headers[i]->value ? m->result_headers[i]->value : "";
+        }
+    }
+    out->state = m->state;
+    out->topic = m->topic;
+    out->attempt = m->attempt;
+    out->created_at_ms = m->created_at_ms;
+    out->timer_at_ms = m->has_timer_at_ms ? m->timer_at_ms : 0;
+    out->has_current = m->has_current_id;
+    out->has_retry = m->has_retry;
+    out->timeout_ms = m->timeout_ms;
+    out->max_attempts = m->max_attempts;
+    out->initial_backoff_ms = m->initial_backoff_ms;
+    out->max_backoff_ms = m->max_backoff_ms;
+    out->multiplier = m->multiplier;
+    out->non_retryable_codes = (const char *const *)m->non_retryable_codes;
+    out->n_non_retryable_codes = m->n_non_retryable_codes;
+    if (m->has_request) {
+        out->request = m->request.data;
+        out->request_len = m->request.len;
+    }
+    if (m->has_dedup_key) {
+        out->dedup_key = m->dedup_key.data;
+        out->dedup_key_len = m->dedup_key.len;
+    }
+    out->ended_at_ms = m->ended_at_ms;
+    out->has_result = m->has_result;
+    out->result_payload = m->result_payload.data;
+    out->result_payload_len = m->result_payload.len;
+    out->result_content_type = m->result_content_type;
+    out->result_headers = hs;
+    out->n_result_headers = m->n_result_headers;
+    error_from_pb(m->error, &out->error);
+    out->owner = m;
+    return BERTH_OK;
+}
+
+void store_instance_clear(store_instance *r)
+{
+    if (r->owner != NULL) {
+        free((void *)r->result_headers);
+        berth__v1__store__instance__free_unpacked(r->owner, NULL);
+    }
     memset(r, 0, sizeof(*r));
 }

@@ -1,7 +1,7 @@
 /*
  * records.h — the store's record types and their codecs.
  *
- * The values of the tasks, outbox and incidents column families are
+ * The values of the tasks, outbox, instances and incidents column families are
  * protobuf messages (proto/berth/v1/store.proto); this is the only place
  * that sees the generated code. Callers work with the plain structs below.
  *
@@ -97,6 +97,50 @@ typedef struct store_incident {
     uint64_t at_ms;
     void *owner;
 } store_incident;
+
+enum {
+    STORE_INSTANCE_WAITING = 1,
+    STORE_INSTANCE_BACKOFF = 2,
+    STORE_INSTANCE_RESOLVED = 3,
+    STORE_INSTANCE_FAILED = 4,
+};
+
+/* A call's instance (see store.proto's Instance). */
+typedef struct store_instance {
+    uint8_t id[BERTH_ID_LEN];
+    int state; /* STORE_INSTANCE_* */
+    const char *topic;
+    uint32_t attempt;
+    uint64_t created_at_ms;
+    uint64_t timer_at_ms; /* 0: none */
+    bool has_current;
+    uint8_t current_id[BERTH_ID_LEN];
+    bool has_retry;
+    uint64_t timeout_ms;
+    uint32_t max_attempts;
+    uint64_t initial_backoff_ms;
+    uint64_t max_backoff_ms;
+    double multiplier;
+    const char *const *non_retryable_codes;
+    size_t n_non_retryable_codes;
+    const uint8_t *request; /* an encoded Body, or NULL */
+    size_t request_len;
+    const uint8_t *dedup_key; /* or NULL */
+    size_t dedup_key_len;
+    uint64_t ended_at_ms;
+    bool has_result;
+    const uint8_t *result_payload;
+    size_t result_payload_len;
+    const char *result_content_type;
+    const store_header *result_headers;
+    size_t n_result_headers;
+    store_error error;
+    void *owner;
+} store_instance;
+
+int store_instance_encode(const store_instance *r, store_buf *out);
+int store_instance_decode(const void *buf, size_t len, store_instance *out);
+void store_instance_clear(store_instance *r);
 
 int store_body_encode(const store_body *r, store_buf *out);
 int store_body_decode(const void *buf, size_t len, store_body *out);

@@ -171,11 +171,21 @@ __attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errl
     va_end(ap);
 }
 
+/* The oldest format this build upgrades (keys.h says how). */
+#define FORMAT_UPGRADES_FROM 1u
+
 static int check_format(store *s, char *err, size_t errlen)
 {
     static const char key[] = "format";
     store_value v;
     int rv = store_get(s, STORE_CF_META, key, sizeof(key) - 1, &v);
+    uint32_t found = 0;
+    if (rv == BERTH_OK) {
+        found = v.len == 4 ? store_get_be32((const uint8_t *)v.data) : 0;
+        store_value_free(&v);
+        if (found >= FORMAT_UPGRADES_FROM && found < BERTH_FORMAT_VERSION)
+            rv = BERTH_ENOTFOUND; /* every older version upgrades by its key alone */
+    }
     if (rv == BERTH_ENOTFOUND) {
         uint8_t buf[4];
         store_put_be32(buf, BERTH_FORMAT_VERSION);
@@ -193,8 +203,6 @@ static int check_format(store *s, char *err, size_t errlen)
         set_err(err, errlen, "cannot read the format version: %s", s->last_error);
         return rv;
     }
-    uint32_t found = v.len == 4 ? store_get_be32((const uint8_t *)v.data) : 0;
-    store_value_free(&v);
     if (found != BERTH_FORMAT_VERSION) {
         set_err(err, errlen, "store format version %u, this build reads version %u", found,
                 BERTH_FORMAT_VERSION);

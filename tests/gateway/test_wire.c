@@ -1,6 +1,7 @@
 /* The operate surface over real sockets: berthd as a process, the wire
  * contract of proto/berth/v1/operate.proto. */
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -355,18 +356,6 @@ DTest(wire, an_oversize_message_gets_an_error_and_the_connection_stays)
     free(submit_id("alive", "same connection")); /* same client, same pipe */
 }
 
-DTest(wire, calls_are_refused_as_unimplemented)
-{
-    Berth__V1__CallRequest call = BERTH__V1__CALL_REQUEST__INIT;
-    call.topic = "x";
-    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
-    req.method_case = BERTH__V1__REQUEST__METHOD_CALL;
-    req.call = &call;
-    Berth__V1__Response *r = w_call(C, &req, 0);
-    w_expect_code(r, BERTH__V1__CODE__UNIMPLEMENTED);
-    w_free(r);
-}
-
 DTest(wire, events_are_published_with_their_subjects)
 {
     nng_socket s;
@@ -530,6 +519,138 @@ DTest(wire, events_reach_the_subscribers_that_stay)
     free(submit_id("stay3", "p"));
     expect_event(c, "task.parked.stay3");
     nng_close(c);
+}
+
+/* ---- calls ---- */
+
+static char *call_id(const char *topic, const char *payload, Berth__V1__RetryPolicy *retry)
+{
+    Berth__V1__CallRequest call = BERTH__V1__CALL_REQUEST__INIT;
+    call.topic = (char *)topic;
+    call.has_payload = 1;
+    call.payload.data = (uint8_t *)payload;
+    call.payload.len = strlen(payload);
+    call.retry = retry;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_CALL;
+    req.call = &call;
+    Berth__V1__Response *r = w_call(C, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_not_null(r->call);
+    cr_assert_not(r->call->duplicate);
+    char *id = strdup(r->call->instance_id);
+    w_free(r);
+    return id;
+}
+
+typedef struct awaiter {
+    const char *id;
+    uint64_t wait_ms;
+    Berth__V1__Response *r;
+    uint64_t took_ms;
+} awaiter;
+
+static void *await_on(void *arg)
+{
+    awaiter *a = arg;
+    Berth__V1__AwaitCallRequest w = BERTH__V1__AWAIT_CALL_REQUEST__INIT;
+    w.instance_id = (char *)a->id;
+    w.has_wait_ms = 1;
+    w.wait_ms = a->wait_ms;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_AWAIT_CALL;
+    req.await_call = &w;
+    uint64_t t0 = now_ms();
+    a->r = w_call(C, &req, 60000);
+    a->took_ms = now_ms() - t0;
+    return NULL;
+}
+
+DTest(wire, a_caller_awaiting_is_woken_by_the_worker_s_completion)
+{
+    nng_socket ev = subscriber("instance.resolved.");
+    char *id = call_id("calls", "what is 6*7?", NULL);
+    awaiter a = {.id = id, .wait_ms = 25000};
+    pthread_t th;
+    pthread_create(&th, NULL, await_on, &a);
+    struct timespec pause = {0, 200 * 1000000L};
+    nanosleep(&pause, NULL); /* the await is waiting, and the subscription is up */
+    Berth__V1__Response *keep;
+    Berth__V1__Task *t = fetch_one("w", "calls", 30000, &keep);
+    cr_assert_str_eq(t->instance_id, id);
+    bool named = false;
+    for (size_t i = 0; i < t->n_headers; i++)
+        named |= strcmp(t->headers[i]->key, "berth-instance-id") == 0 &&
+                 strcmp(t->headers[i]->value, id) == 0;
+    cr_assert(named, "the task names its call in a reserved header");
+    Berth__V1__Result res = BERTH__V1__RESULT__INIT;
+    res.has_payload = 1;
+    res.payload.data = (uint8_t *)"42";
+    res.payload.len = 2;
+    Berth__V1__CompleteRequest c = BERTH__V1__COMPLETE_REQUEST__INIT;
+    c.task_id = t->id;
+    c.worker_id = "w";
+    c.lock_token = t->lock_token;
+    c.result = &res;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE;
+    req.complete = &c;
+    Berth__V1__Response *r = w_call(C, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    w_free(r);
+    w_free(keep);
+    pthread_join(th, NULL);
+    w_expect_code(a.r, BERTH__V1__CODE__OK);
+    cr_assert_lt(a.took_ms, 20000, "woken by the completion, not by its wait");
+    Berth__V1__Instance *in = a.r->await_call->instance;
+    cr_assert_eq(in->state, BERTH__V1__INSTANCE__STATE__RESOLVED);
+    cr_assert_str_eq(in->id, id);
+    cr_assert_eq(in->result->payload.len, 2);
+    cr_assert_eq(memcmp(in->result->payload.data, "42", 2), 0);
+    w_free(a.r);
+    char subject[64];
+    snprintf(subject, sizeof(subject), "instance.resolved.%s", id);
+    expect_event(ev, subject);
+    nng_close(ev);
+    free(id);
+}
+
+DTest(wire, a_call_s_timeout_and_its_bounds_over_the_wire)
+{
+    Berth__V1__RetryPolicy p = BERTH__V1__RETRY_POLICY__INIT;
+    p.has_max_attempts = 1;
+    p.max_attempts = 1;
+    Berth__V1__CallRequest call = BERTH__V1__CALL_REQUEST__INIT;
+    call.topic = "calls2";
+    call.retry = &p;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_CALL;
+    req.call = &call;
+    Berth__V1__Response *r = w_call(C, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
+    cr_assert_str_eq(r->status->field, "retry.timeout_ms");
+    w_free(r);
+    p.has_timeout_ms = 1;
+    p.timeout_ms = 604800001;
+    r = w_call(C, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
+    cr_assert_eq(r->status->limit, 604800000);
+    w_free(r);
+
+    p.timeout_ms = 300; /* nobody works calls2: it times out */
+    char *id = call_id("calls2", "q", &p);
+    awaiter a = {.id = id, .wait_ms = 20000};
+    await_on(&a);
+    w_expect_code(a.r, BERTH__V1__CODE__OK);
+    Berth__V1__Instance *in = a.r->await_call->instance;
+    cr_assert_eq(in->state, BERTH__V1__INSTANCE__STATE__FAILED);
+    cr_assert_str_eq(in->error->code, "TIMEOUT");
+    w_free(a.r);
+    a.id = "00000000000000000000000000000000";
+    await_on(&a);
+    w_expect_code(a.r, BERTH__V1__CODE__NOT_FOUND);
+    w_free(a.r);
+    free(id);
 }
 
 /* ---- long polls of a connection that is gone ---- */

@@ -276,6 +276,42 @@ Test(store, refuses_another_format_version)
     cr_assert(strstr(err, "format version") != NULL, "message: %s", err);
 }
 
+Test(store, upgrades_a_version_1_store_and_keeps_its_rows)
+{
+    /* Version 1 wrote no calls: its rows are read as they are, and the
+     * format key says 2 from then on. */
+    store *s = open_ok();
+    uint8_t v[4];
+    store_put_be32(v, 1);
+    store_batch *b;
+    store_batch_alloc(s, &b);
+    store_batch_put(b, STORE_CF_META, "format", 6, v, 4);
+    store_batch_put(b, STORE_CF_TASKS, "row", 3, "kept", 4);
+    cr_assert_eq(store_write(s, b), BERTH_OK);
+    store_batch_free(b);
+    store_close(s);
+    char err[256] = "";
+    cr_assert_eq(store_open(dir, &opts, &s, err, sizeof(err)), BERTH_OK, "%s", err);
+    store_value got;
+    cr_assert_eq(store_get(s, STORE_CF_META, "format", 6, &got), BERTH_OK);
+    cr_assert_eq(store_get_be32((const uint8_t *)got.data), BERTH_FORMAT_VERSION);
+    store_value_free(&got);
+    cr_assert_eq(store_get(s, STORE_CF_TASKS, "row", 3, &got), BERTH_OK);
+    cr_assert_eq(memcmp(got.data, "kept", 4), 0);
+    store_value_free(&got);
+    store_close(s);
+
+    /* Nor is a version 0 (never written by berth) taken for an old one. */
+    s = open_ok();
+    store_put_be32(v, 0);
+    store_batch_alloc(s, &b);
+    store_batch_put(b, STORE_CF_META, "format", 6, v, 4);
+    cr_assert_eq(store_write(s, b), BERTH_OK);
+    store_batch_free(b);
+    store_close(s);
+    cr_assert_eq(store_open(dir, &opts, &s, err, sizeof(err)), BERTH_EFORMAT);
+}
+
 Test(store, refuses_another_program_s_rocksdb_and_leaves_it_untouched)
 {
     /* A database another program made: only "default", one key. */

@@ -1,0 +1,205 @@
+/*
+ * calls.c — what a caller waits on, and the calls' clock.
+ *
+ * AWAIT_CALL
+ *   An ended instance answers at once: from memory if it ended this turn,
+ *   else from its 'E' row. A live one answers at once when wait_ms is 0,
+ *   and otherwise waits (wait.c) with fetch's default, ceiling and bounds:
+ *   the wait is linked into the instance in the same turn that read its
+ *   state, and the instance's end answers every wait linked to it (R7: no
+ *   end can fall between the look and the wait). At its deadline a wait
+ *   answers OK with the instance as it then stands. An id that names no
+ *   instance, or one whose retention ended, is NOT_FOUND.
+ *
+ * TIMERS
+ *   Every live instance with a timer sits in one heap (e->timers) by the
+ *   instant it fires; a turn fires what came due, at most
+ *   timers_max_per_turn, so a burst of timeouts cannot stall requests.
+ *
+ * RETENTION
+ *   Ended instances are dropped from the front of the timers family (keyed
+ *   by the instant their retention began), at most timers_max_per_turn a
+ *   turn: the 'E' row, the retention key, and the idempotency key if it
+ *   still names the instance. Memory holds only when the next drop is due
+ *   and where the last read stopped, so a read starts past the tombstones
+ *   of what was dropped. Nothing ever scans the family as a whole on a
+ *   turn.
+ *
+ * Engine thread only.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/calls.h"
+#include "engine/check.h"
+#include "engine/instance.h"
+#include "engine/reply.h"
+#include "engine/turn.h"
+#include "engine/wait.h"
+#include "store/err.h"
+
+/* A read of the timers family failed: look again this much later. */
+#define RETENTION_RETRY_MS 1000
+
+static int answer_ended_row(engine *e, const uint8_t id[BERTH_ID_LEN], const char *id_str,
+                            engine_reply *r)
+{
+    uint8_t key[STORE_INSTANCE_KEY_LEN];
+    store_instance_key(key, STORE_INSTANCE_ENDED, id);
+    store_value v;
+    int rv = store_get(e->store, STORE_CF_INSTANCES, key, sizeof(key), &v);
+    if (rv == BERTH_ENOTFOUND) {
+        reply_status(&r->status, ENGINE_CODE_NOT_FOUND,
+                     "no call %s: it never was, or its retention has ended", id_str);
+        snprintf(r->status.field, sizeof(r->status.field), "instance_id");
+        return BERTH_OK;
+    }
+    if (rv != BERTH_OK) {
+        reply_unavailable(&r->status, "reading the call failed");
+        return BERTH_OK;
+    }
+    rv = instance_reply_ended(r, v.data, v.len);
+    store_value_free(&v);
+    if (rv != BERTH_OK) {
+        reply_reset(r);
+        if (rv == BERTH_ENOMEM)
+            reply_no_memory(&r->status);
+        else
+            reply_status(&r->status, ENGINE_CODE_INTERNAL, "call %s: its record did not decode",
+                         id_str);
+    }
+    return BERTH_OK;
+}
+
+int calls_await(engine *e, pending *p)
+{
+    const engine_await_args *a = &p->req.u.await_call;
+    engine_reply *r = p->reply;
+    uint8_t id[BERTH_ID_LEN];
+    if (a->instance_id == NULL || berth_id_parse(a->instance_id, id) != BERTH_OK) {
+        reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT,
+                     "instance_id: not an instance id (32 hex digits)");
+        snprintf(r->status.field, sizeof(r->status.field), "instance_id");
+        return BERTH_OK;
+    }
+    uint64_t wait_ms;
+    if (!check_bound(a->has_wait_ms, a->wait_ms, e->o.wait_default_ms, e->o.wait_max_ms, true,
+                     "wait_ms", &wait_ms, &r->status))
+        return BERTH_OK;
+    instance *i = instance_find(e, id);
+    if (i == NULL)
+        return answer_ended_row(e, id, a->instance_id, r);
+    if (i->ended) {
+        int rv = instance_reply_ended(r, i->ended_row, i->ended_row_len);
+        if (rv != BERTH_OK) {
+            reply_reset(r);
+            reply_no_memory(&r->status);
+        }
+        return BERTH_OK;
+    }
+    if (wait_ms > 0 && wait_may(e, p, &r->status)) {
+        if (!wait_await(e, p, i, wait_ms))
+            reply_no_memory(&r->status);
+        return BERTH_OK;
+    }
+    if (r->status.code == ENGINE_CODE_OK) { /* wait_ms 0: as it stands */
+        berth_id_format(i->id, r->instance.id);
+        r->instance.state = i->state;
+        r->instance.attempt = i->attempt;
+        r->instance.created_at_ms = i->created_at_ms;
+    }
+    return BERTH_OK;
+}
+
+/* The idempotency key of a dropped instance goes too, if it still names
+ * it (past the dedup horizon a later call may have taken the key). */
+static void drop_key(engine *e, const uint8_t id[BERTH_ID_LEN], const store_value *row)
+{
+    store_instance rec;
+    if (store_instance_decode(row->data, row->len, &rec) != BERTH_OK)
+        return;
+    store_value v;
+    if (rec.dedup_key != NULL &&
+        store_get(e->store, STORE_CF_SUBMIT_KEYS, rec.dedup_key, rec.dedup_key_len, &v) ==
+            BERTH_OK) {
+        if (v.len == STORE_SUBMIT_VALUE_LEN &&
+            memcmp(v.data + STORE_DEDUP_TIME_LEN, id, BERTH_ID_LEN) == 0)
+            store_batch_delete(e->batch, STORE_CF_SUBMIT_KEYS, rec.dedup_key, rec.dedup_key_len);
+        store_value_free(&v);
+    }
+    store_instance_clear(&rec);
+}
+
+static void drop_ended(engine *e)
+{
+    uint64_t now = e->t.now_ms, keep = e->o.instance_retention_ms;
+    if (e->retention_due_ms == UINT64_MAX || e->retention_due_ms > now)
+        return;
+    store_iter *it;
+    if (store_iter_open(e->store, STORE_CF_TIMERS, &it) != BERTH_OK) {
+        e->retention_due_ms = now + RETENTION_RETRY_MS;
+        return;
+    }
+    store_iter_seek(it, e->retention_cursor, sizeof(e->retention_cursor));
+    uint64_t due = UINT64_MAX;
+    for (uint32_t n = 0; store_iter_valid(it); store_iter_next(it)) {
+        size_t kl;
+        const uint8_t *k = store_iter_key(it, &kl);
+        if (kl != STORE_RETENTION_KEY_LEN) { /* not berth's: leave it */
+            continue;
+        }
+        uint64_t ended_at = store_get_be64(k);
+        if (ended_at + keep > now) {
+            due = ended_at + keep;
+            break;
+        }
+        if (n++ == e->o.timers_max_per_turn) {
+            due = now; /* more next turn */
+            break;
+        }
+        uint8_t key[STORE_INSTANCE_KEY_LEN];
+        store_instance_key(key, STORE_INSTANCE_ENDED, k + 8);
+        store_value row;
+        int rv = store_get(e->store, STORE_CF_INSTANCES, key, sizeof(key), &row);
+        if (rv == BERTH_OK) {
+            drop_key(e, k + 8, &row);
+            store_value_free(&row);
+            store_batch_single_delete(e->batch, STORE_CF_INSTANCES, key, sizeof(key));
+        } else if (rv != BERTH_ENOTFOUND) {
+            due = now + RETENTION_RETRY_MS;
+            break;
+        }
+        store_batch_single_delete(e->batch, STORE_CF_TIMERS, k, kl);
+        memcpy(e->retention_cursor, k, sizeof(e->retention_cursor));
+        e->counters.instances_dropped++;
+    }
+    if (due == UINT64_MAX && store_iter_status(it) != BERTH_OK)
+        due = now + RETENTION_RETRY_MS;
+    store_iter_close(it);
+    e->retention_due_ms = due;
+}
+
+int calls_run(engine *e)
+{
+    uint64_t now = e->t.now_ms;
+    if (now < e->write_retry_at_ms)
+        return BERTH_OK; /* the store is failing: nothing that writes */
+    drop_ended(e);
+    heap_node *x;
+    for (uint32_t n = 0;
+         n < e->o.timers_max_per_turn && (x = heap_min(&e->timers)) != NULL && x->at <= now; n++) {
+        int rv = instance_fire(e, container_of(x, instance, timer));
+        if (rv != BERTH_OK)
+            return rv;
+    }
+    return BERTH_OK;
+}
+
+uint64_t calls_next_due(const engine *e)
+{
+    uint64_t due = e->retention_due_ms;
+    const heap_node *x = heap_min(&e->timers);
+    if (x != NULL && x->at < due)
+        due = x->at;
+    return due;
+}
