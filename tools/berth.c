@@ -11,8 +11,10 @@
  *   0  OK
  *   1  internal error
  *   2  usage error
- *   3  berthd refused the request (the status is printed)
+ *   3  berthd refused the request (the status is printed); for a call
+ *      awaited: it ended refused by its worker, or FAILED
  *   4  berthd is unreachable, or did not answer in time
+ *   5  an awaited call has not ended yet (await it again)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,7 +31,7 @@
 
 #include "tools/client.h"
 
-enum { EX_OK = 0, EX_INTERNAL = 1, EX_USAGE = 2, EX_REFUSED = 3, EX_UNREACHABLE = 4 };
+enum { EX_OK = 0, EX_INTERNAL = 1, EX_USAGE = 2, EX_REFUSED = 3, EX_UNREACHABLE = 4, EX_PENDING = 5 };
 
 #define MAX_HEADERS 64
 
@@ -49,6 +51,9 @@ typedef struct opts {
     bool has_max, has_lock, has_wait, has_retry_in, has_retries_left, has_count;
     uint64_t max, lock_ms, wait_ms, retry_in_ms, retries_left, count;
     bool help;
+    /* call */
+    bool has_timeout, has_attempts, await;
+    uint64_t timeout_arg, attempts;
 } opts;
 
 typedef struct command {
@@ -334,6 +339,171 @@ static void print_task_json(const Berth__V1__Task *t)
     json_cstr(stdout, b64 ? b64 : "");
     free(b64);
     putchar('}');
+}
+
+/* ---- calls ---- */
+
+static const char *instance_state_name(int s)
+{
+    static const char *const names[] = {"UNSPECIFIED", "WAITING", "BACKOFF", "RESOLVED", "FAILED"};
+    return s >= 0 && s <= 4 ? names[s] : "UNKNOWN";
+}
+
+static void print_payload_json(const char *name, ProtobufCBinaryData p)
+{
+    if (is_text(p.data, p.len)) {
+        printf(",\"%s\":", name);
+        json_str(stdout, (const char *)p.data, p.len);
+    }
+    char *b64 = base64(p.data, p.len);
+    printf(",\"%s_base64\":", name);
+    json_cstr(stdout, b64 ? b64 : "");
+    free(b64);
+}
+
+/* Prints a call as it stands; the exit code says how it ended. */
+static int print_instance(const opts *o, const Berth__V1__Instance *in)
+{
+    bool ended = in->state == BERTH__V1__INSTANCE__STATE__RESOLVED ||
+                 in->state == BERTH__V1__INSTANCE__STATE__FAILED;
+    int ex = !ended ? EX_PENDING : in->result != NULL ? EX_OK : EX_REFUSED;
+    const Berth__V1__Error *err = in->error;
+    if (o->json) {
+        printf("{\"instance\":{\"id\":");
+        json_cstr(stdout, in->id);
+        printf(",\"state\":\"%s\",\"attempt\":%u,\"created_at_ms\":%" PRIu64,
+               instance_state_name(in->state), in->attempt, in->created_at_ms);
+        if (in->has_resolved_at_ms)
+            printf(",\"resolved_at_ms\":%" PRIu64, in->resolved_at_ms);
+        if (in->result != NULL) {
+            printf(",\"result\":{\"content_type\":");
+            json_cstr(stdout, in->result->content_type);
+            print_payload_json("payload", in->result->payload);
+            putchar('}');
+        }
+        if (err != NULL) {
+            printf(",\"error\":{\"code\":");
+            json_cstr(stdout, err->code);
+            printf(",\"message\":");
+            json_cstr(stdout, err->message);
+            printf(",\"details\":");
+            json_cstr(stdout, err->details);
+            putchar('}');
+        }
+        printf("}}\n");
+        return ex;
+    }
+    if (in->result != NULL) {
+        fwrite(in->result->payload.data, 1, in->result->payload.len, stdout);
+        if (isatty(STDOUT_FILENO))
+            putchar('\n');
+    } else if (err != NULL) {
+        fprintf(stderr, "berth: call %s %s: %s%s%s\n", in->id ? in->id : "",
+                instance_state_name(in->state), err->code ? err->code : "",
+                err->code && err->message ? ": " : "", err->message ? err->message : "");
+    } else {
+        fprintf(stderr, "berth: call %s is %s (attempt %u): await it again\n", in->id ? in->id : "",
+                instance_state_name(in->state), in->attempt);
+    }
+    return ex;
+}
+
+static int await_instance(opts *o, const char *id)
+{
+    Berth__V1__AwaitCallRequest w = BERTH__V1__AWAIT_CALL_REQUEST__INIT;
+    w.instance_id = (char *)id;
+    w.has_wait_ms = o->has_wait;
+    w.wait_ms = o->wait_ms;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_AWAIT_CALL;
+    req.await_call = &w;
+    Berth__V1__Response *r;
+    /* berthd answers by wait_ms (its default when omitted is at most 30 s). */
+    int ex = call(o, &req, (int)(o->has_wait ? o->wait_ms : 30000) + o->timeout_ms, &r);
+    if (ex != EX_OK)
+        return ex;
+    if (r->await_call == NULL || r->await_call->instance == NULL) {
+        fprintf(stderr, "berth: the answer carries no instance\n");
+        berth__v1__response__free_unpacked(r, NULL);
+        return EX_INTERNAL;
+    }
+    ex = print_instance(o, r->await_call->instance);
+    berth__v1__response__free_unpacked(r, NULL);
+    return ex;
+}
+
+static int cmd_call(opts *o)
+{
+    if (o->npos < 1 || o->npos > 2) {
+        fprintf(stderr, "berth call: TOPIC [PAYLOAD | -]\n");
+        return EX_USAGE;
+    }
+    if (o->has_attempts && !o->has_timeout) {
+        fprintf(stderr, "berth call: --attempts needs --timeout-ms (each attempt's timeout)\n");
+        return EX_USAGE;
+    }
+    if (o->has_wait && !o->await) {
+        fprintf(stderr, "berth call: --wait-ms goes with --await\n");
+        return EX_USAGE;
+    }
+    size_t len;
+    uint8_t *payload = read_arg(o->npos == 2 ? o->pos[1] : NULL, &len);
+    Berth__V1__CallRequest c = BERTH__V1__CALL_REQUEST__INIT;
+    Berth__V1__CallRequest__HeadersEntry hs[MAX_HEADERS], *hp[MAX_HEADERS];
+    for (int i = 0; i < o->nheaders; i++) {
+        berth__v1__call_request__headers_entry__init(&hs[i]);
+        hs[i].key = (char *)o->hnames[i];
+        hs[i].value = (char *)o->hvalues[i];
+        hp[i] = &hs[i];
+    }
+    Berth__V1__RetryPolicy retry = BERTH__V1__RETRY_POLICY__INIT;
+    retry.has_timeout_ms = 1;
+    retry.timeout_ms = o->timeout_arg;
+    retry.has_max_attempts = o->has_attempts;
+    retry.max_attempts = (uint32_t)o->attempts;
+    c.topic = (char *)o->pos[0];
+    c.has_payload = 1;
+    c.payload.data = payload;
+    c.payload.len = len;
+    c.n_headers = (size_t)o->nheaders;
+    c.headers = hp;
+    c.content_type = (char *)o->content_type;
+    c.idempotency_key = (char *)o->key;
+    c.retry = o->has_timeout ? &retry : NULL;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_CALL;
+    req.call = &c;
+    Berth__V1__Response *r;
+    int ex = call(o, &req, 0, &r);
+    free(payload);
+    if (ex != EX_OK)
+        return ex;
+    const Berth__V1__CallResponse *cr = r->call;
+    char *id = strdup(cr && cr->instance_id ? cr->instance_id : "");
+    bool dup = cr && cr->duplicate;
+    berth__v1__response__free_unpacked(r, NULL);
+    if (id == NULL)
+        return EX_INTERNAL;
+    if (o->await) {
+        ex = await_instance(o, id);
+    } else if (o->json) {
+        printf("{\"instance_id\":");
+        json_cstr(stdout, id);
+        printf(",\"duplicate\":%s}\n", dup ? "true" : "false");
+    } else {
+        printf("%s%s\n", id, dup ? " (duplicate)" : "");
+    }
+    free(id);
+    return ex;
+}
+
+static int cmd_await(opts *o)
+{
+    if (o->npos != 1) {
+        fprintf(stderr, "berth await: INSTANCE_ID\n");
+        return EX_USAGE;
+    }
+    return await_instance(o, o->pos[0]);
 }
 
 static int cmd_fetch(opts *o)
@@ -640,6 +810,16 @@ static const command commands[] = {
      "berth submit TOPIC [PAYLOAD | -] [--header NAME=VALUE]... [--content-type CT] [--key KEY]\n"
      "  Hands berthd a task; prints its id once it is on disk. '-' reads the payload from\n"
      "  stdin. --key is an idempotency key: a repeat returns the original id.\n"},
+    {"call", cmd_call,
+     "berth call TOPIC [PAYLOAD | -] [--timeout-ms MS [--attempts N]] [--await [--wait-ms MS]]\n"
+     "           [--header NAME=VALUE]... [--content-type CT] [--key KEY]\n"
+     "  Hands berthd a call and prints its instance id once it is on disk; with --await,\n"
+     "  waits for its outcome and prints the worker's result (exit 0), its refusal or the\n"
+     "  call's failure (exit 3), or that it still waits (exit 5). --timeout-ms is each\n"
+     "  attempt's timeout: past it the call is tried again, up to N attempts in all.\n"},
+    {"await", cmd_await,
+     "berth await INSTANCE_ID [--wait-ms MS]\n"
+     "  Waits up to MS for a call to end and prints it as berth call --await does.\n"},
     {"fetch", cmd_fetch,
      "berth fetch TOPIC... --worker ID [--max N] [--lock-ms MS] [--wait-ms MS]\n"
      "  Claims up to N tasks and locks each; waits up to MS for work (long poll).\n"
@@ -676,8 +856,8 @@ static void usage(FILE *f)
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %s", commands[i].usage);
     fprintf(f, "\nenvironment: BERTH_OPERATE, BERTH_EVENTS\n"
-               "exit codes: 0 ok, 1 internal error, 2 usage, 3 refused by berthd, "
-               "4 berthd unreachable\n");
+               "exit codes: 0 ok, 1 internal error, 2 usage, 3 refused by berthd (or a call\n"
+               "ended refused or failed), 4 berthd unreachable, 5 an awaited call still waits\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -741,6 +921,11 @@ int main(int argc, char **argv)
         NUM_OPT("--retry-in-ms", retry_in_ms, has_retry_in)
         NUM_OPT("--retries-left", retries_left, has_retries_left)
         NUM_OPT("--count", count, has_count)
+        NUM_OPT("--attempts", attempts, has_attempts)
+        if (strcmp(a, "--await") == 0) {
+            o.await = true;
+            continue;
+        }
         if (strcmp(a, "--json") == 0) {
             o.json = true;
             continue;
@@ -754,10 +939,10 @@ int main(int argc, char **argv)
             continue;
         }
         if (strcmp(a, "--timeout-ms") == 0) {
-            uint64_t t;
-            if (!parse_u64(v, &t) || t == 0 || t > 3600000)
+            /* How long to wait for berthd; for a call, each attempt's timeout. */
+            if (!parse_u64(v, &o.timeout_arg))
                 goto badnum;
-            o.timeout_ms = (int)t;
+            o.has_timeout = true;
             i++;
             continue;
         }
@@ -802,6 +987,17 @@ int main(int argc, char **argv)
     if ((o.has_max && o.max > UINT32_MAX) || (o.has_retries_left && o.retries_left > UINT32_MAX)) {
         fprintf(stderr, "berth: --max and --retries-left take at most %u\n", UINT32_MAX);
         return EX_USAGE;
+    }
+    if (o.has_attempts && o.attempts > UINT32_MAX) {
+        fprintf(stderr, "berth: --attempts takes at most %u\n", UINT32_MAX);
+        return EX_USAGE;
+    }
+    if (o.has_timeout && (cmd == NULL || cmd->run != cmd_call)) {
+        if (o.timeout_arg == 0 || o.timeout_arg > 3600000) {
+            fprintf(stderr, "berth: --timeout-ms takes 1 to 3600000\n");
+            return EX_USAGE;
+        }
+        o.timeout_ms = (int)o.timeout_arg;
     }
     if (cmd == NULL) {
         usage(o.help ? stdout : stderr);

@@ -98,3 +98,42 @@ DTest(cli, watch_prints_events)
     pclose(p);
     cr_assert(strstr(line, "\"subject\":\"task.parked.watched\"") != NULL, "%s", line);
 }
+
+DTest(cli, call_and_await_with_their_exit_codes)
+{
+    char out[4096], id[64], task[64], tok[64];
+    cr_assert_eq(run(out, sizeof(out), "call sums 2+2"), 0);
+    cr_assert_eq(sscanf(out, "%63s", id), 1);
+    cr_assert_eq(strlen(id), 32, "an instance id: %s", out);
+    cr_assert_eq(run(out, sizeof(out), "await %s --wait-ms 0", id), 5, "still waiting exits 5");
+    cr_assert_eq(run(out, sizeof(out), "--json await %s --wait-ms 0", id), 5);
+    cr_assert(strstr(out, "\"state\":\"WAITING\"") != NULL, "%s", out);
+    cr_assert_eq(run(out, sizeof(out), "--json fetch sums --worker w --wait-ms 0"), 0);
+    cr_assert(strstr(out, id) != NULL, "the task names its call: %s", out);
+    cr_assert_eq(run(out, sizeof(out), "fetch sums --worker w --wait-ms 0"), 0);
+    cr_assert_str_eq(out, "", "the task is held");
+    cr_assert_eq(run(out, sizeof(out), "--json call sums 3+3"), 0);
+    char id2[64];
+    cr_assert_eq(sscanf(strstr(out, "\"instance_id\":\"") + 15, "%32s", id2), 1, "%s", out);
+    cr_assert_eq(run(out, sizeof(out), "fetch sums --worker w --wait-ms 0"), 0);
+    cr_assert_eq(sscanf(out, "%63s\t%63s", task, tok), 2, "%s", out);
+    cr_assert_eq(run(out, sizeof(out), "complete %s --worker w --token %s --result 6", task, tok),
+                 0);
+    cr_assert_eq(run(out, sizeof(out), "await %s", id2), 0, "resolved with a result exits 0");
+    cr_assert_str_eq(out, "6");
+    cr_assert_eq(run(out, sizeof(out), "--json await %s", id2), 0);
+    cr_assert(strstr(out, "\"state\":\"RESOLVED\"") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"payload\":\"6\"") != NULL, "%s", out);
+
+    /* Nobody answers: each attempt times out, then the call fails: exit 3. */
+    cr_assert_eq(run(out, sizeof(out), "--json call idle x --timeout-ms 100 --attempts 2 --await "
+                                       "--wait-ms 20000"),
+                 3);
+    cr_assert(strstr(out, "\"state\":\"FAILED\"") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"code\":\"TIMEOUT\"") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"attempt\":2") != NULL, "%s", out);
+    cr_assert_eq(run(out, sizeof(out), "--json call idle x --timeout-ms 0"), 3);
+    cr_assert(strstr(out, "\"field\":\"retry.timeout_ms\"") != NULL, "%s", out);
+    cr_assert_eq(run(out, sizeof(out), "call idle x --attempts 3"), 2, "--attempts needs a timeout");
+    cr_assert_eq(run(out, sizeof(out), "await nope"), 3);
+}
