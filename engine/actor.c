@@ -250,6 +250,11 @@ static void run_turn(engine *e, pending *list)
     } else if (wrote) { /* the store writes again: the breaker closes */
         commit_appended(e);
         e->counters.turns++;
+        e->counters.calls += t->count.calls;
+        e->counters.calls_resolved += t->count.calls_resolved;
+        e->counters.calls_failed += t->count.calls_failed;
+        e->counters.calls_timed_out += t->count.calls_timed_out;
+        e->counters.instances_dropped += t->count.instances_dropped;
         e->write_backoff_ms = 0;
         e->write_retry_at_ms = 0;
     }

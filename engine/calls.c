@@ -171,7 +171,7 @@ static void drop_ended(engine *e)
         }
         store_batch_single_delete(e->batch, STORE_CF_TIMERS, k, kl);
         memcpy(e->retention_cursor, k, sizeof(e->retention_cursor));
-        e->counters.instances_dropped++;
+        e->t.count.instances_dropped++;
     }
     if (due == UINT64_MAX && store_iter_status(it) != BERTH_OK)
         due = now + RETENTION_RETRY_MS;

@@ -182,6 +182,11 @@ typedef struct turn {
     VEC(berth_id_bytes) parked;        /* parked from the outbox on disk */
     VEC(berth_id_bytes) evict;         /* tasks whose body is over the cache budget */
     VEC(instance *) ended;             /* instances ended this turn, freed after it */
+    /* Counted into e->counters once the turn is written (an undone turn
+     * counts nothing). */
+    struct {
+        uint64_t calls, calls_resolved, calls_failed, calls_timed_out, instances_dropped;
+    } count;
     table keys;                        /* submit keys written this turn → their delivery
                                           (the store sees them only once the turn is written) */
     struct turn_key *key_list;

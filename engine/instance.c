@@ -223,9 +223,9 @@ int instance_end(engine *e, instance *i, engine_instance_state state, const engi
     i->state = state;
     i->ended = true;
     if (state == ENGINE_INSTANCE_RESOLVED)
-        e->counters.calls_resolved++;
+        e->t.count.calls_resolved++;
     else
-        e->counters.calls_failed++;
+        e->t.count.calls_failed++;
     turn_event_named(e, ENGINE_EVENT_INSTANCE_RESOLVED, i->topic, i->id, NULL, err);
     answer_awaits(e, i);
     return BERTH_OK;
@@ -283,7 +283,7 @@ int instance_fire(engine *e, instance *i)
     if (i->state == ENGINE_INSTANCE_BACKOFF)
         return redrive(e, i);
     /* WAITING: the attempt's timeout. */
-    e->counters.calls_timed_out++;
+    e->t.count.calls_timed_out++;
     instance_withdraw(e, i);
     if (i->attempt >= i->max_attempts) {
         char msg[160];

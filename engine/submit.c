@@ -376,7 +376,7 @@ int submit_call(engine *e, pending *p)
         rv = turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory keeping a call's key");
     if (rv != BERTH_OK)
         return rv;
-    e->counters.calls++;
+    e->t.count.calls++;
     berth_id_format(i->id, r->submitted->id);
     r->submitted->duplicate = false;
     return BERTH_OK;

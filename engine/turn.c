@@ -19,6 +19,7 @@ void turn_begin(engine *e, uint64_t now_ms)
     t->fail_code = ENGINE_CODE_OK;
     t->fail_why[0] = '\0';
     t->halt = false;
+    memset(&t->count, 0, sizeof(t->count));
     /* (events staged by a failed turn's retry accounting are kept) */
 }
 

@@ -8,6 +8,9 @@
 
 TestSuite(calls, .init = h_setup, .fini = h_teardown);
 
+/* Past the store's pause after a failed write (ENGINE_STORE_BACKOFF_MIN_MS). */
+#define ENGINE_STORE_BACKOFF_FOR_TESTS 50
+
 /* ---- helpers ---- */
 
 static engine_reply *call_req(const char *topic, const char *payload, const char *key,
@@ -760,4 +763,98 @@ Test(calls, a_failed_write_keeps_nothing_of_a_call)
     h_expect_ok(r);
     cr_assert_not(r->submitted[0].duplicate, "the first call's key was not kept either");
     engine_reply_free(r);
+}
+
+/* ---- every write of a call's life is all or nothing ----
+ * Each step is one batch: a write that fails keeps none of it, and the
+ * step happens once when it is tried again. */
+
+Test(calls, a_failed_write_of_the_answer_keeps_the_call_waiting_and_its_task_held)
+{
+    char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
+    call_ok("t", "q", NULL, id);
+    fetch_attempt(id, 1, 0, task, token);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    engine_reply *r = complete_with(task, "w", token, "a");
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    engine_reply_free(r);
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_WAITING);
+    cr_assert_eq(h_stats().tasks, 1);
+    h_advance(ENGINE_STORE_BACKOFF_FOR_TESTS);
+    r = complete_with(task, "w", token, "a"); /* the worker still holds it */
+    h_expect_ok(r);
+    engine_reply_free(r);
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_RESOLVED);
+    engine_stats s = h_stats();
+    cr_assert_eq(s.calls_resolved, 1, "resolved once");
+    cr_assert_eq(h_events(ENGINE_EVENT_INSTANCE_RESOLVED), 1);
+}
+
+Test(calls, a_failed_write_of_a_timeout_or_a_re_drive_happens_once_later)
+{
+    char id[ENGINE_ID_STR];
+    engine_retry_policy p = policy(1000, 3, 500);
+    call_ok("t", "q", &p, id);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    h_advance(1000); /* the timeout's turn fails */
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_WAITING);
+    cr_assert_eq(h_stats().tasks, 1, "the attempt was not withdrawn");
+    h_advance(ENGINE_STORE_BACKOFF_FOR_TESTS); /* tried again */
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_BACKOFF);
+    cr_assert_eq(h_stats().calls_timed_out, 1);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    h_advance(500); /* the re-drive's turn fails */
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_BACKOFF);
+    cr_assert_eq(h_stats().tasks, 0);
+    h_advance(ENGINE_STORE_BACKOFF_FOR_TESTS);
+    uint32_t attempt;
+    cr_assert_eq(state_of(id, &attempt), ENGINE_INSTANCE_WAITING);
+    cr_assert_eq(attempt, 2);
+    cr_assert_eq(h_stats().tasks, 1, "one task for attempt 2");
+    h_reopen();
+    cr_assert_eq(state_of(id, &attempt), ENGINE_INSTANCE_WAITING);
+    cr_assert_eq(attempt, 2);
+    cr_assert_eq(h_stats().tasks, 1);
+}
+
+Test(calls, a_failed_write_of_a_drop_drops_later)
+{
+    H.o.instance_retention_ms = 100;
+    h_reopen();
+    char id[ENGINE_ID_STR];
+    engine_retry_policy p = policy(10, 1, 10);
+    call_ok("t", "q", &p, id);
+    h_advance(10);
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_FAILED);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    h_advance(100); /* the drop's turn fails */
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_FAILED);
+    cr_assert_eq(h_stats().instances_dropped, 0);
+    h_advance(ENGINE_STORE_BACKOFF_FOR_TESTS);
+    engine_reply *r = await_now(id);
+    h_expect_code(r, ENGINE_CODE_NOT_FOUND);
+    engine_reply_free(r);
+    cr_assert_eq(h_stats().instances_dropped, 1);
+}
+
+Test(calls, an_await_waiting_through_a_failed_write_is_answered_and_can_await_again)
+{
+    char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
+    call_ok("t", "q", NULL, id);
+    h_async a;
+    await_async(id, 20000, &a);
+    fetch_attempt(id, 1, 0, task, token);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    engine_reply_free(complete_with(task, "w", token, "a"));
+    engine_reply *r = h_async_wait(&a);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE); /* memory was reloaded under it */
+    cr_assert(r->status.retryable);
+    h_async_free(&a);
+    h_advance(ENGINE_STORE_BACKOFF_FOR_TESTS);
+    await_async(id, 20000, &a);
+    engine_reply_free(complete_with(task, "w", token, "a"));
+    r = h_async_wait(&a);
+    h_expect_ok(r);
+    cr_assert_eq(r->instance.state, ENGINE_INSTANCE_RESOLVED);
+    h_async_free(&a);
 }

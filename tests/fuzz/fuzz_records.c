@@ -33,6 +33,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)store_incident_encode(&i, &buf);
         store_incident_clear(&i);
     }
+    store_instance n;
+    if (store_instance_decode(data, size, &n) == BERTH_OK) {
+        (void)store_instance_encode(&n, &buf);
+        store_instance_clear(&n);
+    }
     store_buf_fini(&buf);
     return 0;
 }

@@ -127,6 +127,79 @@ Test(store_records, delivery_state_and_incident_round_trip)
     store_buf_fini(&buf);
 }
 
+Test(store_records, instance_round_trips_live_and_ended)
+{
+    const char *codes[] = {"BAD_INPUT", "GONE"};
+    const uint8_t request[] = {1, 2, 3}, key[] = {0xff, 1, 't', 'k'};
+    store_instance in = {.state = STORE_INSTANCE_BACKOFF,
+                         .topic = "calls",
+                         .attempt = 2,
+                         .created_at_ms = 1000,
+                         .timer_at_ms = 5000,
+                         .has_current = true,
+                         .has_retry = true,
+                         .timeout_ms = 250,
+                         .max_attempts = 4,
+                         .initial_backoff_ms = 100,
+                         .max_backoff_ms = 900,
+                         .multiplier = 1.5,
+                         .non_retryable_codes = codes,
+                         .n_non_retryable_codes = 2,
+                         .request = request,
+                         .request_len = sizeof(request),
+                         .dedup_key = key,
+                         .dedup_key_len = sizeof(key)};
+    memset(in.id, 0x11, BERTH_ID_LEN);
+    memset(in.current_id, 0x22, BERTH_ID_LEN);
+    store_buf buf = {0};
+    cr_assert_eq(store_instance_encode(&in, &buf), BERTH_OK);
+    store_instance out;
+    cr_assert_eq(store_instance_decode(buf.data, buf.len, &out), BERTH_OK);
+    cr_assert_eq(out.state, STORE_INSTANCE_BACKOFF);
+    cr_assert_str_eq(out.topic, "calls");
+    cr_assert_eq(out.attempt, 2);
+    cr_assert_eq(out.timer_at_ms, 5000);
+    cr_assert(out.has_current);
+    cr_assert_arr_eq(out.current_id, in.current_id, BERTH_ID_LEN);
+    cr_assert(out.has_retry);
+    cr_assert_eq(out.timeout_ms, 250);
+    cr_assert_eq(out.max_attempts, 4);
+    cr_assert_eq(out.multiplier, 1.5);
+    cr_assert_eq(out.n_non_retryable_codes, 2);
+    cr_assert_str_eq(out.non_retryable_codes[1], "GONE");
+    cr_assert_eq(out.request_len, sizeof(request));
+    cr_assert_arr_eq(out.dedup_key, key, sizeof(key));
+    cr_assert_not(out.has_result);
+    store_instance_clear(&out);
+
+    store_header hs[] = {{"h", "v"}};
+    store_instance end = {.state = STORE_INSTANCE_RESOLVED,
+                          .topic = "calls",
+                          .attempt = 1,
+                          .ended_at_ms = 9000,
+                          .has_result = true,
+                          .result_payload = (const uint8_t *)"ok",
+                          .result_payload_len = 2,
+                          .result_content_type = "text/plain",
+                          .result_headers = hs,
+                          .n_result_headers = 1};
+    memset(end.id, 0x33, BERTH_ID_LEN);
+    cr_assert_eq(store_instance_encode(&end, &buf), BERTH_OK);
+    cr_assert_eq(store_instance_decode(buf.data, buf.len, &out), BERTH_OK);
+    cr_assert_eq(out.ended_at_ms, 9000);
+    cr_assert(out.has_result);
+    cr_assert_eq(out.result_payload_len, 2);
+    cr_assert_str_eq(out.result_headers[0].value, "v");
+    cr_assert_eq(out.timer_at_ms, 0);
+    cr_assert_null(out.request);
+    store_instance_clear(&out);
+    /* A record without an id or a known state is not an instance. */
+    end.state = 9;
+    cr_assert_eq(store_instance_encode(&end, &buf), BERTH_OK);
+    cr_assert_eq(store_instance_decode(buf.data, buf.len, &out), BERTH_ECORRUPT);
+    store_buf_fini(&buf);
+}
+
 Test(store_records, garbage_is_corrupt_not_a_crash)
 {
     const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x01};
