@@ -119,9 +119,8 @@ static void drop_key(engine *e, const uint8_t id[BERTH_ID_LEN], const store_valu
     if (store_instance_decode(row->data, row->len, &rec) != BERTH_OK)
         return;
     store_value v;
-    if (rec.dedup_key != NULL &&
-        store_get(e->store, STORE_CF_SUBMIT_KEYS, rec.dedup_key, rec.dedup_key_len, &v) ==
-            BERTH_OK) {
+    if (rec.dedup_key != NULL && store_get(e->store, STORE_CF_SUBMIT_KEYS, rec.dedup_key,
+                                           rec.dedup_key_len, &v) == BERTH_OK) {
         if (v.len == STORE_SUBMIT_VALUE_LEN &&
             memcmp(v.data + STORE_DEDUP_TIME_LEN, id, BERTH_ID_LEN) == 0)
             store_batch_delete(e->batch, STORE_CF_SUBMIT_KEYS, rec.dedup_key, rec.dedup_key_len);

@@ -207,8 +207,7 @@ int instance_end(engine *e, instance *i, engine_instance_state state, const engi
     store_instance_key(key, STORE_INSTANCE_LIVE, i->id);
     store_batch_delete(e->batch, STORE_CF_INSTANCES, key, sizeof(key));
     store_instance_key(key, STORE_INSTANCE_ENDED, i->id);
-    store_batch_put(e->batch, STORE_CF_INSTANCES, key, sizeof(key), i->ended_row,
-                    i->ended_row_len);
+    store_batch_put(e->batch, STORE_CF_INSTANCES, key, sizeof(key), i->ended_row, i->ended_row_len);
     store_retention_key(rkey, now, i->id);
     store_batch_put(e->batch, STORE_CF_TIMERS, rkey, sizeof(rkey), "", 0);
     if (e->retention_due_ms == UINT64_MAX)
@@ -251,9 +250,9 @@ static int redrive(engine *e, instance *i)
     if (rv != BERTH_OK) {
         engine_error err = {.code = ENGINE_EC_INTERNAL,
                             .message = "the call's request could not be read for its next attempt"};
-        return rv == BERTH_ENOMEM ? turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED,
-                                              "out of memory re-driving a call")
-                                  : instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, &err);
+        return rv == BERTH_ENOMEM
+                   ? turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory re-driving a call")
+                   : instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, &err);
     }
     topic *tp = state_topic(e, b.topic, strlen(b.topic), true);
     b.has_instance = true;
@@ -287,8 +286,10 @@ int instance_fire(engine *e, instance *i)
     instance_withdraw(e, i);
     if (i->attempt >= i->max_attempts) {
         char msg[160];
-        snprintf(msg, sizeof(msg), "attempt %" PRIu32 " of %" PRIu32 " timed out after %" PRIu64
-                 " ms; no attempt is left", i->attempt, i->max_attempts, i->timeout_ms);
+        snprintf(msg, sizeof(msg),
+                 "attempt %" PRIu32 " of %" PRIu32 " timed out after %" PRIu64
+                 " ms; no attempt is left",
+                 i->attempt, i->max_attempts, i->timeout_ms);
         engine_error err = {.code = ENGINE_EC_TIMEOUT, .message = msg};
         return instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, &err);
     }

@@ -113,8 +113,8 @@ static bool key_keep(engine *e, turn_key *k, const uint8_t id[BERTH_ID_LEN])
 /* The dedup step of a submit or a call: 1 when the key names an earlier
  * one (its id in out, duplicate), 0 to go on (with *k to keep when there
  * is a key), -1 when st holds the failure. */
-static int dedup(engine *e, const uint8_t *skey, size_t sklen, engine_submitted *out,
-                 turn_key **k, engine_status *st)
+static int dedup(engine *e, const uint8_t *skey, size_t sklen, engine_submitted *out, turn_key **k,
+                 engine_status *st)
 {
     *k = NULL;
     if (sklen == 0)

@@ -118,6 +118,24 @@ static void headers_release(pb_headers *h)
     }
 }
 
+/* Header pointers for a decoded record: one array beside the message,
+ * freed with it (NULL for none). */
+static int headers_from_pb(pb_header *const *h, size_t n, store_header **out)
+{
+    *out = NULL;
+    if (n == 0)
+        return BERTH_OK;
+    store_header *hs = calloc(n, sizeof(*hs));
+    if (hs == NULL)
+        return BERTH_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        hs[i].name = h[i]->name ? h[i]->name : "";
+        hs[i].value = h[i]->value ? h[i]->value : "";
+    }
+    *out = hs;
+    return BERTH_OK;
+}
+
 /* ---- Body ---- */
 
 int store_body_encode(const store_body *r, store_buf *out)
@@ -163,18 +181,10 @@ int store_body_decode(const void *buf, size_t len, store_body *out)
         berth__v1__store__body__free_unpacked(m, NULL);
         return BERTH_ECORRUPT;
     }
-    /* Header pointers: one array beside the message, freed with it. */
-    store_header *hs = NULL;
-    if (m->n_headers > 0) {
-        hs = calloc(m->n_headers, sizeof(*hs));
-        if (hs == NULL) {
-            berth__v1__store__body__free_unpacked(m, NULL);
-            return BERTH_ENOMEM;
-        }
-        for (size_t i = 0; i < m->n_headers; i++) {
-            hs[i].name = m->headers[i]->name ? m->headers[i]->name : "";
-            hs[i].value = m->headers[i]->value ? m->headers[i]->value : "";
-        }
+    store_header *hs;
+    if (headers_from_pb(m->headers, m->n_headers, &hs) != BERTH_OK) {
+        berth__v1__store__body__free_unpacked(m, NULL);
+        return BERTH_ENOMEM;
     }
     out->topic = m->topic;
     out->payload = m->payload.data;
@@ -419,17 +429,10 @@ int store_instance_decode(const void *buf, size_t len, store_instance *out)
         berth__v1__store__instance__free_unpacked(m, NULL);
         return BERTH_ECORRUPT;
     }
-    store_header *hs = NULL;
-    if (m->n_result_headers > 0) {
-        hs = calloc(m->n_result_headers, sizeof(*hs));
-        if (hs == NULL) {
-            berth__v1__store__instance__free_unpacked(m, NULL);
-            return BERTH_ENOMEM;
-        }
-        for (size_t i = 0; i < m->n_result_headers; i++) {
-            hs[i].name = m->result_headers[i]->name ? m->result_headers[i]->name : "";
-            hs[i].value = m->result_headers[i]->value ? m->result_headers[i]->value : "";
-        }
+    store_header *hs;
+    if (headers_from_pb(m->result_headers, m->n_result_headers, &hs) != BERTH_OK) {
+        berth__v1__store__instance__free_unpacked(m, NULL);
+        return BERTH_ENOMEM;
     }
     out->state = m->state;
     out->topic = m->topic;

@@ -31,7 +31,14 @@
 
 #include "tools/client.h"
 
-enum { EX_OK = 0, EX_INTERNAL = 1, EX_USAGE = 2, EX_REFUSED = 3, EX_UNREACHABLE = 4, EX_PENDING = 5 };
+enum {
+    EX_OK = 0,
+    EX_INTERNAL = 1,
+    EX_USAGE = 2,
+    EX_REFUSED = 3,
+    EX_UNREACHABLE = 4,
+    EX_PENDING = 5
+};
 
 #define MAX_HEADERS 64
 

@@ -59,7 +59,8 @@ static engine_reply *await_now(const char *id)
 static void await_async(const char *id, uint64_t wait_ms, h_async *a)
 {
     engine_request req = {.op = ENGINE_OP_AWAIT_CALL};
-    req.u.await_call = (engine_await_args){.instance_id = id, .has_wait_ms = true, .wait_ms = wait_ms};
+    req.u.await_call =
+        (engine_await_args){.instance_id = id, .has_wait_ms = true, .wait_ms = wait_ms};
     h_exec_async(&req, a);
     engine_tick(H.e); /* served: answered or waiting */
 }
