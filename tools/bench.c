@@ -5,7 +5,7 @@
  *               [--producers P] [--workers W] [--submit-batch B]
  *               [--fetch-batch F] [--complete-batch C] [--payload BYTES]
  *               [--topics K] [--lock-ms MS] [--json] [--csv FILE]
- *               [--client direct|nng]
+ *               [--client direct|nng] [--calls]
  *
  * P producer threads submit (submit_batch when B > 1), W worker threads
  * long-poll fetch up to F tasks and complete them (complete_batch of up to
@@ -14,6 +14,12 @@
  * second successful completion a duplicate; either, or any refused request,
  * makes the exit status non-zero. Latency is per task, submit acknowledged
  * → complete acknowledged (e2e), and per fetch, sent → answered.
+ *
+ * --calls: the producers are callers. Each makes one call at a time and
+ * awaits it; workers answer each call with a result that names it (its
+ * index, then 'R'). The bench checks that every call was resolved once,
+ * with its own result, and reports calls/s and the call latency: call
+ * accepted → await answered with the outcome.
  *
  * --spawn starts the berthd found beside this binary on a temp directory
  * and free ports, and stops it afterwards. Every submit it makes is
@@ -60,17 +66,20 @@ typedef struct cfg {
     bool json;
     const char *csv;
     bool nng_client; /* --client nng: nng's REQ socket, not a direct connection */
+    bool calls;      /* --calls: producers call and await; workers answer */
 } cfg;
 
 /* Shared state. Per-task arrays are indexed by the task's number, which
  * its payload carries: written by one producer, then by the one worker
  * whose completion succeeded. */
 static cfg C;
-static uint64_t cap;                /* task slots */
-static _Atomic uint64_t *submit_ns; /* submit acknowledged (0: not submitted) */
-static _Atomic uint64_t *done_ns;   /* completion acknowledged */
-static atomic_uint *completions;    /* successful completions per task */
+static uint64_t cap;                  /* task slots */
+static _Atomic uint64_t *submit_ns;   /* submit acknowledged (0: not submitted) */
+static _Atomic uint64_t *done_ns;     /* completion acknowledged */
+static atomic_uint *completions;      /* successful completions per task */
+static _Atomic uint64_t *resolved_ns; /* --calls: the await that saw its outcome answered */
 static atomic_uint_fast64_t next_task, submitted, completed, errors, duplicates;
+static atomic_uint_fast64_t resolved, wrong_results;
 static atomic_bool producers_done, stop_all;
 static uint64_t t0_ns;
 
@@ -184,6 +193,99 @@ static void *producer(void *arg)
     return NULL;
 }
 
+/* ---- callers (--calls) ---- */
+
+/* Awaits call id until it has ended; true when it resolved with the result
+ * a worker gives call `index` (its index, then 'R'). */
+static bool await_outcome(bc *c, const char *id, uint64_t index)
+{
+    for (;;) {
+        Berth__V1__AwaitCallRequest w = BERTH__V1__AWAIT_CALL_REQUEST__INIT;
+        w.instance_id = (char *)id;
+        w.has_wait_ms = 1;
+        w.wait_ms = 20000;
+        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+        req.method_case = BERTH__V1__REQUEST__METHOD_AWAIT_CALL;
+        req.await_call = &w;
+        Berth__V1__Response *r = NULL;
+        int rv = bc_call(c, &req, 30000, &r);
+        if (rv != BC_OK || r->status == NULL || r->status->code != BERTH__V1__CODE__OK ||
+            r->await_call == NULL || r->await_call->instance == NULL) {
+            count_error("await_call", r, rv);
+            if (r != NULL)
+                berth__v1__response__free_unpacked(r, NULL);
+            return false;
+        }
+        const Berth__V1__Instance *in = r->await_call->instance;
+        int state = in->state;
+        bool own = in->result != NULL && in->result->payload.len == sizeof(index) + 1 &&
+                   memcmp(in->result->payload.data, &index, sizeof(index)) == 0 &&
+                   in->result->payload.data[sizeof(index)] == 'R';
+        berth__v1__response__free_unpacked(r, NULL);
+        if (state == BERTH__V1__INSTANCE__STATE__RESOLVED) {
+            if (!own)
+                atomic_fetch_add(&wrong_results, 1);
+            return own;
+        }
+        if (state == BERTH__V1__INSTANCE__STATE__FAILED) {
+            count_error("a call failed", NULL, BC_OK);
+            return false;
+        }
+    }
+}
+
+static void *caller(void *arg)
+{
+    (void)arg;
+    bc *c;
+    char err[256];
+    if (open_client(&c, err, sizeof(err)) != BC_OK) {
+        fprintf(stderr, "berth-bench: %s\n", err);
+        atomic_fetch_add(&errors, 1);
+        return NULL;
+    }
+    uint8_t *payload = malloc(C.payload);
+    memset(payload, 'p', C.payload);
+    uint64_t deadline = C.duration_s > 0 ? t0_ns + (uint64_t)(C.duration_s * 1e9) : UINT64_MAX;
+    while (!atomic_load(&stop_all) && now_ns() < deadline) {
+        uint64_t index = atomic_fetch_add(&next_task, 1);
+        if (index >= (C.tasks ? C.tasks : cap))
+            break;
+        char topic[32];
+        topic_name(topic, sizeof(topic), index);
+        memcpy(payload, &index, sizeof(index));
+        Berth__V1__CallRequest call = BERTH__V1__CALL_REQUEST__INIT;
+        call.topic = topic;
+        call.has_payload = 1;
+        call.payload.data = payload;
+        call.payload.len = C.payload;
+        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+        req.method_case = BERTH__V1__REQUEST__METHOD_CALL;
+        req.call = &call;
+        Berth__V1__Response *r = NULL;
+        int rv = bc_call(c, &req, 30000, &r);
+        if (rv != BC_OK || r->status == NULL || r->status->code != BERTH__V1__CODE__OK ||
+            r->call == NULL || r->call->instance_id == NULL) {
+            count_error("call", r, rv);
+            if (r != NULL)
+                berth__v1__response__free_unpacked(r, NULL);
+            continue;
+        }
+        char id[33];
+        snprintf(id, sizeof(id), "%s", r->call->instance_id);
+        berth__v1__response__free_unpacked(r, NULL);
+        atomic_store(&submit_ns[index], now_ns());
+        atomic_fetch_add(&submitted, 1);
+        if (await_outcome(c, id, index)) {
+            atomic_store(&resolved_ns[index], now_ns());
+            atomic_fetch_add(&resolved, 1);
+        }
+    }
+    free(payload);
+    bc_close(c);
+    return NULL;
+}
+
 /* ---- workers ---- */
 
 typedef struct worker {
@@ -196,6 +298,7 @@ typedef struct pending_completion {
     uint64_t task;
     char id[33];
     char token[33];
+    uint8_t answer[9]; /* --calls: the result, the call's index then 'R' */
 } pending_completion;
 
 static void record_completion(uint64_t task, uint64_t at)
@@ -215,11 +318,19 @@ static void flush(bc *c, const char *wid, pending_completion *pc, size_t n)
         return;
     Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
     Berth__V1__CompleteRequest items[n], *ip[n];
+    Berth__V1__Result results[n];
     for (size_t i = 0; i < n; i++) {
         berth__v1__complete_request__init(&items[i]);
         items[i].task_id = pc[i].id;
         items[i].worker_id = (char *)wid;
         items[i].lock_token = pc[i].token;
+        if (C.calls) {
+            berth__v1__result__init(&results[i]);
+            results[i].has_payload = 1;
+            results[i].payload.data = pc[i].answer;
+            results[i].payload.len = sizeof(pc[i].answer);
+            items[i].result = &results[i];
+        }
         ip[i] = &items[i];
     }
     Berth__V1__CompleteBatchRequest cb = BERTH__V1__COMPLETE_BATCH_REQUEST__INIT;
@@ -313,6 +424,8 @@ static void *worker_main(void *arg)
                 continue;
             }
             pc[npc].task = index;
+            memcpy(pc[npc].answer, &index, sizeof(index));
+            pc[npc].answer[sizeof(index)] = 'R';
             snprintf(pc[npc].id, sizeof(pc[npc].id), "%s", task->id);
             snprintf(pc[npc].token, sizeof(pc[npc].token), "%s", task->lock_token);
             if (++npc == C.complete_batch) {
@@ -411,7 +524,7 @@ static void usage(FILE *f)
                "                   [--producers P] [--workers W] [--submit-batch B]\n"
                "                   [--fetch-batch F] [--complete-batch C] [--payload BYTES]\n"
                "                   [--topics K] [--lock-ms MS] [--json] [--csv FILE]\n"
-               "                   [--client direct|nng]\n");
+               "                   [--client direct|nng] [--calls]\n");
 }
 
 static bool num(const char *s, uint64_t *out)
@@ -444,6 +557,8 @@ int main(int argc, char **argv)
             C.spawn = true;
         } else if (strcmp(a, "--json") == 0) {
             C.json = true;
+        } else if (strcmp(a, "--calls") == 0) {
+            C.calls = true;
         } else if (strcmp(a, "--operate") == 0 && v) {
             C.operate = v, i++;
         } else if (strcmp(a, "--client") == 0 && v &&
@@ -506,7 +621,10 @@ int main(int argc, char **argv)
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     completions = mmap(NULL, cap * sizeof(*completions), PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (submit_ns == MAP_FAILED || done_ns == MAP_FAILED || completions == MAP_FAILED) {
+    resolved_ns = mmap(NULL, cap * 8, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (submit_ns == MAP_FAILED || done_ns == MAP_FAILED || completions == MAP_FAILED ||
+        resolved_ns == MAP_FAILED) {
         perror("berth-bench: mmap");
         stop_berthd();
         return 1;
@@ -523,7 +641,7 @@ int main(int argc, char **argv)
         pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
     }
     for (uint32_t i = 0; i < C.producers; i++)
-        pthread_create(&pt[i], NULL, producer, NULL);
+        pthread_create(&pt[i], NULL, C.calls ? caller : producer, NULL);
     for (uint32_t i = 0; i < C.producers; i++)
         pthread_join(pt[i], NULL);
     uint64_t produced_ns = now_ns();
@@ -545,11 +663,15 @@ int main(int argc, char **argv)
 
     uint64_t n = atomic_load(&submitted), lost = 0;
     uint64_t slots = atomic_load(&next_task) < cap ? atomic_load(&next_task) : cap;
-    samples e2e = {0}, fw = {0};
-    uint64_t last_done = t0_ns;
+    samples e2e = {0}, fw = {0}, cl = {0};
+    uint64_t last_done = t0_ns, unresolved = 0;
     for (uint64_t i = 0; i < slots; i++) {
         if (submit_ns[i] == 0)
             continue; /* never acknowledged: not ours to find */
+        if (C.calls && resolved_ns[i] == 0)
+            unresolved++;
+        else if (C.calls)
+            sample_add(&cl, resolved_ns[i] - submit_ns[i]);
         if (completions[i] == 0) {
             lost++;
             continue;
@@ -557,6 +679,8 @@ int main(int argc, char **argv)
         sample_add(&e2e, e2e_ns(i));
         if (done_ns[i] > last_done)
             last_done = done_ns[i];
+        if (C.calls && resolved_ns[i] > last_done)
+            last_done = resolved_ns[i];
     }
     for (uint32_t i = 0; i < C.workers; i++) {
         for (size_t k = 0; k < ws[i].fetch_wait.n; k++)
@@ -567,9 +691,32 @@ int main(int argc, char **argv)
         write_csv(C.csv, slots);
     double secs = (double)(last_done - t0_ns) / 1e9;
     double submit_secs = (double)(produced_ns - t0_ns) / 1e9;
-    pct pe = percentiles(&e2e), pf = percentiles(&fw);
+    pct pe = percentiles(&e2e), pf = percentiles(&fw), pc = percentiles(&cl);
     uint64_t errs = atomic_load(&errors), dups = atomic_load(&duplicates);
-    if (C.json) {
+    uint64_t wrong = atomic_load(&wrong_results);
+    if (C.json && C.calls) {
+        printf("{\"mode\":\"calls\",\"calls\":%" PRIu64 ",\"seconds\":%.3f,\"calls_per_s\":%.1f,"
+               "\"call_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
+               "\"errors\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"duplicates\":%" PRIu64
+               ",\"unresolved\":%" PRIu64 ",\"wrong_results\":%" PRIu64 ","
+               "\"callers\":%u,\"workers\":%u,\"fetch_batch\":%u,\"complete_batch\":%u,"
+               "\"payload\":%u,\"topics\":%u}\n",
+               n, secs, secs > 0 ? (double)(n - unresolved) / secs : 0, pc.p50, pc.p90, pc.p99,
+               pc.max, errs, lost, dups, unresolved, wrong, C.producers, C.workers, C.fetch_batch,
+               C.complete_batch, C.payload, C.topics);
+    } else if (C.calls) {
+        printf("berth-bench --calls: %u callers, %u workers (fetch %u, complete %u), "
+               "%u-byte payloads, %u topic(s)\n",
+               C.producers, C.workers, C.fetch_batch, C.complete_batch, C.payload, C.topics);
+        printf("  calls          %12" PRIu64 "\n", n);
+        printf("  seconds        %12.3f\n", secs);
+        printf("  calls/s        %12.1f\n", secs > 0 ? (double)(n - unresolved) / secs : 0);
+        printf("  call ms        p50 %.3f  p90 %.3f  p99 %.3f  max %.3f   (accepted -> outcome)\n",
+               pc.p50, pc.p90, pc.p99, pc.max);
+        printf("  errors %" PRIu64 "  lost %" PRIu64 "  duplicates %" PRIu64 "  unresolved %" PRIu64
+               "  wrong results %" PRIu64 "\n",
+               errs, lost, dups, unresolved, wrong);
+    } else if (C.json) {
         printf("{\"tasks\":%" PRIu64 ",\"seconds\":%.3f,\"tasks_per_s\":%.1f,\"submit_per_s\":%.1f,"
                "\"e2e_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
                "\"fetch_wait_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
@@ -598,13 +745,14 @@ int main(int argc, char **argv)
     }
     free(e2e.v);
     free(fw.v);
+    free(cl.v);
     free(pt);
     free(ws);
-    if (lost || dups || errs) {
+    if (lost || dups || errs || unresolved || wrong) {
         fprintf(stderr,
                 "berth-bench: FAILED: %" PRIu64 " lost, %" PRIu64 " duplicate, %" PRIu64
-                " errors\n",
-                lost, dups, errs);
+                " errors, %" PRIu64 " calls unresolved, %" PRIu64 " with another's result\n",
+                lost, dups, errs, unresolved, wrong);
         return 1;
     }
     return 0;

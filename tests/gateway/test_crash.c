@@ -197,3 +197,193 @@ DTest(crash, twenty_kills_under_load_lose_nothing_acknowledged)
     cr_assert_eq(L.foreign, 0, "a payload no producer sent");
     cr_assert_gt(acked, 100, "the load ran: %d acknowledged submits", acked);
 }
+
+/* ---- calls under kill -9 ----
+ * Callers make calls (half of them with a retry policy whose timeouts and
+ * re-drives run across the kills), workers answer each with its payload
+ * and '!'. After the kills and a drain, every acknowledged call has
+ * resolved, with its own result, and none has failed. */
+
+enum { CALL_CYCLES = 10, MAX_CALLS = 10000 };
+
+typedef struct call_ledger {
+    pthread_mutex_t mu;
+    int sent;
+    bool acked[MAX_CALLS];
+    char id[MAX_CALLS][33];
+    int foreign;
+} call_ledger;
+
+static call_ledger CL;
+
+static void *caller(void *arg)
+{
+    client *cl = arg;
+    while (!*cl->stop) {
+        pthread_mutex_lock(&CL.mu);
+        int n = CL.sent < MAX_CALLS ? CL.sent++ : -1;
+        pthread_mutex_unlock(&CL.mu);
+        if (n < 0)
+            break;
+        char payload[32];
+        snprintf(payload, sizeof(payload), "call-%d", n);
+        Berth__V1__RetryPolicy p = BERTH__V1__RETRY_POLICY__INIT;
+        p.has_timeout_ms = 1;
+        p.timeout_ms = 400;
+        p.has_max_attempts = 1;
+        p.max_attempts = 100;
+        p.has_initial_backoff_ms = 1;
+        p.initial_backoff_ms = 20;
+        p.has_max_backoff_ms = 1;
+        p.max_backoff_ms = 200;
+        Berth__V1__CallRequest c = BERTH__V1__CALL_REQUEST__INIT;
+        c.topic = "crashcalls";
+        c.has_payload = 1;
+        c.payload = (ProtobufCBinaryData){strlen(payload), (uint8_t *)payload};
+        c.retry = n % 2 ? &p : NULL;
+        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+        req.method_case = BERTH__V1__REQUEST__METHOD_CALL;
+        req.call = &c;
+        Berth__V1__Response *r = NULL;
+        if (bc_call(cl->c, &req, 2000, &r) != BC_OK)
+            break; /* berthd is gone */
+        if (r->status && r->status->code == BERTH__V1__CODE__OK && r->call) {
+            pthread_mutex_lock(&CL.mu);
+            CL.acked[n] = true;
+            memcpy(CL.id[n], r->call->instance_id, 33);
+            pthread_mutex_unlock(&CL.mu);
+        }
+        berth__v1__response__free_unpacked(r, NULL);
+    }
+    return NULL;
+}
+
+/* Answers what it fetches; false once berthd is gone. */
+static bool answer_once(bc *c, uint64_t wait_ms)
+{
+    Berth__V1__Response *f = w_fetch_or_null(c, "cw", "crashcalls", 10, 1000, (long)wait_ms);
+    if (f == NULL)
+        return false;
+    bool alive = true;
+    for (size_t i = 0;
+         alive && f->status->code == BERTH__V1__CODE__OK && f->fetch && i < f->fetch->n_tasks;
+         i++) {
+        Berth__V1__Task *t = f->fetch->tasks[i];
+        char answer[48];
+        int n = snprintf(answer, sizeof(answer), "%.*s!", (int)t->payload.len,
+                         (const char *)t->payload.data);
+        if (strncmp(answer, "call-", 5) != 0 || t->instance_id == NULL) {
+            pthread_mutex_lock(&CL.mu);
+            CL.foreign++;
+            pthread_mutex_unlock(&CL.mu);
+        }
+        Berth__V1__Result res = BERTH__V1__RESULT__INIT;
+        res.has_payload = 1;
+        res.payload = (ProtobufCBinaryData){(size_t)n, (uint8_t *)answer};
+        Berth__V1__CompleteRequest cr = BERTH__V1__COMPLETE_REQUEST__INIT;
+        cr.task_id = t->id;
+        cr.worker_id = "cw";
+        cr.lock_token = t->lock_token;
+        cr.result = &res;
+        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+        req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE;
+        req.complete = &cr;
+        Berth__V1__Response *r = NULL;
+        if (bc_call(c, &req, 2000, &r) != BC_OK)
+            alive = false;
+        else
+            berth__v1__response__free_unpacked(r, NULL);
+    }
+    w_free(f);
+    return alive;
+}
+
+static void *answerer(void *arg)
+{
+    client *cl = arg;
+    while (!*cl->stop && answer_once(cl->c, 50))
+        ;
+    return NULL;
+}
+
+/* The call as it stands: RESOLVED with its own result (1), still going
+ * (0), or anything else (-1, with why). */
+static int call_outcome(bc *c, int n, char *why, size_t len)
+{
+    Berth__V1__AwaitCallRequest w = BERTH__V1__AWAIT_CALL_REQUEST__INIT;
+    w.instance_id = CL.id[n];
+    w.has_wait_ms = 1;
+    w.wait_ms = 0;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_AWAIT_CALL;
+    req.await_call = &w;
+    Berth__V1__Response *r = w_call(c, &req, 0);
+    int out = -1;
+    if (r->status->code != BERTH__V1__CODE__OK) {
+        snprintf(why, len, "await: %s", r->status->message);
+    } else {
+        const Berth__V1__Instance *in = r->await_call->instance;
+        char want[48];
+        int k = snprintf(want, sizeof(want), "call-%d!", n);
+        if (in->state == BERTH__V1__INSTANCE__STATE__WAITING ||
+            in->state == BERTH__V1__INSTANCE__STATE__BACKOFF)
+            out = 0;
+        else if (in->state == BERTH__V1__INSTANCE__STATE__RESOLVED && in->result &&
+                 in->result->payload.len == (size_t)k &&
+                 memcmp(in->result->payload.data, want, (size_t)k) == 0)
+            out = 1;
+        else
+            snprintf(why, len, "state %d, error %s", in->state,
+                     in->error && in->error->code ? in->error->code : "-");
+    }
+    w_free(r);
+    return out;
+}
+
+DTest(crash, calls_survive_kills_and_each_resolves_with_its_own_result)
+{
+    d_start(&D, NULL);
+    pthread_mutex_init(&CL.mu, NULL);
+    for (int cycle = 0; cycle < CALL_CYCLES; cycle++) {
+        if (cycle > 0)
+            d_restart(&D);
+        volatile bool stop = false;
+        client cs[PRODUCERS + WORKERS];
+        pthread_t th[PRODUCERS + WORKERS];
+        for (int i = 0; i < PRODUCERS + WORKERS; i++) {
+            cs[i] = (client){d_client(&D), &stop};
+            pthread_create(&th[i], NULL, i < PRODUCERS ? caller : answerer, &cs[i]);
+        }
+        struct timespec t = {0, (long)(50 + randombytes_uniform(450)) * 1000000L};
+        nanosleep(&t, NULL);
+        cr_assert_eq(d_signal(&D, SIGKILL), 128 + SIGKILL);
+        stop = true;
+        for (int i = 0; i < PRODUCERS + WORKERS; i++) {
+            pthread_join(th[i], NULL);
+            bc_close(cs[i].c);
+        }
+    }
+
+    /* Drain: answer until every acknowledged call has ended (a call whose
+     * task a killed worker held waits for its lock or its timeout). */
+    d_restart(&D);
+    bc *c = d_client(&D);
+    int acked = 0;
+    for (int n = 0; n < CL.sent; n++)
+        acked += CL.acked[n];
+    cr_assert_gt(acked, 50, "the load ran: %d acknowledged calls", acked);
+    for (int n = 0, rounds = 0; n < CL.sent;) {
+        char why[300] = "";
+        int o = CL.acked[n] ? call_outcome(c, n, why, sizeof(why)) : 1;
+        cr_assert_geq(o, 0, "call-%d (%s): %s", n, CL.id[n], why);
+        if (o == 1) {
+            n++;
+            rounds = 0;
+            continue;
+        }
+        cr_assert_lt(rounds++, 600, "call-%d (%s) never ended", n, CL.id[n]);
+        cr_assert(answer_once(c, 100));
+    }
+    bc_close(c);
+    cr_assert_eq(CL.foreign, 0, "a task that is not a call's, or a payload nobody sent");
+}

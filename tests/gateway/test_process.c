@@ -233,6 +233,11 @@ Test(process, contradictory_settings_are_refused_at_boot)
     expect_refused((const char *const[]){"--max-connections", "4000000000", NULL},
                    "max-connections");
     expect_refused((const char *const[]){"--waits-max", "0", NULL}, "waits-max");
+    expect_refused((const char *const[]){"--call-timeout-max-ms", "0", NULL},
+                   "call-timeout-max-ms");
+    expect_refused((const char *const[]){"--call-attempts-max", "0", NULL}, "call-attempts-max");
+    expect_refused((const char *const[]){"--instance-retention-ms", "0", NULL},
+                   "instance-retention-ms");
     expect_refused((const char *const[]){"--buffers-max-bytes", "1048576", NULL},
                    "buffers-max-bytes");
     expect_refused((const char *const[]){"--strict-channels", NULL}, "strict-channels");

@@ -653,6 +653,87 @@ DTest(wire, a_call_s_timeout_and_its_bounds_over_the_wire)
     free(id);
 }
 
+/* 500 callers awaiting at once, over two connections, while a worker keeps
+ * completing: every await is answered once, with its own call's result. */
+DTest(wire, five_hundred_awaits_while_a_worker_completes)
+{
+    enum { N = 500, CONNS = 2 };
+    static char ids[N][33];
+    for (int i = 0; i < N; i++) {
+        char payload[32];
+        snprintf(payload, sizeof(payload), "call-%d", i);
+        char *id = call_id("many", payload, NULL);
+        snprintf(ids[i], sizeof(ids[i]), "%s", id);
+        free(id);
+    }
+    int fd[CONNS];
+    for (int c = 0; c < CONNS; c++)
+        fd[c] = raw_req(D.operate);
+    static uint8_t frame[256], body[128];
+    for (int i = 0; i < N; i++) {
+        Berth__V1__AwaitCallRequest w = BERTH__V1__AWAIT_CALL_REQUEST__INIT;
+        w.instance_id = ids[i];
+        w.has_wait_ms = 1;
+        w.wait_ms = 25000;
+        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+        req.method_case = BERTH__V1__REQUEST__METHOD_AWAIT_CALL;
+        req.await_call = &w;
+        size_t len = berth__v1__request__pack(&req, body);
+        size_t n = raw_frame(frame, 0x80000000u | (uint32_t)i, body, len);
+        raw_write_all(fd[i % CONNS], frame, n);
+    }
+    struct timespec pause = {0, 200 * 1000000L};
+    nanosleep(&pause, NULL); /* they wait */
+    int done = 0;
+    while (done < N) {
+        Berth__V1__Response *f = w_fetch(C, "w", "many", 100, 30000, 1000);
+        w_expect_code(f, BERTH__V1__CODE__OK);
+        for (size_t k = 0; k < f->fetch->n_tasks; k++) {
+            const Berth__V1__Task *t = f->fetch->tasks[k];
+            char answer[40];
+            int n = snprintf(answer, sizeof(answer), "%.*s!", (int)t->payload.len,
+                             (const char *)t->payload.data);
+            Berth__V1__Result res = BERTH__V1__RESULT__INIT;
+            res.has_payload = 1;
+            res.payload.data = (uint8_t *)answer;
+            res.payload.len = (size_t)n;
+            Berth__V1__CompleteRequest c = BERTH__V1__COMPLETE_REQUEST__INIT;
+            c.task_id = t->id;
+            c.worker_id = "w";
+            c.lock_token = t->lock_token;
+            c.result = &res;
+            Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+            req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE;
+            req.complete = &c;
+            Berth__V1__Response *r = w_call(C, &req, 0);
+            w_expect_code(r, BERTH__V1__CODE__OK);
+            w_free(r);
+            done++;
+        }
+        w_free(f);
+    }
+    static bool seen[N];
+    for (int k = 0; k < N; k++) {
+        uint32_t rid;
+        Berth__V1__Response *r = raw_answer(fd[k % CONNS], &rid);
+        int i = (int)(rid & 0x7fffffffu);
+        cr_assert_lt(i, N);
+        cr_assert_not(seen[i], "await %d answered twice", i);
+        seen[i] = true;
+        w_expect_code(r, BERTH__V1__CODE__OK);
+        const Berth__V1__Instance *in = r->await_call->instance;
+        cr_assert_str_eq(in->id, ids[i]);
+        cr_assert_eq(in->state, BERTH__V1__INSTANCE__STATE__RESOLVED);
+        char want[40];
+        int n = snprintf(want, sizeof(want), "call-%d!", i);
+        cr_assert_eq(in->result->payload.len, (size_t)n);
+        cr_assert_eq(memcmp(in->result->payload.data, want, (size_t)n), 0);
+        w_free(r);
+    }
+    for (int c = 0; c < CONNS; c++)
+        close(fd[c]);
+}
+
 /* ---- long polls of a connection that is gone ---- */
 
 typedef struct poller {
