@@ -531,6 +531,7 @@ static void engine_free(engine *e)
     table_fini(&e->instances);
     heap_fini(&e->timers);
     VEC_FREE(&e->t.ended);
+    VEC_FREE(&e->calls_poisoned);
     channels_free(e);
     heap_fini(&e->outbox);
     heap_fini(&e->waits);

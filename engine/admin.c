@@ -143,7 +143,8 @@ int admin_discard_terminal(engine *e, pending *p)
         }
         i = instance_find(e, b.instance_id);
         store_body_clear(&b);
-        if (i != NULL && (i->ended || !i->has_current ||
+        /* (In BACKOFF this task's attempt is over: the next one comes.) */
+        if (i != NULL && (i->ended || i->state != ENGINE_INSTANCE_WAITING || !i->has_current ||
                           memcmp(i->current, t->id, BERTH_ID_LEN) != 0))
             i = NULL;
     }

@@ -16,6 +16,11 @@
  *   instant it fires; a turn fires what came due, at most
  *   timers_max_per_turn, so a burst of timeouts cannot stall requests.
  *
+ * POISONED REQUESTS
+ *   The relay notes a call's request that it poisons; the next turn tells
+ *   the call (a failed attempt, instance.c). At load the note is rebuilt
+ *   from the poisoned deliveries, so a crash in between forgets nothing.
+ *
  * RETENTION
  *   Ended instances are dropped from the front of the timers family (keyed
  *   by the instant their retention began), at most timers_max_per_turn a
@@ -111,22 +116,45 @@ int calls_await(engine *e, pending *p)
     return BERTH_OK;
 }
 
+/* The key is deleted in this turn's batch: a call later in the turn must
+ * not find it in the store (submit.c reads the turn's keys first). */
+static bool key_gone(engine *e, const uint8_t *key, size_t len)
+{
+    turn_key *k = mem_alloc(sizeof(*k) + len);
+    if (k == NULL)
+        return false;
+    k->gone = true;
+    k->len = len;
+    memcpy(k->key, key, len);
+    if (table_put(&e->t.keys, k->key, len, k) != BERTH_OK) {
+        free(k);
+        return false;
+    }
+    k->next = e->t.key_list;
+    e->t.key_list = k;
+    return true;
+}
+
 /* The idempotency key of a dropped instance goes too, if it still names
- * it (past the dedup horizon a later call may have taken the key). */
-static void drop_key(engine *e, const uint8_t id[BERTH_ID_LEN], const store_value *row)
+ * it (past the dedup horizon a later call may have taken the key). False:
+ * no memory, nothing done. */
+static bool drop_key(engine *e, const uint8_t id[BERTH_ID_LEN], const store_value *row)
 {
     store_instance rec;
     if (store_instance_decode(row->data, row->len, &rec) != BERTH_OK)
-        return;
+        return true; /* a record that does not decode names no key */
+    bool ok = true;
     store_value v;
     if (rec.dedup_key != NULL && store_get(e->store, STORE_CF_SUBMIT_KEYS, rec.dedup_key,
                                            rec.dedup_key_len, &v) == BERTH_OK) {
         if (v.len == STORE_SUBMIT_VALUE_LEN &&
-            memcmp(v.data + STORE_DEDUP_TIME_LEN, id, BERTH_ID_LEN) == 0)
+            memcmp(v.data + STORE_DEDUP_TIME_LEN, id, BERTH_ID_LEN) == 0 &&
+            (ok = key_gone(e, rec.dedup_key, rec.dedup_key_len)))
             store_batch_delete(e->batch, STORE_CF_SUBMIT_KEYS, rec.dedup_key, rec.dedup_key_len);
         store_value_free(&v);
     }
     store_instance_clear(&rec);
+    return ok;
 }
 
 static void drop_ended(engine *e)
@@ -161,8 +189,12 @@ static void drop_ended(engine *e)
         store_value row;
         int rv = store_get(e->store, STORE_CF_INSTANCES, key, sizeof(key), &row);
         if (rv == BERTH_OK) {
-            drop_key(e, k + 8, &row);
+            bool dropped = drop_key(e, k + 8, &row);
             store_value_free(&row);
+            if (!dropped) {
+                due = now + RETENTION_RETRY_MS;
+                break;
+            }
             store_batch_single_delete(e->batch, STORE_CF_INSTANCES, key, sizeof(key));
         } else if (rv != BERTH_ENOTFOUND) {
             due = now + RETENTION_RETRY_MS;
@@ -178,17 +210,34 @@ static void drop_ended(engine *e)
     e->retention_due_ms = due;
 }
 
+/* Calls whose request was poisoned since the last turn hear of it. */
+static int tell_poisoned(engine *e)
+{
+    size_t n = e->calls_poisoned.n;
+    e->calls_poisoned.n = 0;
+    for (size_t k = 0; k < n; k++) {
+        const delivery *d = table_get(&e->deliveries, e->calls_poisoned.v[k].b, BERTH_ID_LEN);
+        instance *i = d && d->poisoned ? instance_find(e, d->instance_id) : NULL;
+        int rv = i ? instance_poisoned(e, i, d) : BERTH_OK;
+        if (rv != BERTH_OK)
+            return rv; /* the turn is undone: memory reloads, the list with it */
+    }
+    return BERTH_OK;
+}
+
 int calls_run(engine *e)
 {
     uint64_t now = e->t.now_ms;
     if (now < e->write_retry_at_ms)
         return BERTH_OK; /* the store is failing: nothing that writes */
+    int rv = tell_poisoned(e);
+    if (rv != BERTH_OK)
+        return rv;
     drop_ended(e);
     heap_node *x;
     for (uint32_t n = 0;
          n < e->o.timers_max_per_turn && (x = heap_min(&e->timers)) != NULL && x->at <= now; n++) {
-        int rv = instance_fire(e, container_of(x, instance, timer));
-        if (rv != BERTH_OK)
+        if ((rv = instance_fire(e, container_of(x, instance, timer))) != BERTH_OK)
             return rv;
     }
     return BERTH_OK;
@@ -196,6 +245,8 @@ int calls_run(engine *e)
 
 uint64_t calls_next_due(const engine *e)
 {
+    if (e->calls_poisoned.n > 0)
+        return 0;
     uint64_t due = e->retention_due_ms;
     const heap_node *x = heap_min(&e->timers);
     if (x != NULL && x->at < due)

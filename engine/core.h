@@ -142,7 +142,7 @@ typedef struct instance {
     uint8_t *dedup_key; /* its submit_keys row, owned */
     size_t dedup_key_len;
     /* in memory only */
-    heap_node timer; /* in e->timers while it has one; .at = when it fires */
+    heap_node timer;       /* in e->timers while it has one; .at = when it fires */
     struct waiter *awaits; /* await_call requests waiting for it */
     bool ended;            /* this turn: its 'E' row is in the batch */
     uint8_t *ended_row;    /* ... and here, encoded, until the turn is written */
@@ -159,9 +159,10 @@ typedef struct pending {
     struct pending *next;
 } pending;
 
-/* A submit key written this turn, in e->t.keys. */
+/* A submit key written this turn, in e->t.keys (or deleted: gone). */
 typedef struct turn_key {
     struct turn_key *next;
+    bool gone; /* deleted this turn: whatever the store still says, no key */
     uint8_t id[BERTH_ID_LEN];
     size_t len;
     uint8_t key[];
@@ -187,8 +188,8 @@ typedef struct turn {
     struct {
         uint64_t calls, calls_resolved, calls_failed, calls_timed_out, instances_dropped;
     } count;
-    table keys;                        /* submit keys written this turn → their delivery
-                                          (the store sees them only once the turn is written) */
+    table keys; /* submit keys written this turn → their delivery
+                   (the store sees them only once the turn is written) */
     struct turn_key *key_list;
     /* The first failure that left the turn half-applied (turn_fail): the
      * turn is undone as a failed write and its requests answered with it. */
@@ -218,12 +219,16 @@ struct engine {
     table channels;   /* name → channel */
     channel *chans;
     size_t n_chans;
-    heap outbox;    /* pending deliveries by next attempt */
-    heap waits;     /* waiting fetches by deadline */
-    table owners;   /* owner id (8 bytes) → its waiting requests (wait.c) */
-    table instances; /* id → live instance */
-    heap timers;     /* live instances by their timer (a timeout, a re-drive) */
+    heap outbox;        /* pending deliveries by next attempt */
+    heap waits;         /* waiting fetches and awaits by deadline */
+    table owners;       /* owner id (8 bytes) → its waiting requests (wait.c) */
+    table instances;    /* id → live instance */
+    heap timers;        /* live instances by their timer (a timeout, a re-drive) */
     uint64_t n_backoff; /* live instances in BACKOFF */
+    /* Calls' request deliveries poisoned, their calls not yet told (the
+     * next turn tells them; rebuilt at load from the poisoned deliveries
+     * that are a live call's attempt in flight). */
+    VEC(berth_id_bytes) calls_poisoned;
     /* Ended instances leave in the order their retention began (the
      * timers family): when the first of them is due to go if known,
      * UINT64_MAX if none, 0 if the store must be read to know; and the key

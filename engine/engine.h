@@ -23,10 +23,11 @@
  *   function is declared in the header of the file that defines it):
  *
  *     actor.c            the queue, the threads, sleeping, running a turn
- *       -> submit, claim, guard, admin, relay   request handlers, sinks
- *       -> commit                                the commit thread
- *       -> recover                               memory from the store
- *     handlers -> intake -> state -> turn -> reply -> mem
+ *       -> submit, claim, guard, admin, relay, calls   request handlers, sinks
+ *       -> commit                                       the commit thread
+ *       -> recover                                      memory from the store
+ *     handlers -> intake -> instance -> wait -> state -> turn -> reply -> mem
+ *     (a handler may skip levels: claim -> wait, guard -> intake, ...)
  *     (check, heap, table, clock, mem: leaves; core.h: types only)
  *
  *   Nothing below the actor sees its queue or its threads, and the commit
@@ -364,10 +365,10 @@ typedef struct engine_stats {
     uint64_t turns;  /* turns that committed a write */
     uint64_t syncs;  /* store syncs (one serves every turn written before it) */
     uint64_t commits_failed;
-    uint64_t waits_cancelled; /* waiting fetches ended by engine_cancel() */
-    uint64_t waits_refused;   /* fetches answered at once: too many waiting */
-    uint64_t halts;           /* the store failed under the engine: it stopped serving */
-    uint64_t reopens;         /* ... and came back, the store reopened and reloaded */
+    uint64_t waits_cancelled;   /* waiting fetches ended by engine_cancel() */
+    uint64_t waits_refused;     /* fetches answered at once: too many waiting */
+    uint64_t halts;             /* the store failed under the engine: it stopped serving */
+    uint64_t reopens;           /* ... and came back, the store reopened and reloaded */
     uint64_t instances_waiting; /* calls in flight: WAITING */
     uint64_t instances_backoff; /* ... and BACKOFF */
     uint64_t calls;             /* calls accepted (duplicates not counted) */
@@ -429,10 +430,10 @@ typedef enum engine_event_kind {
 typedef struct engine_event {
     engine_event_kind kind;
     const char *topic;
-    char id[ENGINE_ID_STR]; /* task, delivery or instance */
+    char id[ENGINE_ID_STR];          /* task, delivery or instance */
     char instance_id[ENGINE_ID_STR]; /* the call a task belongs to, or "" */
-    engine_error error;     /* FAILED, TERMINAL, REFUSED, POISONED */
-    uint32_t retries_left;  /* FAILED */
+    engine_error error;              /* FAILED, TERMINAL, REFUSED, POISONED */
+    uint32_t retries_left;           /* FAILED */
     uint64_t at_ms;
 } engine_event;
 

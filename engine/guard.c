@@ -103,16 +103,16 @@ static int reply_one(engine *e, const engine_guard *g, const engine_result *resu
     t->lock_expires_at_ms = e->t.now_ms + e->o.lock_default_ms;
     state_task_reindex(e, t);
 
-    inbound in = {.topic = t->topic, .parked = need_body ? &b : NULL, .error = err};
-    if (err != NULL) {
-        /* a refusal carries no payload */
-    } else if (result != NULL) {
+    /* A refusal carries no payload; a completion its result, or else the
+     * original payload, re-delivered. */
+    inbound in = {.topic = t->topic, .parked = need_body ? &b : NULL, .error = err, .from = t};
+    if (err == NULL && result != NULL) {
         in.payload = result->payload;
         in.payload_len = result->payload_len;
         in.content_type = result->content_type;
         in.headers = result->headers;
         in.n_headers = result->n_headers;
-    } else { /* no result: the original payload is re-delivered */
+    } else if (err == NULL) {
         in.payload = b.payload;
         in.payload_len = b.payload_len;
         in.content_type = b.content_type;

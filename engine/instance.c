@@ -230,7 +230,7 @@ int instance_end(engine *e, instance *i, engine_instance_state state, const engi
     return BERTH_OK;
 }
 
-void instance_withdraw(engine *e, instance *i)
+void instance_withdraw(engine *e, instance *i, const task *except)
 {
     if (!i->has_current)
         return;
@@ -238,13 +238,15 @@ void instance_withdraw(engine *e, instance *i)
     if (d != NULL && !d->poisoned)
         state_delivery_delete(e, d);
     task *t = table_get(&e->tasks, i->current, BERTH_ID_LEN);
-    if (t != NULL && !(t->has_lock && t->lock_expires_at_ms > e->t.now_ms))
+    if (t != NULL && t != except && !(t->has_lock && t->lock_expires_at_ms > e->t.now_ms))
         state_task_delete(e, t);
 }
 
-/* The next attempt: a fresh delivery of the request, attempt + 1. */
+/* The next attempt: a fresh delivery of the request, attempt + 1. The
+ * dead attempt's task goes first, unless a worker holds it now. */
 static int redrive(engine *e, instance *i)
 {
+    instance_withdraw(e, i, NULL);
     store_body b;
     int rv = i->request ? store_body_decode(i->request, i->request_len, &b) : BERTH_ECORRUPT;
     if (rv != BERTH_OK) {
@@ -276,23 +278,12 @@ static int redrive(engine *e, instance *i)
     return instance_put(e, i);
 }
 
-int instance_fire(engine *e, instance *i)
+/* A failed attempt (DESIGN §3: its timeout, or its request poisoned):
+ * back off before the next one, or FAIL with err when none is left. */
+static int attempt_failed(engine *e, instance *i, const engine_error *err)
 {
-    heap_remove(&e->timers, &i->timer);
-    if (i->state == ENGINE_INSTANCE_BACKOFF)
-        return redrive(e, i);
-    /* WAITING: the attempt's timeout. */
-    e->t.count.calls_timed_out++;
-    instance_withdraw(e, i);
-    if (i->attempt >= i->max_attempts) {
-        char msg[160];
-        snprintf(msg, sizeof(msg),
-                 "attempt %" PRIu32 " of %" PRIu32 " timed out after %" PRIu64
-                 " ms; no attempt is left",
-                 i->attempt, i->max_attempts, i->timeout_ms);
-        engine_error err = {.code = ENGINE_EC_TIMEOUT, .message = msg};
-        return instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, &err);
-    }
+    if (i->attempt >= i->max_attempts)
+        return instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, err);
     i->state = ENGINE_INSTANCE_BACKOFF;
     e->n_backoff++;
     uint64_t pause = check_backoff_curve(i->initial_backoff_ms, i->max_backoff_ms, i->attempt,
@@ -301,6 +292,35 @@ int instance_fire(engine *e, instance *i)
     if (rv != BERTH_OK)
         return rv;
     return instance_put(e, i);
+}
+
+int instance_fire(engine *e, instance *i)
+{
+    heap_remove(&e->timers, &i->timer);
+    if (i->state == ENGINE_INSTANCE_BACKOFF)
+        return redrive(e, i);
+    /* WAITING: the attempt's timeout. */
+    e->t.count.calls_timed_out++;
+    instance_withdraw(e, i, NULL);
+    char msg[160];
+    snprintf(msg, sizeof(msg),
+             "attempt %" PRIu32 " of %" PRIu32 " timed out after %" PRIu64 " ms%s", i->attempt,
+             i->max_attempts, i->timeout_ms,
+             i->attempt >= i->max_attempts ? "; no attempt is left" : "");
+    engine_error err = {.code = ENGINE_EC_TIMEOUT, .message = msg};
+    return attempt_failed(e, i, &err);
+}
+
+int instance_poisoned(engine *e, instance *i, const delivery *d)
+{
+    if (i->ended || i->state != ENGINE_INSTANCE_WAITING || !i->has_current ||
+        memcmp(i->current, d->id, BERTH_ID_LEN) != 0)
+        return BERTH_OK; /* an attempt that is over already */
+    char msg[300];
+    snprintf(msg, sizeof(msg), "attempt %" PRIu32 " of %" PRIu32 ": its request was poisoned (%s)",
+             i->attempt, i->max_attempts, d->err_message ? d->err_message : "undeliverable");
+    engine_error err = {.code = ENGINE_EC_DELIVERY_POISONED, .message = msg};
+    return attempt_failed(e, i, &err);
 }
 
 void instance_turn_done(engine *e)

@@ -23,12 +23,17 @@ void instance_free(instance *i);
  * answered with it, and an event tells. */
 int instance_end(engine *e, instance *i, engine_instance_state state, const engine_result *result,
                  const engine_error *err);
-/* The attempt in flight is dead: its delivery, if still in the outbox,
- * and its task, if no worker holds it, are withdrawn. */
-void instance_withdraw(engine *e, instance *i);
-/* i's timer came due: a timeout (back off, or FAILED with TIMEOUT when
- * the attempts are spent) or the end of a backoff (the next attempt). */
+/* The attempt in flight is not needed: its delivery, if still in the
+ * outbox (and not poisoned: that stays for the operator), and its task,
+ * if no worker holds it and it is not `except` (a task being answered),
+ * are withdrawn. */
+void instance_withdraw(engine *e, instance *i, const task *except);
+/* i's timer came due: a timeout (a failed attempt) or the end of a
+ * backoff (the next attempt). */
 int instance_fire(engine *e, instance *i);
+/* The attempt's request delivery d was poisoned: a failed attempt, if d
+ * is still i's attempt in flight. */
+int instance_poisoned(engine *e, instance *i, const delivery *d);
 /* After the turn's write: the instances it ended leave memory. */
 void instance_turn_done(engine *e);
 

@@ -94,7 +94,7 @@ static int correlate(engine *e, const inbound *in, engine_status *st)
     /* A reply to an older attempt resolves too; the attempt in flight is
      * then not needed, unless a worker holds it (its reply is absorbed). */
     if (in->parked->call_attempt != i->attempt)
-        instance_withdraw(e, i);
+        instance_withdraw(e, i, in->from);
     if (in->error != NULL)
         return instance_end(e, i, ENGINE_INSTANCE_RESOLVED, NULL, in->error);
     engine_result res = {

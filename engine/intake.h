@@ -14,9 +14,10 @@ typedef struct inbound {
     const char *content_type;
     const engine_header *headers; /* set by the sender: never reserved */
     size_t n_headers;
-    const store_body *parked; /* the parked delivery: correlation headers, or NULL
-                                 for a task that is not a call */
+    const store_body *parked;  /* the parked delivery: correlation headers, or NULL
+                                  for a task that is not a call */
     const engine_error *error; /* a refusal (R12): the reply is this error, no payload */
+    const task *from;          /* the task it answers (left alone by what it resolves) */
 } inbound;
 
 /* 0: accepted, and whatever it resolves is written into the turn's batch

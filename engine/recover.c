@@ -217,6 +217,15 @@ static int index_all(engine *e)
     while ((d = table_next(&e->deliveries, &i)) != NULL) {
         if (d->poisoned) {
             e->n_poisoned++;
+            /* A live call whose attempt this was hears of it (calls.c). */
+            const instance *call = d->has_instance ? instance_find(e, d->instance_id) : NULL;
+            if (call != NULL && call->has_current &&
+                memcmp(call->current, d->id, BERTH_ID_LEN) == 0) {
+                berth_id_bytes *slot = VEC_ADD(&e->calls_poisoned);
+                if (slot == NULL)
+                    return BERTH_ENOMEM;
+                memcpy(slot->b, d->id, BERTH_ID_LEN);
+            }
             continue;
         }
         if (heap_push(&e->outbox, &d->due) != BERTH_OK)
@@ -388,4 +397,5 @@ void recover_clear(engine *e)
     table_clear(&e->instances);
     e->t.ended.n = 0;
     e->n_backoff = 0;
+    e->calls_poisoned.n = 0;
 }

@@ -7,7 +7,8 @@
  * a Retry backs off on the outbox curve and, at the attempt ceiling, the
  * delivery is poisoned: kept for an operator with an incident and an
  * event, and out of the due index (so it no longer pins anything). A
- * call's request that is poisoned fails its call (DELIVERY_POISONED).
+ * call's request that is poisoned is a failed attempt of its call
+ * (instance.c), told at the next turn.
  *
  * THE PULL SINK (R3)
  *   Parking writes the task row (Body copied byte for byte, key = the
@@ -24,7 +25,6 @@
 
 #include "engine/check.h"
 #include "engine/fault.h"
-#include "engine/instance.h"
 #include "engine/relay.h"
 #include "engine/reply.h"
 #include "engine/state.h"
@@ -156,12 +156,16 @@ static int relay_poison(engine *e, delivery *d, const char *reason)
         return rv;
     engine_error err = {.code = ENGINE_EC_DELIVERY_POISONED, .message = d->err_message};
     turn_event(e, ENGINE_EVENT_DELIVERY_POISONED, d->topic, d->id, &err, 0);
-    /* A call whose request cannot be delivered has failed (the delivery
-     * stays, poisoned, for the operator). */
-    instance *i = d->has_instance ? instance_find(e, d->instance_id) : NULL;
-    if (i != NULL && !i->ended && i->has_current &&
-        memcmp(i->current, d->id, BERTH_ID_LEN) == 0)
-        return instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, &err);
+    /* A call's request that cannot be delivered is a failed attempt of the
+     * call: the next turn tells it (calls.c), with whatever this turn's
+     * write was (a turn that failed and counts its parks here included). */
+    if (d->has_instance) {
+        berth_id_bytes *slot = VEC_ADD(&e->calls_poisoned);
+        if (slot == NULL)
+            return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED,
+                             "out of memory noting a call's poisoned request");
+        memcpy(slot->b, d->id, BERTH_ID_LEN);
+    }
     return BERTH_OK;
 }
 

@@ -63,6 +63,8 @@ static void name_item(engine_status *st, size_t i)
 static int dedup_lookup(engine *e, const uint8_t *skey, size_t sklen, uint8_t id[BERTH_ID_LEN])
 {
     const turn_key *k = table_get(&e->t.keys, skey, sklen);
+    if (k != NULL && k->gone)
+        return BERTH_ENOTFOUND;
     if (k != NULL) {
         memcpy(id, k->id, BERTH_ID_LEN);
         return BERTH_OK;
@@ -86,6 +88,7 @@ static turn_key *key_new(const uint8_t *skey, size_t sklen)
 {
     turn_key *k = mem_alloc(sizeof(*k) + sklen);
     if (k != NULL) {
+        k->gone = false;
         k->len = sklen;
         memcpy(k->key, skey, sklen);
     }
@@ -372,10 +375,12 @@ int submit_call(engine *e, pending *p)
     int rv = i->has_retry ? instance_arm(e, i, now + i->timeout_ms) : BERTH_OK;
     if (rv == BERTH_OK)
         rv = instance_put(e, i);
-    if (rv == BERTH_OK && k != NULL && !key_keep(e, k, i->id))
-        rv = turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory keeping a call's key");
-    if (rv != BERTH_OK)
+    if (rv != BERTH_OK) {
+        free(k);
         return rv;
+    }
+    if (k != NULL && !key_keep(e, k, i->id)) /* (k is freed) */
+        return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory keeping a call's key");
     e->t.count.calls++;
     berth_id_format(i->id, r->submitted->id);
     r->submitted->duplicate = false;

@@ -65,7 +65,7 @@ int gw_call_start(gw_call *c, engine *e, uint64_t owner, const void *data, size_
         gw_request_from_wire(c->req, &c->ereq, &c->arena, st) != BERTH_OK)
         return BERTH_EINVAL;
     c->ereq.owner = owner;
-    if (c->peer_gone && c->ereq.op == ENGINE_OP_FETCH)
+    if (c->peer_gone && (c->ereq.op == ENGINE_OP_FETCH || c->ereq.op == ENGINE_OP_AWAIT_CALL))
         return GW_CALL_DROPPED;
     if (engine_exec(e, &c->ereq, done, arg) != BERTH_OK) {
         st->code = ENGINE_CODE_UNAVAILABLE;

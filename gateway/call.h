@@ -29,8 +29,9 @@ typedef struct gw_decode_budget {
 
 typedef struct gw_call {
     /* Set before gw_call_start() by a transport whose peer has hung up:
-     * a fetch is not run (it would claim tasks nobody can read) and the
-     * start returns GW_CALL_DROPPED, with nothing to answer. */
+     * a fetch is not run (it would claim tasks nobody can read), nor an
+     * await (it would wait for nobody), and the start returns
+     * GW_CALL_DROPPED, with nothing to answer. */
     bool peer_gone;
     gw_decode_budget budget;
     Berth__V1__Request *req; /* unpacked; ereq points into it */

@@ -859,3 +859,122 @@ Test(calls, an_await_waiting_through_a_failed_write_is_answered_and_can_await_ag
     cr_assert_eq(r->instance.state, ENGINE_INSTANCE_RESOLVED);
     h_async_free(&a);
 }
+
+/* ---- a poisoned request is a failed attempt ---- */
+
+Test(calls, a_poisoned_request_with_attempts_left_backs_off_and_re_drives)
+{
+    H.o.delivery_attempts = 2;
+    h_reopen();
+    char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
+    engine_retry_policy p = policy(3600000, 2, 500);
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 2);
+    call_ok("t", "q", &p, id);
+    h_advance(H.o.delivery_backoff_max_ms); /* poisoned: the call hears of it next turn */
+    engine_tick(H.e);
+    uint32_t attempt;
+    cr_assert_eq(state_of(id, &attempt), ENGINE_INSTANCE_BACKOFF);
+    cr_assert_eq(attempt, 1);
+    cr_assert_eq(h_stats().poisoned, 1, "the poisoned request stays for the operator");
+    h_advance(500);
+    fetch_attempt(id, 2, 0, task, token);
+    engine_reply_free(complete_with(task, "w", token, "made it"));
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_RESOLVED);
+}
+
+Test(calls, a_request_poisoned_by_a_failed_turn_s_accounting_fails_the_call_once_written)
+{
+    H.o.delivery_attempts = 2;
+    h_reopen();
+    char id[ENGINE_ID_STR];
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 1);
+    call_ok("t", "q", NULL, id); /* the first park fails: attempt 1 of 2 */
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    h_advance(H.o.delivery_backoff_initial_ms); /* the park's turn fails: attempt 2, poisoned */
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_WAITING, "not before it is written");
+    h_advance(ENGINE_STORE_BACKOFF_FOR_TESTS);
+    engine_tick(H.e);
+    engine_reply *r = await_now(id);
+    h_expect_ok(r);
+    cr_assert_eq(r->instance.state, ENGINE_INSTANCE_FAILED);
+    cr_assert_str_eq(r->instance.error.code, "DELIVERY_POISONED");
+    engine_reply_free(r);
+    h_reopen();
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_FAILED);
+}
+
+Test(calls, a_call_whose_poisoned_request_it_never_heard_of_hears_after_a_restart)
+{
+    H.o.delivery_attempts = 2;
+    h_reopen();
+    char id[ENGINE_ID_STR];
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 1);
+    call_ok("t", "q", NULL, id);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    h_advance(H.o.delivery_backoff_initial_ms);
+    h_reopen(); /* closing writes the poisoning; the call was not told yet */
+    engine_tick(H.e);
+    engine_tick(H.e);
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_FAILED);
+}
+
+/* ---- what a re-drive and an operator leave alone ---- */
+
+Test(calls, a_re_drive_withdraws_the_dead_attempt_s_task_once_nobody_holds_it)
+{
+    char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
+    engine_retry_policy p = policy(1000, 3, 1000);
+    call_ok("t", "q", &p, id);
+    fetch_attempt(id, 1, 1500, task, token); /* held past the timeout, not past the backoff */
+    h_advance(1000);
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_BACKOFF);
+    cr_assert_eq(h_stats().tasks, 1, "held at the timeout: it stays");
+    h_advance(1000); /* the re-drive: the lock ran out at 1500 */
+    cr_assert_eq(h_stats().tasks, 1, "only attempt 2's task");
+    fetch_attempt(id, 2, 0, task, token);
+}
+
+Test(calls, discarding_the_dead_attempt_s_task_in_a_backoff_leaves_the_call_to_re_drive)
+{
+    char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
+    engine_retry_policy p = policy(1000, 3, 5000);
+    call_ok("t", "q", &p, id);
+    fetch_attempt(id, 1, 60000, task, token);
+    h_advance(1000);
+    engine_request req = {.op = ENGINE_OP_FAIL};
+    req.u.fail.guard = (engine_guard){task, "w", token};
+    req.u.fail.has_retries_left = true;
+    req.u.fail.retries_left = 0;
+    engine_reply_free(h_exec(&req)); /* terminal */
+    engine_request d = {.op = ENGINE_OP_DISCARD_TERMINAL};
+    d.u.discard_terminal.id = task;
+    h_expect_ok(h_exec(&d));
+    cr_assert_eq(state_of(id, NULL), ENGINE_INSTANCE_BACKOFF);
+    h_advance(5000);
+    fetch_attempt(id, 2, 0, task, token);
+}
+
+Test(calls, a_key_dropped_at_the_start_of_a_turn_is_free_for_a_call_later_in_it)
+{
+    H.o.instance_retention_ms = 1000;
+    h_reopen();
+    engine_retry_policy p = policy(10, 1, 10);
+    engine_request req = {.op = ENGINE_OP_CALL};
+    req.u.call.request = (engine_submit_args){.topic = "t", .idempotency_key = "k"};
+    req.u.call.retry = &p;
+    engine_reply *r = h_exec(&req);
+    char first[ENGINE_ID_STR];
+    memcpy(first, r->submitted[0].id, ENGINE_ID_STR);
+    engine_reply_free(r);
+    h_advance(10); /* FAILED: its retention starts */
+    engine_hold(H.e, true);
+    engine_manual_clock_advance(&H.clock, 1000); /* no turn yet */
+    h_async a;
+    h_exec_async(&req, &a);
+    engine_hold(H.e, false); /* one turn: the drop, then the call */
+    r = h_async_wait(&a);
+    h_expect_ok(r);
+    cr_assert_not(r->submitted[0].duplicate, "the key went with the dropped call");
+    cr_assert_str_neq(r->submitted[0].id, first);
+    h_async_free(&a);
+}
