@@ -143,11 +143,13 @@ static void *worker(void *arg)
     return NULL;
 }
 
-DTest(crash, twenty_kills_under_load_lose_nothing_acknowledged)
+/* `cycles` times: berthd (restarted after the first) under the load of
+ * PRODUCERS `make` threads and WORKERS `take` threads, each with its own
+ * client, is killed -9 at a random moment 50 ms to 50 + spread_ms ms in. */
+static void kill_cycles(int cycles, void *(*make)(void *), void *(*take)(void *),
+                        uint32_t spread_ms)
 {
-    d_start(&D, NULL);
-    pthread_mutex_init(&L.mu, NULL);
-    for (int cycle = 0; cycle < CYCLES; cycle++) {
+    for (int cycle = 0; cycle < cycles; cycle++) {
         if (cycle > 0)
             d_restart(&D);
         volatile bool stop = false;
@@ -155,10 +157,9 @@ DTest(crash, twenty_kills_under_load_lose_nothing_acknowledged)
         pthread_t th[PRODUCERS + WORKERS];
         for (int i = 0; i < PRODUCERS + WORKERS; i++) {
             cs[i] = (client){d_client(&D), &stop};
-            pthread_create(&th[i], NULL, i < PRODUCERS ? producer : worker, &cs[i]);
+            pthread_create(&th[i], NULL, i < PRODUCERS ? make : take, &cs[i]);
         }
-        /* A random moment: 50 to 300 ms into the load. */
-        struct timespec t = {0, (long)(50 + randombytes_uniform(250)) * 1000000L};
+        struct timespec t = {0, (long)(50 + randombytes_uniform(spread_ms)) * 1000000L};
         nanosleep(&t, NULL);
         cr_assert_eq(d_signal(&D, SIGKILL), 128 + SIGKILL);
         stop = true;
@@ -167,6 +168,13 @@ DTest(crash, twenty_kills_under_load_lose_nothing_acknowledged)
             bc_close(cs[i].c);
         }
     }
+}
+
+DTest(crash, twenty_kills_under_load_lose_nothing_acknowledged)
+{
+    d_start(&D, NULL);
+    pthread_mutex_init(&L.mu, NULL);
+    kill_cycles(CYCLES, producer, worker, 250);
 
     /* Once more, and drain: locks of the last cycle run out (1 s). */
     d_restart(&D);
@@ -277,22 +285,11 @@ static bool answer_once(bc *c, uint64_t wait_ms)
             CL.foreign++;
             pthread_mutex_unlock(&CL.mu);
         }
-        Berth__V1__Result res = BERTH__V1__RESULT__INIT;
-        res.has_payload = 1;
-        res.payload = (ProtobufCBinaryData){(size_t)n, (uint8_t *)answer};
-        Berth__V1__CompleteRequest cr = BERTH__V1__COMPLETE_REQUEST__INIT;
-        cr.task_id = t->id;
-        cr.worker_id = "cw";
-        cr.lock_token = t->lock_token;
-        cr.result = &res;
-        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
-        req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE;
-        req.complete = &cr;
-        Berth__V1__Response *r = NULL;
-        if (bc_call(c, &req, 2000, &r) != BC_OK)
+        Berth__V1__Response *r = w_answer_or_null(c, t, "cw", answer, (size_t)n);
+        if (r == NULL)
             alive = false;
         else
-            berth__v1__response__free_unpacked(r, NULL);
+            w_free(r);
     }
     w_free(f);
     return alive;
@@ -344,25 +341,7 @@ DTest(crash, calls_survive_kills_and_each_resolves_with_its_own_result)
 {
     d_start(&D, NULL);
     pthread_mutex_init(&CL.mu, NULL);
-    for (int cycle = 0; cycle < CALL_CYCLES; cycle++) {
-        if (cycle > 0)
-            d_restart(&D);
-        volatile bool stop = false;
-        client cs[PRODUCERS + WORKERS];
-        pthread_t th[PRODUCERS + WORKERS];
-        for (int i = 0; i < PRODUCERS + WORKERS; i++) {
-            cs[i] = (client){d_client(&D), &stop};
-            pthread_create(&th[i], NULL, i < PRODUCERS ? caller : answerer, &cs[i]);
-        }
-        struct timespec t = {0, (long)(50 + randombytes_uniform(450)) * 1000000L};
-        nanosleep(&t, NULL);
-        cr_assert_eq(d_signal(&D, SIGKILL), 128 + SIGKILL);
-        stop = true;
-        for (int i = 0; i < PRODUCERS + WORKERS; i++) {
-            pthread_join(th[i], NULL);
-            bc_close(cs[i].c);
-        }
-    }
+    kill_cycles(CALL_CYCLES, caller, answerer, 450);
 
     /* Drain: answer until every acknowledged call has ended (a call whose
      * task a killed worker held waits for its lock or its timeout). */

@@ -583,19 +583,7 @@ DTest(wire, a_caller_awaiting_is_woken_by_the_worker_s_completion)
         named |= strcmp(t->headers[i]->key, "berth-instance-id") == 0 &&
                  strcmp(t->headers[i]->value, id) == 0;
     cr_assert(named, "the task names its call in a reserved header");
-    Berth__V1__Result res = BERTH__V1__RESULT__INIT;
-    res.has_payload = 1;
-    res.payload.data = (uint8_t *)"42";
-    res.payload.len = 2;
-    Berth__V1__CompleteRequest c = BERTH__V1__COMPLETE_REQUEST__INIT;
-    c.task_id = t->id;
-    c.worker_id = "w";
-    c.lock_token = t->lock_token;
-    c.result = &res;
-    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
-    req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE;
-    req.complete = &c;
-    Berth__V1__Response *r = w_call(C, &req, 0);
+    Berth__V1__Response *r = w_answer(C, t, "w", "42", 2);
     w_expect_code(r, BERTH__V1__CODE__OK);
     w_free(r);
     w_free(keep);
@@ -693,19 +681,7 @@ DTest(wire, five_hundred_awaits_while_a_worker_completes)
             char answer[40];
             int n = snprintf(answer, sizeof(answer), "%.*s!", (int)t->payload.len,
                              (const char *)t->payload.data);
-            Berth__V1__Result res = BERTH__V1__RESULT__INIT;
-            res.has_payload = 1;
-            res.payload.data = (uint8_t *)answer;
-            res.payload.len = (size_t)n;
-            Berth__V1__CompleteRequest c = BERTH__V1__COMPLETE_REQUEST__INIT;
-            c.task_id = t->id;
-            c.worker_id = "w";
-            c.lock_token = t->lock_token;
-            c.result = &res;
-            Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
-            req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE;
-            req.complete = &c;
-            Berth__V1__Response *r = w_call(C, &req, 0);
+            Berth__V1__Response *r = w_answer(C, t, "w", answer, (size_t)n);
             w_expect_code(r, BERTH__V1__CODE__OK);
             w_free(r);
             done++;

@@ -320,6 +320,35 @@ Berth__V1__Response *w_guarded_or_null(bc *c, Berth__V1__Request__MethodCase m, 
     return guarded_with(call_or_null, c, m, id, worker, token);
 }
 
+static Berth__V1__Response *answer_with(call_fn call, bc *c, const Berth__V1__Task *t,
+                                        const char *worker, const void *result, size_t len)
+{
+    Berth__V1__Result res = BERTH__V1__RESULT__INIT;
+    res.has_payload = 1;
+    res.payload = (ProtobufCBinaryData){len, (uint8_t *)result};
+    Berth__V1__CompleteRequest comp = BERTH__V1__COMPLETE_REQUEST__INIT;
+    comp.task_id = t->id;
+    comp.worker_id = (char *)worker;
+    comp.lock_token = t->lock_token;
+    comp.result = &res;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE;
+    req.complete = &comp;
+    return call(c, &req, 0);
+}
+
+Berth__V1__Response *w_answer(bc *c, const Berth__V1__Task *t, const char *worker,
+                              const void *result, size_t len)
+{
+    return answer_with(w_call, c, t, worker, result, len);
+}
+
+Berth__V1__Response *w_answer_or_null(bc *c, const Berth__V1__Task *t, const char *worker,
+                                      const void *result, size_t len)
+{
+    return answer_with(call_or_null, c, t, worker, result, len);
+}
+
 void w_free(Berth__V1__Response *r)
 {
     berth__v1__response__free_unpacked(r, NULL);

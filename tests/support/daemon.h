@@ -67,6 +67,11 @@ Berth__V1__Response *w_fetch_or_null(bc *c, const char *worker, const char *topi
                                      uint64_t lock_ms, long wait_ms);
 Berth__V1__Response *w_guarded_or_null(bc *c, Berth__V1__Request__MethodCase m, const char *id,
                                        const char *worker, const char *token);
+/* Completes task t (held by worker) with a result of len bytes. */
+Berth__V1__Response *w_answer(bc *c, const Berth__V1__Task *t, const char *worker,
+                              const void *result, size_t len);
+Berth__V1__Response *w_answer_or_null(bc *c, const Berth__V1__Task *t, const char *worker,
+                                      const void *result, size_t len);
 void w_free(Berth__V1__Response *r);
 
 #define w_expect_code(r, c)                                                                        \
