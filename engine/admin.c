@@ -117,8 +117,10 @@ int admin_retry_terminal(engine *e, pending *p)
     t->lock_expires_at_ms = now;
     state_task_reindex(e, t);
     int rv = state_task_put(e, t);
-    if (rv == BERTH_OK)
+    if (rv == BERTH_OK) {
         turn_doorbell(e, t->topic);
+        turn_event(e, ENGINE_EVENT_TASK_RETRIED, t->topic, t->id, NULL, t->retries_left);
+    }
     return rv;
 }
 
@@ -148,6 +150,7 @@ int admin_discard_terminal(engine *e, pending *p)
                           memcmp(i->current, t->id, BERTH_ID_LEN) != 0))
             i = NULL;
     }
+    turn_event(e, ENGINE_EVENT_TASK_DISCARDED, t->topic, t->id, NULL, 0);
     state_task_delete(e, t);
     if (i == NULL)
         return BERTH_OK;
@@ -164,6 +167,14 @@ int admin_list_incidents(engine *e, pending *p)
     if (!check_bound(asked != 0, asked, e->o.batch_default, e->o.batch_max, false, "limit", &limit,
                      &r->status))
         return BERTH_OK;
+    const char *after = p->req.u.list_incidents.after_id;
+    uint8_t from[STORE_INCIDENT_KEY_LEN];
+    if (after != NULL && berth_id_parse(after, from) != BERTH_OK) {
+        reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT,
+                     "after_id: not an incident id (32 hex digits)");
+        snprintf(r->status.field, sizeof(r->status.field), "after_id");
+        return BERTH_OK;
+    }
     r->incidents = reply_mem(r, limit * sizeof(*r->incidents));
     store_iter *it;
     if (r->incidents == NULL || store_iter_open(e->store, STORE_CF_INCIDENTS, &it) != BERTH_OK) {
@@ -171,11 +182,15 @@ int admin_list_incidents(engine *e, pending *p)
         reply_no_memory(&r->status);
         return BERTH_OK;
     }
+    if (after != NULL)
+        store_iter_seek(it, from, sizeof(from)); /* incident ids are their keys */
     bool oom = false;
     for (; store_iter_valid(it) && r->n_incidents < limit; store_iter_next(it)) {
         size_t kl, vl;
         const uint8_t *k = store_iter_key(it, &kl);
         const void *v = store_iter_value(it, &vl);
+        if (after != NULL && kl == sizeof(from) && memcmp(k, from, kl) == 0)
+            continue; /* the one it is after */
         store_incident inc;
         if (kl != STORE_INCIDENT_KEY_LEN || store_incident_decode(v, vl, &inc) != BERTH_OK)
             continue;
@@ -195,28 +210,58 @@ int admin_list_incidents(engine *e, pending *p)
     return read_outcome(r, oom, rv, "reading incidents failed");
 }
 
+/* The topics in memory, each with its slot in r->topic_stats. False: no
+ * memory. */
+static bool topic_slots(engine *e, engine_reply *r)
+{
+    r->topic_stats = reply_mem(r, (e->topics.n ? e->topics.n : 1) * sizeof(*r->topic_stats));
+    if (r->topic_stats == NULL)
+        return false;
+    size_t i = 0;
+    topic *tp;
+    while ((tp = table_next(&e->topics, &i)) != NULL) {
+        engine_topic_stats *ts = &r->topic_stats[r->n_topic_stats];
+        tp->stats_slot = r->n_topic_stats++;
+        if ((ts->topic = reply_strdup(r, tp->name)) == NULL)
+            return false;
+        ts->waiting_fetches = tp->n_waiters;
+    }
+    return true;
+}
+
 int admin_stats(engine *e, pending *p)
 {
-    engine_stats *s = &p->reply->stats;
+    engine_reply *r = p->reply;
+    engine_stats *s = &r->stats;
     *s = e->counters;
     s->syncs = e->syncs_past + commit_syncs(e);
+    if (!topic_slots(e, r)) {
+        reply_reset(r);
+        reply_no_memory(&r->status);
+        return BERTH_OK;
+    }
     uint64_t now = e->t.now_ms;
     size_t i = 0;
     task *t;
     while ((t = table_next(&e->tasks, &i)) != NULL) {
         s->tasks++;
+        engine_topic_stats *ts = &r->topic_stats[t->topic->stats_slot];
         switch (state_of(t, now)) {
         case ENGINE_TASK_READY:
             s->ready++;
+            ts->ready++;
             break;
         case ENGINE_TASK_LOCKED:
             s->locked++;
+            ts->locked++;
             break;
         case ENGINE_TASK_BACKOFF:
             s->backoff++;
+            ts->backoff++;
             break;
         case ENGINE_TASK_TERMINAL:
             s->terminal++;
+            ts->terminal++;
             break;
         }
     }

@@ -69,7 +69,8 @@ typedef struct topic {
     struct topic *watch_prev, *watch_next; /* in e->watched while n_waiters > 0 */
     bool rung;                             /* doorbell rang this turn */
     struct topic *rung_next;
-    bool idle_listed; /* in e->idle: freed at the end of the turn if unused */
+    size_t stats_slot; /* its place in a stats reply being built */
+    bool idle_listed;  /* in e->idle: freed at the end of the turn if unused */
     struct topic *idle_next;
 } topic;
 

@@ -69,6 +69,7 @@ typedef enum engine_code {
     ENGINE_CODE_UNIMPLEMENTED = 12,
     ENGINE_CODE_INTERNAL = 13,
     ENGINE_CODE_UNAVAILABLE = 14,
+    ENGINE_CODE_UNAUTHENTICATED = 16,
 } engine_code;
 
 /* Why a lock-guarded request matched nothing (R8); proto Status.Verdict. */
@@ -270,7 +271,8 @@ typedef struct engine_request {
             uint32_t retries;
         } retry_terminal;
         struct {
-            uint32_t limit; /* 0: the batch default */
+            uint32_t limit;       /* 0: the batch default */
+            const char *after_id; /* NULL: from the first; else those after it */
         } list_incidents;
         struct {
             uint64_t owner;
@@ -378,6 +380,12 @@ typedef struct engine_stats {
     uint64_t instances_dropped; /* ended instances dropped after their retention */
 } engine_stats;
 
+typedef struct engine_topic_stats {
+    const char *topic;
+    uint64_t ready, locked, backoff, terminal;
+    uint64_t waiting_fetches;
+} engine_topic_stats;
+
 typedef struct engine_reply {
     engine_op op;
     engine_status status;
@@ -408,8 +416,10 @@ typedef struct engine_reply {
     size_t n_incidents;
     /* AWAIT_CALL */
     engine_instance instance;
-    /* STATS */
+    /* STATS: the totals, and per topic in memory */
     engine_stats stats;
+    engine_topic_stats *topic_stats;
+    size_t n_topic_stats;
     void *priv; /* allocations behind the pointers above */
 } engine_reply;
 
@@ -425,6 +435,9 @@ typedef enum engine_event_kind {
     ENGINE_EVENT_TASK_REFUSED,
     ENGINE_EVENT_DELIVERY_POISONED,
     ENGINE_EVENT_INSTANCE_RESOLVED, /* a call ended, either way: id is the instance's */
+    ENGINE_EVENT_TASK_RETRIED,      /* an operator re-offered a terminal task */
+    ENGINE_EVENT_TASK_DISCARDED,    /* an operator discarded a terminal task */
+    ENGINE_EVENT_DELIVERY_RETRIED,  /* an operator re-armed a poisoned delivery */
 } engine_event_kind;
 
 typedef struct engine_event {

@@ -286,5 +286,8 @@ int relay_retry_delivery(engine *e, pending *p)
     d->poisoned = false;
     e->n_poisoned--;
     d->attempts = 0;
-    return state_delivery_put(e, d);
+    int rv = state_delivery_put(e, d);
+    if (rv == BERTH_OK)
+        turn_event(e, ENGINE_EVENT_DELIVERY_RETRIED, d->topic, d->id, NULL, 0);
+    return rv;
 }

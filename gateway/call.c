@@ -84,3 +84,34 @@ void gw_call_release(gw_call *c)
     c->req = NULL;
     gw_arena_reset(&c->arena);
 }
+
+static void op_init(void *call)
+{
+    gw_call_init(call);
+}
+
+static int op_start(const void *ctx, void *call, engine *e, uint64_t owner, const void *data,
+                    size_t len, size_t max_msg, engine_done_fn done, void *arg, engine_status *st)
+{
+    (void)ctx;
+    return gw_call_start(call, e, owner, data, len, max_msg, done, arg, st);
+}
+
+static int op_encode(void *call, const engine_reply *r, nng_msg **out)
+{
+    return gw_encode_reply(r, &((gw_call *)call)->arena, out);
+}
+
+static void op_release(void *call)
+{
+    gw_call_release(call);
+}
+
+const gw_codec gw_operate_codec = {
+    .call_size = sizeof(gw_call),
+    .init = op_init,
+    .start = op_start,
+    .encode = op_encode,
+    .encode_status = gw_encode_status,
+    .release = op_release,
+};

@@ -49,4 +49,22 @@ int gw_call_start(gw_call *c, engine *e, uint64_t owner, const void *data, size_
                   size_t max_msg, engine_done_fn done, void *arg, engine_status *st);
 void gw_call_release(gw_call *c);
 
+/* A surface's codec: how a server turns the bytes of one request into an
+ * engine request (start) and the engine's reply into the bytes of the
+ * answer (encode), for its own envelope. server.c serves any codec on
+ * nng's REP sockets; each context holds one call of call_size bytes. */
+typedef struct gw_codec {
+    size_t call_size;
+    void (*init)(void *call);
+    /* As gw_call_start(); ctx is the server's codec_ctx. */
+    int (*start)(const void *ctx, void *call, engine *e, uint64_t owner, const void *data,
+                 size_t len, size_t max_msg, engine_done_fn done, void *arg, engine_status *st);
+    int (*encode)(void *call, const engine_reply *r, nng_msg **out);
+    int (*encode_status)(const engine_status *st, nng_msg **out);
+    void (*release)(void *call);
+} gw_codec;
+
+/* The operate surface's: Request in, Response out (gw_call). */
+extern const gw_codec gw_operate_codec;
+
 #endif

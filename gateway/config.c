@@ -26,6 +26,11 @@ typedef struct setting {
 static const setting settings[] = {
     {"data", S_STR, E(data_dir), "data directory (the embedded store)"},
     {"operate", S_STR, G(operate_url), "operate surface URL (producers and workers)"},
+    {"admin", S_STR, G(admin_url), "admin surface URL (operators; loopback unless a key file)"},
+    {"admin-key-file", S_STR, G(admin_key_file),
+     "the admin surface's key (at least 32 bytes): requests must carry its HMAC"},
+    {"admin-skew-ms", S_U64, G(admin_skew_ms),
+     "how far an admin request's ts_ms may be from berthd's clock"},
     {"events", S_STR, G(events_url), "events surface URL (PUB)"},
     {"lock-default-ms", S_U64, E(lock_default_ms), "lock when a fetch names none; grace window"},
     {"lock-max-ms", S_U64, E(lock_max_ms), "ceiling for lock_ms"},
@@ -90,6 +95,8 @@ void gw_config_default(gw_config *c)
     engine_options_default(&c->eng);
     c->operate_url = "tcp://127.0.0.1:7450";
     c->events_url = "tcp://127.0.0.1:7452";
+    c->admin_url = "tcp://127.0.0.1:7451";
+    c->admin_skew_ms = 300000;
     c->max_message_bytes = 8u << 20;
     c->idle_timeout_ms = 600000;
     c->frame_timeout_ms = 30000;

@@ -28,6 +28,9 @@
 typedef struct gw_config {
     engine_options eng;
     const char *operate_url;
+    const char *admin_url;
+    const char *admin_key_file; /* NULL: the admin surface binds loopback or ipc only */
+    uint64_t admin_skew_ms;
     const char *events_url;
     const char *tls_cert; /* PEM files for tls+tcp:// URLs */
     const char *tls_key;

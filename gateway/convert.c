@@ -282,7 +282,7 @@ int gw_request_from_wire(const Berth__V1__Request *in, engine_request *out, gw_a
 
 /* ---- engine → wire ---- */
 
-static void status_to_wire(const engine_status *st, Berth__V1__Status *w)
+void gw_status_to_wire(const engine_status *st, Berth__V1__Status *w)
 {
     berth__v1__status__init(w);
     w->has_code = 1;
@@ -320,7 +320,7 @@ int gw_encode_status(const engine_status *st, nng_msg **out)
 {
     Berth__V1__Response resp = BERTH__V1__RESPONSE__INIT;
     Berth__V1__Status w;
-    status_to_wire(st, &w);
+    gw_status_to_wire(st, &w);
     resp.status = &w;
     return pack(&resp, out);
 }
@@ -419,7 +419,7 @@ int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out)
 {
     Berth__V1__Response resp = BERTH__V1__RESPONSE__INIT;
     Berth__V1__Status st;
-    status_to_wire(&r->status, &st);
+    gw_status_to_wire(&r->status, &st);
     resp.status = &st;
     if (r->status.code != ENGINE_CODE_OK)
         return pack(&resp, out); /* a failure carries no payload */
@@ -486,7 +486,7 @@ int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out)
         Berth__V1__Status *sts = alloc_n(a, r->n_statuses, sizeof(*sts), &ok);
         compb.statuses = alloc_n(a, r->n_statuses, sizeof(*compb.statuses), &ok);
         for (size_t i = 0; ok && i < r->n_statuses; i++) {
-            status_to_wire(&r->statuses[i], &sts[i]);
+            gw_status_to_wire(&r->statuses[i], &sts[i]);
             compb.statuses[i] = &sts[i];
         }
         compb.n_statuses = ok ? r->n_statuses : 0;

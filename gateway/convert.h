@@ -33,6 +33,8 @@ void gw_arena_reset(gw_arena *a);
 int gw_request_from_wire(const Berth__V1__Request *in, engine_request *out, gw_arena *a,
                          engine_status *st);
 
+/* A Status on the wire for st (its strings are st's). */
+void gw_status_to_wire(const engine_status *st, Berth__V1__Status *w);
 /* The Response for an engine reply. */
 int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out);
 /* A Response that carries only a status (refusals before the engine). */

@@ -132,6 +132,15 @@ void gw_event_subject(const engine_event *ev, char *out, size_t len)
     case ENGINE_EVENT_DELIVERY_POISONED:
         kind = "delivery.poisoned";
         break;
+    case ENGINE_EVENT_TASK_RETRIED:
+        kind = "task.retried";
+        break;
+    case ENGINE_EVENT_TASK_DISCARDED:
+        kind = "task.discarded";
+        break;
+    case ENGINE_EVENT_DELIVERY_RETRIED:
+        kind = "delivery.retried";
+        break;
     case ENGINE_EVENT_INSTANCE_RESOLVED: /* named by the call, not its topic */
         snprintf(out, len, "instance.resolved.%s", ev->id);
         return;

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gateway/admin.h"
 #include "gateway/config.h"
 #include "gateway/events.h"
 #include "gateway/listen.h"
@@ -26,6 +27,8 @@
 static int serve(gw_config *cfg);
 
 #define SHUTDOWN_SOCKET_MS 5000
+/* Admin requests are small: ids, filters, a page size. */
+#define ADMIN_MESSAGE_MAX (64u << 10)
 
 typedef struct closer {
     gw_server *server;
@@ -48,13 +51,18 @@ static void *close_thread(void *arg)
 /* gw_server_close(), waiting for it ms at most. */
 static bool close_within(gw_server *server, int ms)
 {
-    static closer c; /* outlives a close that never returns */
-    c.server = server;
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    pthread_t th;
-    if (pthread_create(&th, NULL, close_thread, &c) != 0) {
+    closer *c = calloc(1, sizeof(*c)); /* outlives a close that never returns */
+    if (c == NULL) {
         gw_server_close(server);
+        return true;
+    }
+    c->server = server;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    pthread_t th;
+    if (pthread_create(&th, NULL, close_thread, c) != 0) {
+        gw_server_close(server);
+        free(c);
         return true;
     }
     struct timespec until;
@@ -65,13 +73,17 @@ static bool close_within(gw_server *server, int ms)
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    pthread_mutex_lock(&c.mu);
-    while (!c.done && pthread_cond_timedwait(&c.cv, &c.mu, &until) == 0)
+    pthread_mutex_lock(&c->mu);
+    while (!c->done && pthread_cond_timedwait(&c->cv, &c->mu, &until) == 0)
         ;
-    bool done = c.done;
-    pthread_mutex_unlock(&c.mu);
-    if (done)
+    bool done = c->done;
+    pthread_mutex_unlock(&c->mu);
+    if (done) {
         pthread_join(th, NULL);
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv);
+        free(c);
+    }
     return done;
 }
 
@@ -155,9 +167,16 @@ static int serve(gw_config *cfg)
         fprintf(stderr, "berthd: %s\n", err);
         return 2;
     }
+    gw_admin *admin = NULL;
+    if (gw_admin_open(cfg->admin_url, cfg->admin_key_file, cfg->admin_skew_ms, &admin, err,
+                      sizeof(err)) != BERTH_OK) {
+        fprintf(stderr, "berthd: %s\n", err);
+        return 2;
+    }
     gw_events *events = NULL;
     if (gw_events_open(cfg->events_url, tls, &events, err, sizeof(err)) != BERTH_OK) {
         fprintf(stderr, "berthd: %s\n", err);
+        gw_admin_close(admin);
         return 1;
     }
     cfg->eng.on_event = gw_events_publish;
@@ -167,6 +186,7 @@ static int serve(gw_config *cfg)
     if (rv != BERTH_OK) {
         fprintf(stderr, "berthd: %s\n", err);
         gw_events_close(events);
+        gw_admin_close(admin);
         return rv == BERTH_EINVAL ? 2 : 1;
     }
     gw_server_options so = {
@@ -186,10 +206,32 @@ static int serve(gw_config *cfg)
         fprintf(stderr, "berthd: %s\n", err);
         engine_close(e);
         gw_events_close(events);
+        gw_admin_close(admin);
         return 1;
     }
-    printf("berthd ready operate=%s events=%s data=%s\n", gw_server_url(server),
-           gw_events_url(events), cfg->eng.data_dir);
+    gw_server_options ao = {
+        .url = cfg->admin_url,
+        .max_message_bytes = ADMIN_MESSAGE_MAX,
+        .contexts = 2,
+        .contexts_max = 64,
+        .tls = tls,
+        .max_connections = 64,
+        .codec = &gw_admin_codec,
+        .codec_ctx = admin,
+        .name = "admin",
+    };
+    gw_server *admin_server = NULL;
+    if (gw_server_start(e, &ao, &admin_server, err, sizeof(err)) != BERTH_OK) {
+        fprintf(stderr, "berthd: %s\n", err);
+        engine_stop(e);
+        gw_server_close(server);
+        engine_close(e);
+        gw_events_close(events);
+        gw_admin_close(admin);
+        return 1;
+    }
+    printf("berthd ready operate=%s admin=%s events=%s data=%s\n", gw_server_url(server),
+           gw_server_url(admin_server), gw_events_url(events), cfg->eng.data_dir);
     fflush(stdout);
 
     int sig = 0;
@@ -197,15 +239,18 @@ static int serve(gw_config *cfg)
     fprintf(stderr, "berthd: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     engine_stop(e);         /* the turn in flight finishes; waiters are answered */
     gw_server_stop(server); /* bounded: no request reaches the engine after */
-    engine_close(e);        /* the store is closed: everything is on disk */
-    if (!close_within(server, SHUTDOWN_SOCKET_MS)) {
+    gw_server_stop(admin_server);
+    engine_close(e); /* the store is closed: everything is on disk */
+    if (!close_within(server, SHUTDOWN_SOCKET_MS) ||
+        !close_within(admin_server, SHUTDOWN_SOCKET_MS)) {
         /* nng's socket close waits for pipes that a peer may have left
          * stuck: nothing is left to keep, so do not wait for it. */
-        fprintf(stderr, "berthd: the operate socket did not close within %d ms; exiting\n",
+        fprintf(stderr, "berthd: a socket did not close within %d ms; exiting\n",
                 SHUTDOWN_SOCKET_MS);
         fflush(stderr);
         _exit(0);
     }
+    gw_admin_close(admin);
     gw_events_close(events);
     if (tls != NULL)
         nng_tls_config_free(tls);

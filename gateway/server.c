@@ -32,7 +32,7 @@ typedef enum ctx_state {
 
 typedef struct gw_ctx {
     struct gw_server *s;
-    gw_call call;
+    void *call; /* the codec's */
     nng_ctx ctx;
     nng_aio *aio;
     ctx_state state;
@@ -43,6 +43,8 @@ struct gw_server {
     gw_sp *sp;  /* tcp:// without TLS: berth's own server; the rest is unused */
     bool is_sp; /* (sp is NULL once stopped) */
     engine *e;
+    const gw_codec *codec;
+    const void *codec_ctx;
     nng_socket sock;
     size_t max_msg;
     uint32_t ctx_max;
@@ -77,7 +79,7 @@ static void ctx_send(gw_ctx *c, nng_msg *m)
 /* The request is answered (or dropped): back to receiving. */
 static void ctx_finish(gw_ctx *c)
 {
-    gw_call_release(&c->call);
+    c->s->codec->release(c->call);
     atomic_fetch_sub(&c->s->busy, 1);
     if (!atomic_load(&c->s->closing))
         ctx_recv(c);
@@ -88,7 +90,7 @@ static void ctx_finish(gw_ctx *c)
 static void ctx_answer_status(gw_ctx *c, const engine_status *st)
 {
     nng_msg *m;
-    if (gw_encode_status(st, &m) != BERTH_OK) {
+    if (c->s->codec->encode_status(st, &m) != BERTH_OK) {
         ctx_finish(c);
         return;
     }
@@ -98,16 +100,20 @@ static void ctx_answer_status(gw_ctx *c, const engine_status *st)
 static int ctx_add(gw_server *s)
 {
     gw_ctx *c = calloc(1, sizeof(*c));
-    if (c == NULL)
+    if (c == NULL || (c->call = calloc(1, s->codec->call_size)) == NULL) {
+        free(c);
         return BERTH_ENOMEM;
-    gw_call_init(&c->call);
+    }
+    s->codec->init(c->call);
     c->s = s;
     if (nng_aio_alloc(&c->aio, ctx_cb, c) != 0) {
+        free(c->call);
         free(c);
         return BERTH_ENOMEM;
     }
     if (nng_ctx_open(&c->ctx, s->sock) != 0) {
         nng_aio_free(c->aio);
+        free(c->call);
         free(c);
         return BERTH_ENOMEM;
     }
@@ -138,7 +144,7 @@ static void engine_done(void *arg, engine_reply *r)
         return;
     }
     nng_msg *m;
-    int rv = gw_encode_reply(r, &c->call.arena, &m);
+    int rv = c->s->codec->encode(c->call, r, &m);
     engine_reply_free(r);
     if (rv != BERTH_OK) {
         ctx_finish(c);
@@ -153,8 +159,8 @@ static void ctx_handle(gw_ctx *c, nng_msg *m)
     c->state = CTX_ENGINE;
     int pipe = nng_pipe_id(nng_msg_get_pipe(m));
     uint64_t owner = pipe > 0 ? (uint64_t)pipe : 0;
-    int rv = gw_call_start(&c->call, c->s->e, owner, nng_msg_body(m), nng_msg_len(m), c->s->max_msg,
-                           engine_done, c, &st);
+    int rv = c->s->codec->start(c->s->codec_ctx, c->call, c->s->e, owner, nng_msg_body(m),
+                                nng_msg_len(m), c->s->max_msg, engine_done, c, &st);
     nng_msg_free(m);
     if (rv != BERTH_OK)
         ctx_answer_status(c, &st);
@@ -218,7 +224,9 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
     gw_server *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return BERTH_ENOMEM;
-    if (!o->nng && o->tls == NULL && strncmp(o->url, "tcp://", 6) == 0) {
+    s->codec = o->codec ? o->codec : &gw_operate_codec;
+    s->codec_ctx = o->codec_ctx;
+    if (o->codec == NULL && !o->nng && o->tls == NULL && strncmp(o->url, "tcp://", 6) == 0) {
         gw_sp_limits lim = {.max_message_bytes = o->max_message_bytes,
                             .max_connections = o->max_connections,
                             .idle_timeout_ms = o->idle_timeout_ms,
@@ -247,7 +255,8 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
     if (rv == 0)
         rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, pipe_gone, s);
     if (rv != 0) {
-        snprintf(err, errlen, "cannot open the operate socket: %s", nng_strerror(rv));
+        snprintf(err, errlen, "cannot open the %s socket: %s", o->name ? o->name : "operate",
+                 nng_strerror(rv));
         pthread_mutex_destroy(&s->mu);
         free(s);
         return BERTH_EIO;
@@ -320,7 +329,8 @@ void gw_server_close(gw_server *s)
     while (c != NULL) {
         gw_ctx *next = c->next;
         nng_aio_free(c->aio);
-        gw_call_release(&c->call);
+        s->codec->release(c->call);
+        free(c->call);
         free(c);
         c = next;
     }

@@ -45,6 +45,11 @@ typedef struct gw_server_options {
     uint64_t idle_timeout_ms;
     uint64_t frame_timeout_ms;
     uint64_t buffers_max_bytes;
+    /* Another surface (admin.h): its codec, served on nng's REP socket
+     * whatever the URL. NULL: the operate surface. */
+    const struct gw_codec *codec;
+    const void *codec_ctx;
+    const char *name; /* in messages: "operate" when NULL */
 } gw_server_options;
 
 int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char *err,

@@ -45,6 +45,7 @@ enum {
 typedef struct opts {
     const char *operate;
     const char *events;
+    const char *admin, *admin_key_file;
     bool json;
     int timeout_ms;
     /* command arguments */
@@ -61,6 +62,10 @@ typedef struct opts {
     /* call */
     bool has_timeout, has_attempts, await;
     uint64_t timeout_arg, attempts;
+    /* admin */
+    const char *after;
+    bool has_retries, has_limit;
+    uint64_t retries, limit;
 } opts;
 
 typedef struct command {
@@ -812,6 +817,263 @@ static int cmd_watch(opts *o)
     return EX_OK;
 }
 
+/* ---- the admin surface ---- */
+
+/* Sends an admin request (signed with the key file, if one is named) and
+ * returns its answer in *out, or the exit code of what went wrong. */
+static int admin_call(const opts *o, Berth__V1__AdminRequest *req, Berth__V1__AdminResponse **out)
+{
+    uint8_t *key = NULL;
+    size_t keylen = 0;
+    char err[256];
+    if (o->admin_key_file != NULL &&
+        bc_admin_key_load(o->admin_key_file, &key, &keylen, err, sizeof(err)) != BC_OK) {
+        fprintf(stderr, "berth: %s\n", err);
+        return EX_USAGE;
+    }
+    bc *c;
+    bc_tls tls = {o->tls_ca, o->tls_server_name, o->tls_insecure};
+    if (bc_open_tls(o->admin, &tls, &c, err, sizeof(err)) != BC_OK) {
+        fprintf(stderr, "berth: cannot reach berthd's admin surface: %s\n", err);
+        free(key);
+        return EX_UNREACHABLE;
+    }
+    int rv = bc_admin_call(c, req, key, keylen, o->timeout_ms, out);
+    bc_close(c);
+    if (key != NULL) {
+        sodium_memzero(key, keylen);
+        free(key);
+    }
+    if (rv != BC_OK) {
+        fprintf(stderr, "berth: %s (%s)\n", bc_strerror(rv), o->admin);
+        return rv == BC_EPROTO ? EX_INTERNAL : EX_UNREACHABLE;
+    }
+    if ((*out)->status == NULL || (*out)->status->code != BERTH__V1__CODE__OK) {
+        int ex = (*out)->status ? refused(o, (*out)->status) : EX_INTERNAL;
+        berth__v1__admin_response__free_unpacked(*out, NULL);
+        *out = NULL;
+        return ex;
+    }
+    return EX_OK;
+}
+
+static const char *task_state_name(int s)
+{
+    static const char *const names[] = {"UNSPECIFIED", "READY", "LOCKED", "BACKOFF", "TERMINAL"};
+    return s >= 0 && s <= 4 ? names[s] : "UNKNOWN";
+}
+
+static void print_error_json(const char *name, const Berth__V1__Error *e)
+{
+    if (e == NULL)
+        return;
+    printf(",\"%s\":{\"code\":", name);
+    json_cstr(stdout, e->code);
+    printf(",\"message\":");
+    json_cstr(stdout, e->message);
+    printf(",\"details\":");
+    json_cstr(stdout, e->details);
+    putchar('}');
+}
+
+static void print_task_info(const opts *o, const Berth__V1__TaskInfo *t)
+{
+    if (o->json) {
+        printf("{\"task\":{\"id\":");
+        json_cstr(stdout, t->id);
+        printf(",\"topic\":");
+        json_cstr(stdout, t->topic);
+        printf(",\"state\":\"%s\",\"worker_id\":", task_state_name(t->state));
+        json_cstr(stdout, t->worker_id);
+        printf(",\"lock_expires_at_ms\":%" PRIu64 ",\"available_at_ms\":%" PRIu64
+               ",\"attempt\":%u,\"retries_left\":%u,\"created_at_ms\":%" PRIu64
+               ",\"payload_bytes\":%u",
+               t->lock_expires_at_ms, t->available_at_ms, t->attempt, t->retries_left,
+               t->created_at_ms, t->payload_bytes);
+        print_error_json("last_error", t->last_error);
+        printf("}}\n");
+        return;
+    }
+    printf("id             %s\ntopic          %s\nstate          %s\n", t->id ? t->id : "",
+           t->topic ? t->topic : "", task_state_name(t->state));
+    printf("attempt        %u\nretries left   %u\npayload bytes  %u\n", t->attempt, t->retries_left,
+           t->payload_bytes);
+    if (t->worker_id)
+        printf("worker         %s (lock until %" PRIu64 ")\n", t->worker_id, t->lock_expires_at_ms);
+    if (t->last_error)
+        printf("last error     %s: %s\n", t->last_error->code ? t->last_error->code : "",
+               t->last_error->message ? t->last_error->message : "");
+}
+
+static int admin_id_op(opts *o, const char *sub)
+{
+    if (o->npos != 2) {
+        fprintf(stderr, "berth admin %s: ID\n", sub);
+        return EX_USAGE;
+    }
+    const char *id = o->pos[1];
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    Berth__V1__GetTaskRequest get = BERTH__V1__GET_TASK_REQUEST__INIT;
+    Berth__V1__RetryTerminalRequest retry = BERTH__V1__RETRY_TERMINAL_REQUEST__INIT;
+    Berth__V1__DiscardTerminalRequest discard = BERTH__V1__DISCARD_TERMINAL_REQUEST__INIT;
+    Berth__V1__RetryDeliveryRequest redeliver = BERTH__V1__RETRY_DELIVERY_REQUEST__INIT;
+    const char *done;
+    if (strcmp(sub, "task") == 0) {
+        get.id = (char *)id;
+        req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_GET_TASK;
+        req.get_task = &get;
+        done = NULL;
+    } else if (strcmp(sub, "retry") == 0) {
+        retry.id = (char *)id;
+        retry.has_retries = o->has_retries;
+        retry.retries = (uint32_t)o->retries;
+        req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_TERMINAL;
+        req.retry_terminal = &retry;
+        done = "retried: fetchable again";
+    } else if (strcmp(sub, "discard") == 0) {
+        discard.id = (char *)id;
+        req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DISCARD_TERMINAL;
+        req.discard_terminal = &discard;
+        done = "discarded";
+    } else {
+        redeliver.id = (char *)id;
+        req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_DELIVERY;
+        req.retry_delivery = &redeliver;
+        done = "re-armed: delivered again";
+    }
+    Berth__V1__AdminResponse *r;
+    int ex = admin_call(o, &req, &r);
+    if (ex != EX_OK)
+        return ex;
+    if (done != NULL)
+        print_ok(o, done, NULL);
+    else if (r->get_task && r->get_task->task)
+        print_task_info(o, r->get_task->task);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    return EX_OK;
+}
+
+static int admin_incidents(opts *o)
+{
+    Berth__V1__ListIncidentsRequest l = BERTH__V1__LIST_INCIDENTS_REQUEST__INIT;
+    l.has_limit = o->has_limit;
+    l.limit = (uint32_t)o->limit;
+    l.after_id = (char *)o->after;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_INCIDENTS;
+    req.list_incidents = &l;
+    Berth__V1__AdminResponse *r;
+    int ex = admin_call(o, &req, &r);
+    if (ex != EX_OK)
+        return ex;
+    static const char *const kinds[] = {"?", "delivery_poisoned", "task_terminal"};
+    const Berth__V1__ListIncidentsResponse *li = r->list_incidents;
+    size_t n = li ? li->n_incidents : 0;
+    if (o->json)
+        printf("{\"incidents\":[");
+    for (size_t i = 0; i < n; i++) {
+        const Berth__V1__Incident *in = li->incidents[i];
+        const char *kind = in->kind >= 0 && in->kind <= 2 ? kinds[in->kind] : "?";
+        if (o->json) {
+            printf("%s{\"id\":", i ? "," : "");
+            json_cstr(stdout, in->id);
+            printf(",\"kind\":\"%s\",\"subject_id\":", kind);
+            json_cstr(stdout, in->subject_id);
+            printf(",\"topic\":");
+            json_cstr(stdout, in->topic);
+            printf(",\"at_ms\":%" PRIu64, in->at_ms);
+            print_error_json("error", in->error);
+            putchar('}');
+        } else {
+            printf("%s\t%s\t%s\t%s\t%s\t%s\n", in->id ? in->id : "", kind,
+                   in->subject_id ? in->subject_id : "", in->topic ? in->topic : "",
+                   in->error && in->error->code ? in->error->code : "",
+                   in->error && in->error->message ? in->error->message : "");
+        }
+    }
+    if (o->json)
+        printf("]}\n");
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    return EX_OK;
+}
+
+static int admin_tasks(opts *o)
+{
+    Berth__V1__ListTasksRequest l = BERTH__V1__LIST_TASKS_REQUEST__INIT;
+    l.has_limit = o->has_limit;
+    l.limit = (uint32_t)o->limit;
+    l.after_id = (char *)o->after;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_TASKS;
+    req.list_tasks = &l;
+    Berth__V1__AdminResponse *r;
+    int ex = admin_call(o, &req, &r);
+    if (ex != EX_OK)
+        return ex;
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    return EX_OK;
+}
+
+static int cmd_admin(opts *o)
+{
+    const char *sub = o->npos > 0 ? o->pos[0] : "";
+    if (strcmp(sub, "task") == 0 || strcmp(sub, "retry") == 0 || strcmp(sub, "discard") == 0 ||
+        strcmp(sub, "retry-delivery") == 0)
+        return admin_id_op(o, sub);
+    if (strcmp(sub, "incidents") == 0)
+        return admin_incidents(o);
+    if (strcmp(sub, "tasks") == 0)
+        return admin_tasks(o);
+    fprintf(stderr, "berth admin: task|retry|discard|incidents|retry-delivery|tasks (see "
+                    "berth admin --help)\n");
+    return EX_USAGE;
+}
+
+static int cmd_stats(opts *o)
+{
+    Berth__V1__StatsRequest s = BERTH__V1__STATS_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_STATS;
+    req.stats = &s;
+    Berth__V1__AdminResponse *r;
+    int ex = admin_call(o, &req, &r);
+    if (ex != EX_OK)
+        return ex;
+    const Berth__V1__StatsResponse *st = r->stats;
+    if (st == NULL) {
+        berth__v1__admin_response__free_unpacked(r, NULL);
+        return EX_INTERNAL;
+    }
+    if (o->json) {
+        printf("{\"tasks\":%" PRIu64 ",\"outbox_pending\":%" PRIu64 ",\"poisoned\":%" PRIu64
+               ",\"waiting_fetches\":%" PRIu64 ",\"topics\":[",
+               st->tasks, st->outbox_pending, st->poisoned, st->waiting_fetches);
+        for (size_t i = 0; i < st->n_topics; i++) {
+            const Berth__V1__TopicStats *t = st->topics[i];
+            printf("%s{\"topic\":", i ? "," : "");
+            json_cstr(stdout, t->topic);
+            printf(",\"ready\":%" PRIu64 ",\"locked\":%" PRIu64 ",\"backoff\":%" PRIu64
+                   ",\"terminal\":%" PRIu64 ",\"waiting_fetches\":%" PRIu64 "}",
+                   t->ready, t->locked, t->backoff, t->terminal, t->waiting_fetches);
+        }
+        printf("]}\n");
+    } else {
+        printf("%-32s %10s %10s %10s %10s %8s\n", "topic", "ready", "locked", "backoff", "terminal",
+               "waiting");
+        for (size_t i = 0; i < st->n_topics; i++) {
+            const Berth__V1__TopicStats *t = st->topics[i];
+            printf("%-32s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8" PRIu64 "\n",
+                   t->topic ? t->topic : "", t->ready, t->locked, t->backoff, t->terminal,
+                   t->waiting_fetches);
+        }
+        printf("tasks %" PRIu64 "  outbox pending %" PRIu64 "  poisoned %" PRIu64
+               "  waiting fetches %" PRIu64 "\n",
+               st->tasks, st->outbox_pending, st->poisoned, st->waiting_fetches);
+    }
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    return EX_OK;
+}
+
 static const command commands[] = {
     {"submit", cmd_submit,
      "berth submit TOPIC [PAYLOAD | -] [--header NAME=VALUE]... [--content-type CT] [--key KEY]\n"
@@ -847,6 +1109,16 @@ static const command commands[] = {
     {"release", cmd_release,
      "berth release TASK_ID --worker ID --token TOKEN\n"
      "  Gives a task back: fetchable at once, no failure counted.\n"},
+    {"admin", cmd_admin,
+     "berth admin task ID | retry ID [--retries N] | discard ID | retry-delivery ID\n"
+     "            | incidents [--limit N] [--after ID] | tasks\n"
+     "            [--admin URL] [--admin-key-file FILE]\n"
+     "  The operator's surface: a task's state and last error; re-offer a terminal task\n"
+     "  (with a fresh failure budget, or N); discard one; re-arm a poisoned delivery;\n"
+     "  incidents, oldest first, in pages.\n"},
+    {"stats", cmd_stats,
+     "berth stats [--admin URL] [--admin-key-file FILE]\n"
+     "  Tasks by topic and state, the outbox, waiting fetches.\n"},
     {"watch", cmd_watch,
      "berth watch [SUBJECT_PREFIX...] [--events URL] [--count N]\n"
      "  Prints events (task.parked.<topic>, task.completed.<topic>, ...) as they happen.\n"},
@@ -857,12 +1129,13 @@ static const command commands[] = {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: berth [--operate URL] [--events URL] [--json] [--timeout-ms MS]\n"
+            "usage: berth [--operate URL] [--events URL] [--admin URL] [--admin-key-file FILE]\n"
+            "             [--json] [--timeout-ms MS]\n"
             "             [--tls-ca FILE] [--tls-server-name NAME] [--tls-insecure] COMMAND ...\n\n"
             "commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %s", commands[i].usage);
-    fprintf(f, "\nenvironment: BERTH_OPERATE, BERTH_EVENTS\n"
+    fprintf(f, "\nenvironment: BERTH_OPERATE, BERTH_EVENTS, BERTH_ADMIN, BERTH_ADMIN_KEY_FILE\n"
                "exit codes: 0 ok, 1 internal error, 2 usage, 3 refused by berthd (or a call\n"
                "ended refused or failed), 4 berthd unreachable, 5 an awaited call still waits\n");
 }
@@ -890,6 +1163,8 @@ int main(int argc, char **argv)
         o.operate = "tcp://127.0.0.1:7450";
     if (o.events == NULL)
         o.events = "tcp://127.0.0.1:7452";
+    o.admin = getenv("BERTH_ADMIN") ? getenv("BERTH_ADMIN") : "tcp://127.0.0.1:7451";
+    o.admin_key_file = getenv("BERTH_ADMIN_KEY_FILE");
     const command *cmd = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -911,6 +1186,11 @@ int main(int argc, char **argv)
         continue;                                                                                  \
     }
         STR_OPT("--operate", operate)
+        STR_OPT("--admin", admin)
+        STR_OPT("--admin-key-file", admin_key_file)
+        STR_OPT("--after", after)
+        NUM_OPT("--retries", retries, has_retries)
+        NUM_OPT("--limit", limit, has_limit)
         STR_OPT("--events", events)
         STR_OPT("--worker", worker)
         STR_OPT("--token", token)
@@ -991,8 +1271,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "berth: %s needs a number, got \"%s\"\n", a, v ? v : "");
         return EX_USAGE;
     }
-    if ((o.has_max && o.max > UINT32_MAX) || (o.has_retries_left && o.retries_left > UINT32_MAX)) {
-        fprintf(stderr, "berth: --max and --retries-left take at most %u\n", UINT32_MAX);
+    if ((o.has_max && o.max > UINT32_MAX) || (o.has_retries_left && o.retries_left > UINT32_MAX) ||
+        (o.has_retries && o.retries > UINT32_MAX) || (o.has_limit && o.limit > UINT32_MAX)) {
+        fprintf(stderr, "berth: --max, --limit, --retries and --retries-left take at most %u\n",
+                UINT32_MAX);
         return EX_USAGE;
     }
     if (o.has_attempts && o.attempts > UINT32_MAX) {

@@ -12,11 +12,13 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
+#include <sodium.h>
 
 #include "proto/sp_wire.h"
 
@@ -314,11 +316,9 @@ void bc_close(bc *c)
     free(c);
 }
 
-int bc_call_raw(bc *c, const void *buf, size_t len, int timeout_ms, Berth__V1__Response **out)
+/* One request and its answer on an nng context of c's socket. */
+static int nng_round_trip(bc *c, const void *buf, size_t len, int timeout_ms, nng_msg **reply)
 {
-    *out = NULL;
-    if (c->direct)
-        return direct_call(c, buf, len, timeout_ms, out);
     nng_ctx ctx;
     nng_aio *aio;
     nng_msg *msg;
@@ -346,14 +346,121 @@ int bc_call_raw(bc *c, const void *buf, size_t len, int timeout_ms, Berth__V1__R
         rv = BC_EUNREACHABLE;
         goto done;
     }
-    msg = nng_aio_get_msg(aio);
-    *out = berth__v1__response__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
-    nng_msg_free(msg);
-    rv = *out != NULL ? BC_OK : BC_EPROTO;
+    *reply = nng_aio_get_msg(aio);
+    rv = BC_OK;
 done:
     nng_aio_free(aio);
     nng_ctx_close(ctx);
     return rv;
+}
+
+int bc_call_raw(bc *c, const void *buf, size_t len, int timeout_ms, Berth__V1__Response **out)
+{
+    *out = NULL;
+    if (c->direct)
+        return direct_call(c, buf, len, timeout_ms, out);
+    nng_msg *msg;
+    int rv = nng_round_trip(c, buf, len, timeout_ms, &msg);
+    if (rv != BC_OK)
+        return rv;
+    *out = berth__v1__response__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
+    nng_msg_free(msg);
+    return *out != NULL ? BC_OK : BC_EPROTO;
+}
+
+/* ---- admin ---- */
+
+int bc_admin_key_load(const char *path, uint8_t **key, size_t *len, char *err, size_t errlen)
+{
+    *key = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(err, errlen, "cannot read the admin key file %s", path);
+        return BC_EINVAL;
+    }
+    uint8_t buf[4097];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
+                     buf[n - 1] == '\t' || buf[n - 1] == '\v' || buf[n - 1] == '\f'))
+        n--;
+    if (n < 32 || n >= sizeof(buf)) {
+        snprintf(err, errlen, "the admin key file %s holds %zu bytes of key; it needs 32 to 4096",
+                 path, n);
+        sodium_memzero(buf, sizeof(buf));
+        return BC_EINVAL;
+    }
+    if ((*key = malloc(n)) == NULL) {
+        sodium_memzero(buf, sizeof(buf));
+        return BC_ENOMEM;
+    }
+    memcpy(*key, buf, n);
+    *len = n;
+    sodium_memzero(buf, sizeof(buf));
+    return BC_OK;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+size_t bc_admin_sign(const Berth__V1__AdminRequest *req, const uint8_t *key, size_t keylen,
+                     uint64_t ts_ms, uint8_t *out, size_t cap)
+{
+    /* The method alone, as the request encodes it: what the MAC covers. */
+    Berth__V1__AdminRequest m = *req;
+    m.credentials = NULL;
+    size_t n = berth__v1__admin_request__get_packed_size(&m);
+    if (n > cap)
+        return 0;
+    berth__v1__admin_request__pack(&m, out);
+    if (key == NULL)
+        return n;
+    uint8_t be[8], mac[crypto_auth_hmacsha256_BYTES];
+    for (int i = 0; i < 8; i++)
+        be[i] = (uint8_t)(ts_ms >> (56 - 8 * i));
+    crypto_auth_hmacsha256_state h;
+    crypto_auth_hmacsha256_init(&h, key, keylen);
+    crypto_auth_hmacsha256_update(&h, be, sizeof(be));
+    crypto_auth_hmacsha256_update(&h, out, n);
+    crypto_auth_hmacsha256_final(&h, mac);
+    /* Then the credentials, as field 1 after it (any order decodes). */
+    Berth__V1__Credentials cr = BERTH__V1__CREDENTIALS__INIT;
+    cr.has_ts_ms = 1;
+    cr.ts_ms = ts_ms;
+    cr.has_auth = 1;
+    cr.auth.data = mac;
+    cr.auth.len = sizeof(mac);
+    Berth__V1__AdminRequest only = BERTH__V1__ADMIN_REQUEST__INIT;
+    only.credentials = &cr;
+    size_t k = berth__v1__admin_request__get_packed_size(&only);
+    if (n + k > cap)
+        return 0;
+    berth__v1__admin_request__pack(&only, out + n);
+    return n + k;
+}
+
+int bc_admin_call(bc *c, const Berth__V1__AdminRequest *req, const uint8_t *key, size_t keylen,
+                  int timeout_ms, Berth__V1__AdminResponse **out)
+{
+    *out = NULL;
+    if (c->direct)
+        return BC_EINVAL;
+    uint8_t buf[65536];
+    size_t n = bc_admin_sign(req, key, keylen, wall_ms(), buf, sizeof(buf));
+    if (n == 0)
+        return BC_EINVAL;
+    nng_msg *msg;
+    int rv = nng_round_trip(c, buf, n, timeout_ms, &msg);
+    if (rv != BC_OK)
+        return rv;
+    *out = berth__v1__admin_response__unpack(NULL, nng_msg_len(msg), nng_msg_body(msg));
+    nng_msg_free(msg);
+    return *out != NULL ? BC_OK : BC_EPROTO;
 }
 
 int bc_call(bc *c, const Berth__V1__Request *req, int timeout_ms, Berth__V1__Response **out)

@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include "berth/v1/admin.pb-c.h"
 #include "berth/v1/operate.pb-c.h"
 
 typedef struct bc bc;
@@ -74,5 +75,21 @@ int bc_call(bc *c, const Berth__V1__Request *req, int timeout_ms, Berth__V1__Res
 /* Sends raw bytes as a request (tests: garbage, oversize messages). */
 int bc_call_raw(bc *c, const void *buf, size_t len, int timeout_ms, Berth__V1__Response **out);
 const char *bc_strerror(int rv);
+
+/* ---- the admin surface (bc_open its URL; nng's socket only) ---- */
+
+/* The key of an admin key file: its bytes, trailing whitespace stripped,
+ * 32 to 4096 of them (free() it). */
+int bc_admin_key_load(const char *path, uint8_t **key, size_t *len, char *err, size_t errlen);
+/* Encodes req (its method; its credentials are ignored) into out, signed
+ * with key at ts_ms as DESIGN §5 says: the method field as encoded, then
+ * Credentials{ts_ms, auth = HMAC-SHA256(key, ts_ms big-endian || those
+ * bytes)}. key NULL: unsigned. Returns the length, 0 if cap is short. */
+size_t bc_admin_sign(const Berth__V1__AdminRequest *req, const uint8_t *key, size_t keylen,
+                     uint64_t ts_ms, uint8_t *out, size_t cap);
+/* Signs req (with key, unless NULL) now, sends it and waits for the
+ * AdminResponse (free with berth__v1__admin_response__free_unpacked). */
+int bc_admin_call(bc *c, const Berth__V1__AdminRequest *req, const uint8_t *key, size_t keylen,
+                  int timeout_ms, Berth__V1__AdminResponse **out);
 
 #endif

@@ -25,6 +25,8 @@ static void build_argv(const daemon_proc *d, const char **argv)
     argv[n++] = "tcp://127.0.0.1:0";
     argv[n++] = "--events";
     argv[n++] = "tcp://127.0.0.1:0";
+    argv[n++] = "--admin";
+    argv[n++] = "tcp://127.0.0.1:0";
     /* The wire suite runs twice: on berth's own tcp:// server, and with
      * this set on nng's REP socket. */
     if (getenv("BERTH_TEST_OPERATE_NNG") != NULL)
@@ -82,10 +84,12 @@ static void spawn(daemon_proc *d)
         cr_assert_fail("berthd did not become ready (see %s)", d->stderr_path);
     }
     d->pid = pid;
-    const char *o = strstr(line, "operate="), *e = strstr(line, "events=");
-    cr_assert(o && e, "readiness line: %s", line);
+    const char *o = strstr(line, "operate="), *e = strstr(line, "events="),
+               *a = strstr(line, "admin=");
+    cr_assert(o && e && a, "readiness line: %s", line);
     sscanf(o, "operate=%127s", d->operate);
     sscanf(e, "events=%127s", d->events);
+    sscanf(a, "admin=%127s", d->admin);
 }
 
 void d_start(daemon_proc *d, const char *const *extra)

@@ -17,6 +17,7 @@ typedef struct daemon_proc {
     char dir[64];
     char operate[128];
     char events[128];
+    char admin[128];
     const char *extra[32]; /* extra flags, kept for restarts */
     int n_extra;
     char stderr_path[96];

@@ -1,0 +1,537 @@
+/* admin.c — see admin.h. start() runs on nng's threads, encode() on the
+ * engine's commit thread. */
+#include "gateway/admin.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sodium.h>
+
+#include "berth/v1/admin.pb-c.h"
+#include "gateway/convert.h"
+#include "gateway/text.h"
+#include "store/err.h"
+
+struct gw_admin {
+    uint8_t *key; /* NULL: no key file, loopback trust */
+    size_t key_len;
+    uint64_t skew_ms;
+    char who[32];
+};
+
+/* ---- settings ---- */
+
+static int load_key(gw_admin *a, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(err, errlen, "admin-key-file: cannot read %s", path);
+        return BERTH_EINVAL;
+    }
+    uint8_t buf[4097];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    while (n > 0 && isspace(buf[n - 1]))
+        n--;
+    if (n < GW_ADMIN_KEY_MIN || n >= sizeof(buf)) {
+        snprintf(err, errlen, "admin-key-file: %s holds %zu bytes of key; it needs %d to 4096",
+                 path, n, GW_ADMIN_KEY_MIN);
+        sodium_memzero(buf, sizeof(buf));
+        return BERTH_EINVAL;
+    }
+    a->key = sodium_malloc(n);
+    if (a->key == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return BERTH_ENOMEM;
+    }
+    memcpy(a->key, buf, n);
+    a->key_len = n;
+    sodium_memzero(buf, sizeof(buf));
+    uint8_t h[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(h, a->key, a->key_len);
+    char hex[17];
+    sodium_bin2hex(hex, sizeof(hex), h, 8);
+    snprintf(a->who, sizeof(a->who), "key:%s", hex);
+    return BERTH_OK;
+}
+
+/* Whether url can only be reached from this machine: ipc://, or tcp on a
+ * loopback address. */
+static bool loopback_only(const char *url)
+{
+    if (strncmp(url, "ipc://", 6) == 0)
+        return true;
+    const char *host = strstr(url, "://");
+    if (host == NULL)
+        return false;
+    host += 3;
+    const char *colon = strrchr(host, ':');
+    size_t n = colon ? (size_t)(colon - host) : strlen(host);
+    char h[128];
+    if (n == 0 || n >= sizeof(h))
+        return false;
+    memcpy(h, host, n);
+    h[n] = '\0';
+    return strncmp(h, "127.", 4) == 0 || strcmp(h, "localhost") == 0 || strcmp(h, "[::1]") == 0;
+}
+
+int gw_admin_open(const char *url, const char *key_file, uint64_t skew_ms, gw_admin **out,
+                  char *err, size_t errlen)
+{
+    *out = NULL;
+    if (key_file == NULL && !loopback_only(url)) {
+        snprintf(err, errlen,
+                 "admin %s is not loopback or ipc://: set admin-key-file, or bind the admin "
+                 "surface to 127.0.0.1",
+                 url);
+        return BERTH_EINVAL;
+    }
+    gw_admin *a = sodium_init() < 0 ? NULL : calloc(1, sizeof(*a));
+    if (a == NULL) {
+        snprintf(err, errlen, "out of memory, or libsodium failed to initialise");
+        return BERTH_ENOMEM;
+    }
+    a->skew_ms = skew_ms;
+    snprintf(a->who, sizeof(a->who), "loopback");
+    if (key_file != NULL) {
+        int rv = load_key(a, key_file, err, errlen);
+        if (rv != BERTH_OK) {
+            free(a);
+            return rv;
+        }
+    }
+    *out = a;
+    return BERTH_OK;
+}
+
+void gw_admin_close(gw_admin *a)
+{
+    if (a == NULL)
+        return;
+    if (a->key != NULL)
+        sodium_free(a->key);
+    free(a);
+}
+
+const char *gw_admin_who(const gw_admin *a)
+{
+    return a->who;
+}
+
+/* ---- credentials ---- */
+
+static bool varint(const uint8_t *p, size_t len, size_t *at, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 64 && *at < len; shift += 7) {
+        uint8_t b = p[(*at)++];
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return true;
+    }
+    return false;
+}
+
+/* The method field of an encoded AdminRequest, as encoded (key, length,
+ * bytes): false unless there is exactly one. */
+static bool method_bytes(const uint8_t *p, size_t len, const uint8_t **m, size_t *mlen)
+{
+    size_t at = 0;
+    int found = 0;
+    while (at < len) {
+        size_t start = at;
+        uint64_t key, n = 0;
+        if (!varint(p, len, &at, &key))
+            return false;
+        switch (key & 7) {
+        case 0:
+            if (!varint(p, len, &at, &n))
+                return false;
+            break;
+        case 1:
+            at += 8;
+            break;
+        case 2:
+            if (!varint(p, len, &at, &n) || n > len - at)
+                return false;
+            at += n;
+            break;
+        case 5:
+            at += 4;
+            break;
+        default:
+            return false;
+        }
+        if (at > len)
+            return false;
+        uint64_t field = key >> 3;
+        if (field >= 2 && field <= 11) {
+            found++;
+            *m = p + start;
+            *mlen = at - start;
+        }
+    }
+    return found == 1;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int unauthenticated(engine_status *st, const char *why)
+{
+    memset(st, 0, sizeof(*st));
+    st->code = ENGINE_CODE_UNAUTHENTICATED;
+    snprintf(st->message, sizeof(st->message), "%s", why);
+    return BERTH_EINVAL;
+}
+
+/* OK, or UNAUTHENTICATED: nothing of the request is looked at before. */
+static int authenticate(const gw_admin *a, const Berth__V1__AdminRequest *req, const uint8_t *data,
+                        size_t len, engine_status *st)
+{
+    if (a->key == NULL)
+        return BERTH_OK;
+    const Berth__V1__Credentials *c = req->credentials;
+    if (c == NULL || !c->has_ts_ms || !c->has_auth)
+        return unauthenticated(st, "credentials are required (ts_ms and auth)");
+    uint64_t now = now_ms();
+    uint64_t skew = now > c->ts_ms ? now - c->ts_ms : c->ts_ms - now;
+    if (skew > a->skew_ms)
+        return unauthenticated(st, "credentials: ts_ms is too far from berthd's clock "
+                                   "(admin-skew-ms)");
+    const uint8_t *m;
+    size_t mlen;
+    if (c->auth.len != crypto_auth_hmacsha256_BYTES || !method_bytes(data, len, &m, &mlen))
+        return unauthenticated(st, "credentials do not match");
+    uint8_t ts[8], mac[crypto_auth_hmacsha256_BYTES];
+    for (int i = 0; i < 8; i++)
+        ts[i] = (uint8_t)(c->ts_ms >> (56 - 8 * i));
+    crypto_auth_hmacsha256_state h;
+    crypto_auth_hmacsha256_init(&h, a->key, a->key_len);
+    crypto_auth_hmacsha256_update(&h, ts, sizeof(ts));
+    crypto_auth_hmacsha256_update(&h, m, mlen);
+    crypto_auth_hmacsha256_final(&h, mac);
+    if (crypto_verify_32(mac, c->auth.data) != 0)
+        return unauthenticated(st, "credentials do not match");
+    return BERTH_OK;
+}
+
+/* ---- the codec ---- */
+
+typedef struct admin_call {
+    Berth__V1__AdminRequest *req;
+    engine_request ereq;
+    const gw_admin *a;
+    gw_arena arena;
+} admin_call;
+
+static void admin_init(void *call)
+{
+    memset(call, 0, sizeof(admin_call));
+}
+
+static int refuse(engine_status *st, engine_code code, const char *why)
+{
+    memset(st, 0, sizeof(*st));
+    st->code = code;
+    snprintf(st->message, sizeof(st->message), "%s", why);
+    return BERTH_EINVAL;
+}
+
+/* The engine request for the method, or BERTH_EINVAL with the status. */
+static int admin_map(const Berth__V1__AdminRequest *m, engine_request *out, engine_status *st)
+{
+    memset(out, 0, sizeof(*out));
+    switch (m->method_case) {
+    case BERTH__V1__ADMIN_REQUEST__METHOD_GET_TASK:
+        out->op = ENGINE_OP_GET_TASK;
+        out->u.get_task.id = m->get_task->id ? m->get_task->id : "";
+        return BERTH_OK;
+    case BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_TERMINAL:
+        out->op = ENGINE_OP_RETRY_TERMINAL;
+        out->u.retry_terminal.id = m->retry_terminal->id ? m->retry_terminal->id : "";
+        out->u.retry_terminal.has_retries = m->retry_terminal->has_retries;
+        out->u.retry_terminal.retries = m->retry_terminal->retries;
+        return BERTH_OK;
+    case BERTH__V1__ADMIN_REQUEST__METHOD_DISCARD_TERMINAL:
+        out->op = ENGINE_OP_DISCARD_TERMINAL;
+        out->u.discard_terminal.id = m->discard_terminal->id ? m->discard_terminal->id : "";
+        return BERTH_OK;
+    case BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_DELIVERY:
+        out->op = ENGINE_OP_RETRY_DELIVERY;
+        out->u.retry_delivery.id = m->retry_delivery->id ? m->retry_delivery->id : "";
+        return BERTH_OK;
+    case BERTH__V1__ADMIN_REQUEST__METHOD_LIST_INCIDENTS:
+        out->op = ENGINE_OP_LIST_INCIDENTS;
+        if (m->list_incidents->has_limit && m->list_incidents->limit == 0) {
+            refuse(st, ENGINE_CODE_INVALID_ARGUMENT,
+                   "limit: 0 lists nothing; omit it for the "
+                   "default");
+            snprintf(st->field, sizeof(st->field), "limit");
+            return BERTH_EINVAL;
+        }
+        out->u.list_incidents.limit = m->list_incidents->limit;
+        out->u.list_incidents.after_id = m->list_incidents->after_id;
+        return BERTH_OK;
+    case BERTH__V1__ADMIN_REQUEST__METHOD_STATS:
+        out->op = ENGINE_OP_STATS;
+        return BERTH_OK;
+    case BERTH__V1__ADMIN_REQUEST__METHOD_LIST_TASKS:
+        return refuse(st, ENGINE_CODE_UNIMPLEMENTED,
+                      "list_tasks is not served by this build yet: get_task, list_incidents "
+                      "and stats are");
+    case BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY:
+    case BERTH__V1__ADMIN_REQUEST__METHOD_RETIRE:
+    case BERTH__V1__ADMIN_REQUEST__METHOD_LIST_DEPLOYMENTS:
+        return refuse(st, ENGINE_CODE_UNIMPLEMENTED,
+                      "deployments are not served by this build: every topic is a pull channel "
+                      "of the implicit deployment, or one declared by --channel");
+    default:
+        return refuse(st, ENGINE_CODE_INVALID_ARGUMENT, "the request names no method");
+    }
+}
+
+static int admin_start(const void *ctx, void *call, engine *e, uint64_t owner, const void *data,
+                       size_t len, size_t max_msg, engine_done_fn done, void *arg,
+                       engine_status *st)
+{
+    admin_call *c = call;
+    c->a = ctx;
+    memset(st, 0, sizeof(*st));
+    if (len > max_msg) {
+        refuse(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "request: over the admin surface's ceiling");
+        st->has_limit = true;
+        st->limit = max_msg;
+        snprintf(st->field, sizeof(st->field), "request");
+        return BERTH_EINVAL;
+    }
+    c->req = berth__v1__admin_request__unpack(NULL, len, data);
+    if (c->req == NULL)
+        return refuse(st, ENGINE_CODE_INVALID_ARGUMENT,
+                      "the request is not a berth.v1.AdminRequest (malformed protobuf)");
+    int rv = authenticate(c->a, c->req, data, len, st);
+    if (rv == BERTH_OK)
+        rv = gw_text_check(&berth__v1__admin_request__descriptor, data, len, true, st);
+    if (rv == BERTH_OK)
+        rv = admin_map(c->req, &c->ereq, st);
+    if (rv != BERTH_OK)
+        return rv;
+    c->ereq.owner = owner;
+    if (engine_exec(e, &c->ereq, done, arg) != BERTH_OK) {
+        refuse(st, ENGINE_CODE_UNAVAILABLE, "berthd is shutting down");
+        st->engine_code = ENGINE_EC_ENGINE_UNAVAILABLE;
+        st->retryable = true;
+        return BERTH_ECLOSED;
+    }
+    return BERTH_OK;
+}
+
+static int pack(const Berth__V1__AdminResponse *resp, nng_msg **out)
+{
+    size_t n = berth__v1__admin_response__get_packed_size(resp);
+    if (nng_msg_alloc(out, n) != 0)
+        return BERTH_ENOMEM;
+    berth__v1__admin_response__pack(resp, nng_msg_body(*out));
+    return BERTH_OK;
+}
+
+static int admin_encode_status(const engine_status *st, nng_msg **out)
+{
+    Berth__V1__AdminResponse resp = BERTH__V1__ADMIN_RESPONSE__INIT;
+    Berth__V1__Status w;
+    gw_status_to_wire(st, &w);
+    resp.status = &w;
+    return pack(&resp, out);
+}
+
+static Berth__V1__Error *error_to_wire(const engine_error *e, Berth__V1__Error *w)
+{
+    if (e->code == NULL && e->message == NULL && e->details == NULL)
+        return NULL;
+    berth__v1__error__init(w);
+    w->code = (char *)e->code;
+    w->message = (char *)e->message;
+    w->details = (char *)e->details;
+    return w;
+}
+
+static void task_info_to_wire(const engine_task_info *t, Berth__V1__TaskInfo *w,
+                              Berth__V1__Error *err)
+{
+    w->id = (char *)t->id;
+    w->topic = (char *)t->topic;
+    w->has_state = 1;
+    w->state = (Berth__V1__TaskInfo__State)t->state;
+    w->worker_id = (char *)t->worker_id;
+    w->has_lock_expires_at_ms = t->worker_id != NULL;
+    w->lock_expires_at_ms = t->lock_expires_at_ms;
+    w->has_available_at_ms = 1;
+    w->available_at_ms = t->available_at_ms;
+    w->has_attempt = 1;
+    w->attempt = t->attempt;
+    w->has_retries_left = 1;
+    w->retries_left = t->retries_left;
+    w->last_error = error_to_wire(&t->last_error, err);
+    w->has_created_at_ms = 1;
+    w->created_at_ms = t->created_at_ms;
+    w->has_payload_bytes = 1;
+    w->payload_bytes = (uint32_t)t->payload_bytes;
+}
+
+/* The line an operator's change leaves on stderr, once it is durable. */
+static void log_change(const admin_call *c)
+{
+    const char *what = NULL, *id = NULL;
+    switch (c->ereq.op) {
+    case ENGINE_OP_RETRY_TERMINAL:
+        what = "retry_terminal";
+        id = c->ereq.u.retry_terminal.id;
+        break;
+    case ENGINE_OP_DISCARD_TERMINAL:
+        what = "discard_terminal";
+        id = c->ereq.u.discard_terminal.id;
+        break;
+    case ENGINE_OP_RETRY_DELIVERY:
+        what = "retry_delivery";
+        id = c->ereq.u.retry_delivery.id;
+        break;
+    default:
+        return;
+    }
+    fprintf(stderr, "berthd: admin: %s %s %s\n", c->a->who, what, id);
+}
+
+static int admin_encode(void *call, const engine_reply *r, nng_msg **out)
+{
+    admin_call *c = call;
+    Berth__V1__AdminResponse resp = BERTH__V1__ADMIN_RESPONSE__INIT;
+    Berth__V1__Status st;
+    gw_status_to_wire(&r->status, &st);
+    resp.status = &st;
+    if (r->status.code != ENGINE_CODE_OK)
+        return pack(&resp, out);
+    log_change(c);
+
+    bool ok = true;
+    gw_arena *a = &c->arena;
+    Berth__V1__GetTaskResponse get = BERTH__V1__GET_TASK_RESPONSE__INIT;
+    Berth__V1__TaskInfo info = BERTH__V1__TASK_INFO__INIT;
+    Berth__V1__Error err = BERTH__V1__ERROR__INIT;
+    Berth__V1__RetryTerminalResponse retry = BERTH__V1__RETRY_TERMINAL_RESPONSE__INIT;
+    Berth__V1__DiscardTerminalResponse discard = BERTH__V1__DISCARD_TERMINAL_RESPONSE__INIT;
+    Berth__V1__RetryDeliveryResponse redeliver = BERTH__V1__RETRY_DELIVERY_RESPONSE__INIT;
+    Berth__V1__ListIncidentsResponse incidents = BERTH__V1__LIST_INCIDENTS_RESPONSE__INIT;
+    Berth__V1__StatsResponse stats = BERTH__V1__STATS_RESPONSE__INIT;
+    switch (r->op) {
+    case ENGINE_OP_GET_TASK:
+        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_GET_TASK;
+        resp.get_task = &get;
+        get.task = &info;
+        task_info_to_wire(&r->task, &info, &err);
+        break;
+    case ENGINE_OP_RETRY_TERMINAL:
+        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_RETRY_TERMINAL;
+        resp.retry_terminal = &retry;
+        break;
+    case ENGINE_OP_DISCARD_TERMINAL:
+        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_DISCARD_TERMINAL;
+        resp.discard_terminal = &discard;
+        break;
+    case ENGINE_OP_RETRY_DELIVERY:
+        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_RETRY_DELIVERY;
+        resp.retry_delivery = &redeliver;
+        break;
+    case ENGINE_OP_LIST_INCIDENTS: {
+        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_LIST_INCIDENTS;
+        resp.list_incidents = &incidents;
+        size_t n = r->n_incidents;
+        Berth__V1__Incident *v = n ? gw_arena_alloc(a, n * sizeof(*v)) : NULL;
+        Berth__V1__Incident **p = n ? gw_arena_alloc(a, n * sizeof(*p)) : NULL;
+        Berth__V1__Error *errs = n ? gw_arena_alloc(a, n * sizeof(*errs)) : NULL;
+        ok = n == 0 || (v && p && errs);
+        for (size_t i = 0; ok && i < n; i++) {
+            const engine_incident *in = &r->incidents[i];
+            berth__v1__incident__init(&v[i]);
+            v[i].id = (char *)in->id;
+            v[i].has_kind = 1;
+            v[i].kind = (Berth__V1__Incident__Kind)in->kind;
+            v[i].subject_id = (char *)in->subject_id;
+            v[i].topic = (char *)in->topic;
+            v[i].error = error_to_wire(&in->error, &errs[i]);
+            v[i].has_at_ms = 1;
+            v[i].at_ms = in->at_ms;
+            p[i] = &v[i];
+        }
+        incidents.n_incidents = ok ? n : 0;
+        incidents.incidents = p;
+        break;
+    }
+    case ENGINE_OP_STATS: {
+        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_STATS;
+        resp.stats = &stats;
+        const engine_stats *s = &r->stats;
+        stats.has_outbox_pending = 1;
+        stats.outbox_pending = s->outbox_pending;
+        stats.has_poisoned = 1;
+        stats.poisoned = s->poisoned;
+        stats.has_tasks = 1;
+        stats.tasks = s->tasks;
+        stats.has_waiting_fetches = 1;
+        stats.waiting_fetches = s->waiting_fetches;
+        size_t n = r->n_topic_stats;
+        Berth__V1__TopicStats *v = n ? gw_arena_alloc(a, n * sizeof(*v)) : NULL;
+        Berth__V1__TopicStats **p = n ? gw_arena_alloc(a, n * sizeof(*p)) : NULL;
+        ok = n == 0 || (v && p);
+        for (size_t i = 0; ok && i < n; i++) {
+            const engine_topic_stats *t = &r->topic_stats[i];
+            berth__v1__topic_stats__init(&v[i]);
+            v[i].topic = (char *)t->topic;
+            v[i].has_ready = v[i].has_locked = v[i].has_backoff = v[i].has_terminal = 1;
+            v[i].ready = t->ready;
+            v[i].locked = t->locked;
+            v[i].backoff = t->backoff;
+            v[i].terminal = t->terminal;
+            v[i].has_waiting_fetches = 1;
+            v[i].waiting_fetches = t->waiting_fetches;
+            p[i] = &v[i];
+        }
+        stats.n_topics = ok ? n : 0;
+        stats.topics = p;
+        break;
+    }
+    default:
+        break;
+    }
+    if (!ok) {
+        engine_status oom = {.code = ENGINE_CODE_RESOURCE_EXHAUSTED};
+        snprintf(oom.message, sizeof(oom.message), "out of memory encoding the response");
+        return admin_encode_status(&oom, out);
+    }
+    return pack(&resp, out);
+}
+
+static void admin_release(void *call)
+{
+    admin_call *c = call;
+    if (c->req != NULL)
+        berth__v1__admin_request__free_unpacked(c->req, NULL);
+    c->req = NULL;
+    gw_arena_reset(&c->arena);
+}
+
+const gw_codec gw_admin_codec = {
+    .call_size = sizeof(admin_call),
+    .init = admin_init,
+    .start = admin_start,
+    .encode = admin_encode,
+    .encode_status = admin_encode_status,
+    .release = admin_release,
+};

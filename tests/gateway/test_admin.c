@@ -1,0 +1,521 @@
+/* The admin surface over a real socket (R11, R16, DESIGN §5): its
+ * methods, its credentials, its boot rules, and the CLI on it. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <nng/nng.h>
+#include <nng/protocol/pubsub0/sub.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <sodium.h>
+
+#include "tests/support/daemon.h"
+
+static daemon_proc D;
+static bc *C, *A; /* operate, admin */
+static char key_path[64];
+static const char KEY[] = "0123456789abcdef0123456789abcdef-test-key";
+
+static void setup(void)
+{
+    snprintf(key_path, sizeof(key_path), "/tmp/berth-admin-key-XXXXXX");
+    int fd = mkstemp(key_path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, KEY, strlen(KEY)), (ssize_t)strlen(KEY));
+    cr_assert_eq(write(fd, "\n", 1), 1); /* trailing whitespace is not key */
+    close(fd);
+    static const char *extra[] = {"--retries", "1", "--admin-key-file", NULL, NULL};
+    extra[3] = key_path;
+    d_start(&D, extra);
+    C = d_client(&D);
+    char err[256];
+    cr_assert_eq(bc_open(D.admin, &A, err, sizeof(err)), BC_OK, "%s", err);
+}
+
+static void teardown(void)
+{
+    bc_close(C);
+    bc_close(A);
+    d_cleanup(&D);
+    unlink(key_path);
+}
+
+TestSuite(admin, .init = setup, .fini = teardown, .timeout = 120);
+
+/* ---- helpers ---- */
+
+static Berth__V1__AdminResponse *admin_with(Berth__V1__AdminRequest *req, const char *key)
+{
+    Berth__V1__AdminResponse *r = NULL;
+    int rv = bc_admin_call(A, req, (const uint8_t *)key, key ? strlen(key) : 0, 10000, &r);
+    cr_assert_eq(rv, BC_OK, "admin call: %s", bc_strerror(rv));
+    cr_assert_not_null(r->status);
+    return r;
+}
+
+static Berth__V1__AdminResponse *admin(Berth__V1__AdminRequest *req)
+{
+    return admin_with(req, KEY);
+}
+
+#define a_expect_code(r, c)                                                                        \
+    cr_assert_eq((int)(r)->status->code, (int)(c), "status %d (%s), expected %d",                  \
+                 (int)(r)->status->code, (r)->status->message ? (r)->status->message : "",         \
+                 (int)(c))
+
+static void a_free(Berth__V1__AdminResponse *r)
+{
+    berth__v1__admin_response__free_unpacked(r, NULL);
+}
+
+static Berth__V1__AdminResponse *get_task(const char *id)
+{
+    Berth__V1__GetTaskRequest g = BERTH__V1__GET_TASK_REQUEST__INIT;
+    g.id = (char *)id;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_GET_TASK;
+    req.get_task = &g;
+    return admin(&req);
+}
+
+static Berth__V1__AdminResponse *by_id(Berth__V1__AdminRequest__MethodCase m, const char *id,
+                                       const char *key)
+{
+    Berth__V1__RetryTerminalRequest rt = BERTH__V1__RETRY_TERMINAL_REQUEST__INIT;
+    Berth__V1__DiscardTerminalRequest dt = BERTH__V1__DISCARD_TERMINAL_REQUEST__INIT;
+    Berth__V1__RetryDeliveryRequest rd = BERTH__V1__RETRY_DELIVERY_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = m;
+    rt.id = dt.id = rd.id = (char *)id;
+    req.retry_terminal = &rt; /* one member of the oneof is read: the one m names */
+    if (m == BERTH__V1__ADMIN_REQUEST__METHOD_DISCARD_TERMINAL)
+        req.discard_terminal = &dt;
+    if (m == BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_DELIVERY)
+        req.retry_delivery = &rd;
+    return admin_with(&req, key);
+}
+
+/* A task of topic made terminal (the daemon's failure budget is 1): its id. */
+static char *terminal_task(const char *topic, const char *payload)
+{
+    Berth__V1__Response *s = w_submit(C, topic, payload, NULL);
+    w_expect_code(s, BERTH__V1__CODE__OK);
+    char *id = strdup(s->submit->id);
+    w_free(s);
+    Berth__V1__Response *f = w_fetch(C, "w", topic, 1, 60000, 0);
+    w_expect_code(f, BERTH__V1__CODE__OK);
+    cr_assert_eq(f->fetch->n_tasks, 1);
+    Berth__V1__Error e = BERTH__V1__ERROR__INIT;
+    e.code = "DISK_FULL";
+    e.message = "the printer's disk is full";
+    Berth__V1__FailRequest fr = BERTH__V1__FAIL_REQUEST__INIT;
+    fr.task_id = id;
+    fr.worker_id = "w";
+    fr.lock_token = f->fetch->tasks[0]->lock_token;
+    fr.error = &e;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_FAIL;
+    req.fail = &fr;
+    Berth__V1__Response *r = w_call(C, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert(r->fail->terminal);
+    w_free(r);
+    w_free(f);
+    return id;
+}
+
+static bool stderr_has(const char *needle)
+{
+    FILE *f = fopen(D.stderr_path, "r");
+    cr_assert_not_null(f);
+    char line[1024];
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* ---- methods ---- */
+
+DTest(admin, an_operator_finds_a_terminal_task_retries_it_and_it_completes)
+{
+    nng_socket ev;
+    cr_assert_eq(nng_sub0_open(&ev), 0);
+    cr_assert_eq(nng_socket_set(ev, NNG_OPT_SUB_SUBSCRIBE, "task.retried.", 13), 0);
+    cr_assert_eq(nng_socket_set_ms(ev, NNG_OPT_RECVTIMEO, 5000), 0);
+    cr_assert_eq(nng_dial(ev, D.events, NULL, 0), 0);
+    char *id = terminal_task("printing", "page 1");
+
+    Berth__V1__AdminResponse *r = get_task(id);
+    a_expect_code(r, BERTH__V1__CODE__OK);
+    const Berth__V1__TaskInfo *t = r->get_task->task;
+    cr_assert_str_eq(t->id, id);
+    cr_assert_str_eq(t->topic, "printing");
+    cr_assert_eq(t->state, BERTH__V1__TASK_INFO__STATE__TERMINAL);
+    cr_assert_str_eq(t->last_error->code, "DISK_FULL");
+    cr_assert_str_eq(t->last_error->message, "the printer's disk is full");
+    cr_assert_eq(t->retries_left, 0);
+    cr_assert_eq(t->payload_bytes, 6);
+    cr_assert_str_eq(t->worker_id, "w");
+    a_free(r);
+
+    /* Only a terminal task is retried or discarded; unknown ids are not found. */
+    Berth__V1__Response *s = w_submit(C, "printing", "page 2", NULL);
+    char *live = strdup(s->submit->id);
+    w_free(s);
+    r = by_id(BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_TERMINAL, live, KEY);
+    a_expect_code(r, BERTH__V1__CODE__FAILED_PRECONDITION);
+    a_free(r);
+    r = by_id(BERTH__V1__ADMIN_REQUEST__METHOD_DISCARD_TERMINAL, live, KEY);
+    a_expect_code(r, BERTH__V1__CODE__FAILED_PRECONDITION);
+    a_free(r);
+    r = by_id(BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_TERMINAL, "0123456789abcdef0123456789abcdef",
+              KEY);
+    a_expect_code(r, BERTH__V1__CODE__NOT_FOUND);
+    a_free(r);
+    r = by_id(BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_TERMINAL, "nope", KEY);
+    a_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
+    a_free(r);
+
+    struct timespec pause = {0, 200 * 1000000L};
+    nanosleep(&pause, NULL); /* the subscription is up */
+    Berth__V1__RetryTerminalRequest rt = BERTH__V1__RETRY_TERMINAL_REQUEST__INIT;
+    rt.id = id;
+    rt.has_retries = 1;
+    rt.retries = 2;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_TERMINAL;
+    req.retry_terminal = &rt;
+    r = admin(&req);
+    a_expect_code(r, BERTH__V1__CODE__OK);
+    a_free(r);
+    r = get_task(id);
+    cr_assert_eq(r->get_task->task->state, BERTH__V1__TASK_INFO__STATE__READY);
+    cr_assert_eq(r->get_task->task->retries_left, 2);
+    a_free(r);
+    nng_msg *m;
+    cr_assert_eq(nng_recvmsg(ev, &m, 0), 0, "a retried task is published");
+    cr_assert_str_eq((const char *)nng_msg_body(m), "task.retried.printing");
+    nng_msg_free(m);
+    nng_close(ev);
+    char line[128];
+    snprintf(line, sizeof(line), "retry_terminal %s", id);
+    cr_assert(stderr_has(line), "the change is logged on berthd's stderr");
+    cr_assert(stderr_has("admin: key:"), "with the key's fingerprint, never the key");
+    cr_assert_not(stderr_has(KEY));
+
+    /* ...and a worker completes it. */
+    Berth__V1__Response *f = w_fetch(C, "w2", "printing", 10, 60000, 0);
+    w_expect_code(f, BERTH__V1__CODE__OK);
+    cr_assert_eq(f->fetch->n_tasks, 2);
+    for (size_t i = 0; i < f->fetch->n_tasks; i++) {
+        Berth__V1__Response *c =
+            w_guarded(C, BERTH__V1__REQUEST__METHOD_COMPLETE, f->fetch->tasks[i]->id, "w2",
+                      f->fetch->tasks[i]->lock_token);
+        w_expect_code(c, BERTH__V1__CODE__OK);
+        w_free(c);
+    }
+    w_free(f);
+    r = get_task(id);
+    a_expect_code(r, BERTH__V1__CODE__NOT_FOUND);
+    a_free(r);
+    free(id);
+    free(live);
+}
+
+DTest(admin, a_discarded_terminal_task_is_gone)
+{
+    char *id = terminal_task("discards", "x");
+    Berth__V1__AdminResponse *r = by_id(BERTH__V1__ADMIN_REQUEST__METHOD_DISCARD_TERMINAL, id, KEY);
+    a_expect_code(r, BERTH__V1__CODE__OK);
+    a_free(r);
+    r = get_task(id);
+    a_expect_code(r, BERTH__V1__CODE__NOT_FOUND);
+    a_free(r);
+    char line[128];
+    snprintf(line, sizeof(line), "discard_terminal %s", id);
+    cr_assert(stderr_has(line));
+    free(id);
+}
+
+DTest(admin, incidents_come_in_pages)
+{
+    char *ids[3];
+    for (int i = 0; i < 3; i++)
+        ids[i] = terminal_task("incidents", "x");
+    Berth__V1__ListIncidentsRequest l = BERTH__V1__LIST_INCIDENTS_REQUEST__INIT;
+    l.has_limit = 2;
+    l.limit = 2;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_INCIDENTS;
+    req.list_incidents = &l;
+    Berth__V1__AdminResponse *r = admin(&req);
+    a_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_eq(r->list_incidents->n_incidents, 2);
+    cr_assert_str_eq(r->list_incidents->incidents[0]->subject_id, ids[0]);
+    cr_assert_str_eq(r->list_incidents->incidents[1]->subject_id, ids[1]);
+    cr_assert_eq(r->list_incidents->incidents[0]->kind, BERTH__V1__INCIDENT__KIND__TASK_TERMINAL);
+    cr_assert_str_eq(r->list_incidents->incidents[0]->error->code, "DISK_FULL");
+    char after[40];
+    snprintf(after, sizeof(after), "%s", r->list_incidents->incidents[1]->id);
+    a_free(r);
+    l.after_id = after;
+    r = admin(&req);
+    cr_assert_eq(r->list_incidents->n_incidents, 1);
+    cr_assert_str_eq(r->list_incidents->incidents[0]->subject_id, ids[2]);
+    a_free(r);
+    l.has_limit = 1;
+    l.limit = 1001;
+    r = admin(&req);
+    a_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
+    cr_assert_str_eq(r->status->field, "limit");
+    cr_assert_eq(r->status->limit, 1000);
+    a_free(r);
+    for (int i = 0; i < 3; i++)
+        free(ids[i]);
+}
+
+DTest(admin, stats_count_by_topic_and_state)
+{
+    char *t = terminal_task("stat-a", "x");
+    free(t);
+    w_free(w_submit(C, "stat-a", "y", NULL));
+    w_free(w_submit(C, "stat-b", "z", NULL));
+    Berth__V1__StatsRequest sr = BERTH__V1__STATS_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_STATS;
+    req.stats = &sr;
+    Berth__V1__AdminResponse *r = admin(&req);
+    a_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_eq(r->stats->tasks, 3);
+    int seen = 0;
+    for (size_t i = 0; i < r->stats->n_topics; i++) {
+        const Berth__V1__TopicStats *ts = r->stats->topics[i];
+        if (strcmp(ts->topic, "stat-a") == 0) {
+            cr_assert_eq(ts->ready, 1);
+            cr_assert_eq(ts->terminal, 1);
+            cr_assert_eq(ts->locked, 0);
+            seen++;
+        } else if (strcmp(ts->topic, "stat-b") == 0) {
+            cr_assert_eq(ts->ready, 1);
+            seen++;
+        }
+    }
+    cr_assert_eq(seen, 2);
+    a_free(r);
+}
+
+DTest(admin, what_is_not_served_yet_says_so)
+{
+    Berth__V1__DeployRequest d = BERTH__V1__DEPLOY_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY;
+    req.deploy = &d;
+    Berth__V1__AdminResponse *r = admin(&req);
+    a_expect_code(r, BERTH__V1__CODE__UNIMPLEMENTED);
+    a_free(r);
+    r = by_id(BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_DELIVERY, "0123456789abcdef0123456789abcdef",
+              KEY);
+    a_expect_code(r, BERTH__V1__CODE__NOT_FOUND);
+    a_free(r);
+}
+
+/* ---- credentials ---- */
+
+static Berth__V1__AdminResponse *send_raw(const uint8_t *buf, size_t len)
+{
+    nng_socket s;
+    cr_assert_eq(nng_req0_open(&s), 0);
+    cr_assert_eq(nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 10000), 0);
+    cr_assert_eq(nng_dial(s, D.admin, NULL, 0), 0);
+    cr_assert_eq(nng_send(s, (void *)buf, len, 0), 0);
+    char *out = NULL;
+    size_t n = 0;
+    cr_assert_eq(nng_recv(s, &out, &n, NNG_FLAG_ALLOC), 0);
+    Berth__V1__AdminResponse *r = berth__v1__admin_response__unpack(NULL, n, (uint8_t *)out);
+    nng_free(out, n);
+    nng_close(s);
+    cr_assert_not_null(r);
+    return r;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+DTest(admin, requests_without_the_right_credentials_change_nothing)
+{
+    char *id = terminal_task("guarded", "x");
+    Berth__V1__RetryTerminalRequest rt = BERTH__V1__RETRY_TERMINAL_REQUEST__INIT;
+    rt.id = id;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_TERMINAL;
+    req.retry_terminal = &rt;
+    uint8_t buf[4096];
+
+    /* None. */
+    size_t n = bc_admin_sign(&req, NULL, 0, 0, buf, sizeof(buf));
+    Berth__V1__AdminResponse *r = send_raw(buf, n);
+    a_expect_code(r, BERTH__V1__CODE__UNAUTHENTICATED);
+    a_free(r);
+    /* Another key. */
+    const char *other = "ffffffffffffffffffffffffffffffffffffffff";
+    r = admin_with(&req, other);
+    a_expect_code(r, BERTH__V1__CODE__UNAUTHENTICATED);
+    a_free(r);
+    /* Stale: further from berthd's clock than the skew (300 s by default). */
+    n = bc_admin_sign(&req, (const uint8_t *)KEY, strlen(KEY), wall_ms() - 301000, buf,
+                      sizeof(buf));
+    r = send_raw(buf, n);
+    a_expect_code(r, BERTH__V1__CODE__UNAUTHENTICATED);
+    a_free(r);
+    /* The right MAC over another method: signed for discard, sent as retry. */
+    Berth__V1__AdminRequest disc = req;
+    Berth__V1__DiscardTerminalRequest dt = BERTH__V1__DISCARD_TERMINAL_REQUEST__INIT;
+    dt.id = id;
+    disc.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DISCARD_TERMINAL;
+    disc.discard_terminal = &dt;
+    n = bc_admin_sign(&disc, (const uint8_t *)KEY, strlen(KEY), wall_ms(), buf, sizeof(buf));
+    cr_assert_eq(buf[0], (8u << 3) | 2, "the method's key leads: field 8 is discard");
+    buf[0] = (7u << 3) | 2; /* field 7: retry_terminal, the same body */
+    r = send_raw(buf, n);
+    a_expect_code(r, BERTH__V1__CODE__UNAUTHENTICATED);
+    a_free(r);
+
+    r = get_task(id);
+    cr_assert_eq(r->get_task->task->state, BERTH__V1__TASK_INFO__STATE__TERMINAL,
+                 "nothing was processed");
+    a_free(r);
+
+    /* Right, and the same bytes again within the skew: both served. */
+    n = bc_admin_sign(&req, (const uint8_t *)KEY, strlen(KEY), wall_ms(), buf, sizeof(buf));
+    r = send_raw(buf, n);
+    a_expect_code(r, BERTH__V1__CODE__OK);
+    a_free(r);
+    r = send_raw(buf, n);
+    a_expect_code(r, BERTH__V1__CODE__FAILED_PRECONDITION); /* replayed: served, not terminal now */
+    a_free(r);
+    free(id);
+}
+
+DTest(admin, each_socket_refuses_the_other_s_envelope)
+{
+    /* An admin request on the operate socket. */
+    Berth__V1__GetTaskRequest g = BERTH__V1__GET_TASK_REQUEST__INIT;
+    g.id = "0123456789abcdef0123456789abcdef";
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_GET_TASK;
+    req.get_task = &g;
+    uint8_t buf[4096];
+    size_t n = bc_admin_sign(&req, (const uint8_t *)KEY, strlen(KEY), wall_ms(), buf, sizeof(buf));
+    Berth__V1__Response *r = NULL;
+    cr_assert_eq(bc_call_raw(C, buf, n, 10000, &r), BC_OK);
+    cr_assert_neq(r->status->code, BERTH__V1__CODE__OK);
+    w_free(r);
+    /* An operate request on the admin socket. */
+    Berth__V1__SubmitRequest s = BERTH__V1__SUBMIT_REQUEST__INIT;
+    s.topic = "t";
+    Berth__V1__Request op = BERTH__V1__REQUEST__INIT;
+    op.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT;
+    op.submit = &s;
+    n = berth__v1__request__pack(&op, buf);
+    Berth__V1__AdminResponse *a = send_raw(buf, n);
+    cr_assert_neq(a->status->code, BERTH__V1__CODE__OK);
+    a_free(a);
+    /* Garbage. */
+    const uint8_t junk[] = {0xff, 0xff, 0xff, 0x0f};
+    a = send_raw(junk, sizeof(junk));
+    a_expect_code(a, BERTH__V1__CODE__INVALID_ARGUMENT);
+    a_free(a);
+}
+
+/* ---- boot ---- */
+
+Test(admin_boot, a_non_loopback_admin_without_a_key_is_refused)
+{
+    char err[1024];
+    int status =
+        d_refused((const char *const[]){"--admin", "tcp://0.0.0.0:0", NULL}, err, sizeof(err));
+    cr_assert_eq(status, 2, "exit %d (stderr: %s)", status, err);
+    cr_assert(strstr(err, "admin-key-file") != NULL, "%s", err);
+    char path[] = "/tmp/berth-short-key-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_eq(write(fd, "short\n", 6), 6);
+    close(fd);
+    status = d_refused((const char *const[]){"--admin-key-file", path, NULL}, err, sizeof(err));
+    unlink(path);
+    cr_assert_eq(status, 2, "exit %d (stderr: %s)", status, err);
+    cr_assert(strstr(err, "admin-key-file") != NULL, "%s", err);
+}
+
+Test(admin_boot, loopback_without_a_key_trusts_the_machine)
+{
+    d_start(&D, NULL);
+    char err[256];
+    cr_assert_eq(bc_open(D.admin, &A, err, sizeof(err)), BC_OK, "%s", err);
+    Berth__V1__StatsRequest sr = BERTH__V1__STATS_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_STATS;
+    req.stats = &sr;
+    Berth__V1__AdminResponse *r = admin_with(&req, NULL);
+    a_expect_code(r, BERTH__V1__CODE__OK);
+    a_free(r);
+    bc_close(A);
+    d_stop(&D);
+    d_cleanup(&D);
+}
+
+/* ---- the CLI ---- */
+
+static int cli(char *out, size_t len, const char *fmt, ...)
+{
+    char args[1024], cmd[1600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof(args), fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof(cmd), "%s --admin %s --admin-key-file %s %s 2>/dev/null", BERTH_CLI_PATH,
+             D.admin, key_path, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+DTest(admin, the_cli_tends_terminal_tasks)
+{
+    char out[8192];
+    char *id = terminal_task("cli", "hello");
+    cr_assert_eq(cli(out, sizeof(out), "admin task %s", id), 0);
+    cr_assert(strstr(out, "TERMINAL") != NULL, "%s", out);
+    cr_assert(strstr(out, "DISK_FULL") != NULL, "%s", out);
+    cr_assert_eq(cli(out, sizeof(out), "--json admin task %s", id), 0);
+    cr_assert(strstr(out, "\"state\":\"TERMINAL\"") != NULL, "%s", out);
+    cr_assert_eq(cli(out, sizeof(out), "--json admin incidents --limit 5"), 0);
+    cr_assert(strstr(out, id) != NULL, "%s", out);
+    cr_assert_eq(cli(out, sizeof(out), "--json stats"), 0);
+    cr_assert(strstr(out, "\"topic\":\"cli\"") != NULL, "%s", out);
+    cr_assert_eq(cli(out, sizeof(out), "admin retry %s --retries 3", id), 0);
+    cr_assert_eq(cli(out, sizeof(out), "admin retry %s", id), 3, "not terminal now: exit 3");
+    cr_assert_eq(cli(out, sizeof(out), "admin discard %s", id), 3);
+    cr_assert_eq(cli(out, sizeof(out), "admin frobnicate"), 2);
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s --admin %s admin task %s 2>/dev/null >/dev/null", BERTH_CLI_PATH,
+             D.admin, id);
+    cr_assert_eq(WEXITSTATUS(system(cmd)), 3, "no key: UNAUTHENTICATED, exit 3");
+    snprintf(cmd, sizeof(cmd), "%s --admin tcp://127.0.0.1:1 stats 2>/dev/null >/dev/null",
+             BERTH_CLI_PATH);
+    cr_assert_eq(WEXITSTATUS(system(cmd)), 4);
+    free(id);
+}
