@@ -57,6 +57,7 @@
 #include "engine/core.h"
 #include "engine/guard.h"
 #include "engine/instance.h"
+#include "engine/listing.h"
 #include "engine/recover.h"
 #include "engine/relay.h"
 #include "engine/reply.h"
@@ -86,8 +87,9 @@ static uint64_t now_ms(engine *e)
 /* Requests that only read, served even while the store is failing. */
 static bool read_only(engine_op op)
 {
-    return op == ENGINE_OP_GET_TASK || op == ENGINE_OP_LIST_INCIDENTS || op == ENGINE_OP_STATS ||
-           op == ENGINE_OP_TICK || op == ENGINE_OP_CANCEL || op == ENGINE_OP_AWAIT_CALL;
+    return op == ENGINE_OP_GET_TASK || op == ENGINE_OP_LIST_TASKS ||
+           op == ENGINE_OP_LIST_INCIDENTS || op == ENGINE_OP_STATS || op == ENGINE_OP_TICK ||
+           op == ENGINE_OP_CANCEL || op == ENGINE_OP_AWAIT_CALL;
 }
 
 typedef int (*handler_fn)(engine *e, pending *p);
@@ -127,6 +129,8 @@ static handler_fn handler_of(engine_op op)
         return calls_await;
     case ENGINE_OP_GET_TASK:
         return admin_get_task;
+    case ENGINE_OP_LIST_TASKS:
+        return admin_list_tasks;
     case ENGINE_OP_RETRY_TERMINAL:
         return admin_retry_terminal;
     case ENGINE_OP_DISCARD_TERMINAL:
@@ -276,6 +280,7 @@ static void run_turn(engine *e, pending *list)
     table_clear(&t->keys);
     if (!undone)
         state_task_evict_bodies(e);
+    listing_tidy(e);
     state_topics_reap(e, undone);
     state_check(e);
     atomic_fetch_add(&e->actor->turns, 1);
@@ -532,6 +537,7 @@ static void engine_free(engine *e)
     heap_fini(&e->timers);
     VEC_FREE(&e->t.ended);
     VEC_FREE(&e->calls_poisoned);
+    free(e->listing.v);
     channels_free(e);
     heap_fini(&e->outbox);
     heap_fini(&e->waits);

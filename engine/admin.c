@@ -15,6 +15,7 @@
 #include "engine/check.h"
 #include "engine/commit.h"
 #include "engine/instance.h"
+#include "engine/listing.h"
 #include "engine/reply.h"
 #include "engine/state.h"
 #include "engine/turn.h"
@@ -52,26 +53,22 @@ static int read_outcome(engine_reply *r, bool oom, int rv, const char *what)
     return BERTH_OK;
 }
 
-int admin_get_task(engine *e, pending *p)
+/* What an operator sees of t (never its lock token); strings are the
+ * reply's. The store's code for its body (payload_bytes), OK if read. */
+static int info_of(engine *e, task *t, engine_reply *r, engine_task_info *i, bool *oom)
 {
-    engine_reply *r = p->reply;
-    task *t = state_task_find(e, p->req.u.get_task.id, "id", &r->status);
-    if (t == NULL)
-        return BERTH_OK;
-    bool oom = false;
-    engine_task_info *i = &r->task;
     berth_id_format(t->id, i->id);
-    i->topic = dup(r, t->topic->name, &oom);
+    i->topic = dup(r, t->topic->name, oom);
     i->state = state_of(t, e->t.now_ms);
-    i->worker_id = dup(r, t->worker_id, &oom);
+    i->worker_id = dup(r, t->worker_id, oom);
     i->lock_expires_at_ms = t->lock_expires_at_ms;
     i->available_at_ms = t->available_at_ms;
     i->attempt = t->claims;
     i->retries_left = t->retries_left;
     i->failures = t->failures;
-    i->last_error.code = dup(r, t->err_code, &oom);
-    i->last_error.message = dup(r, t->err_message, &oom);
-    i->last_error.details = dup(r, t->err_details, &oom);
+    i->last_error.code = dup(r, t->err_code, oom);
+    i->last_error.message = dup(r, t->err_message, oom);
+    i->last_error.details = dup(r, t->err_details, oom);
     i->created_at_ms = t->created_at_ms;
     store_body b;
     int rv = state_task_read_body(e, t, &b);
@@ -79,7 +76,73 @@ int admin_get_task(engine *e, pending *p)
         i->payload_bytes = b.payload_len;
         store_body_clear(&b);
     }
+    return rv;
+}
+
+int admin_get_task(engine *e, pending *p)
+{
+    engine_reply *r = p->reply;
+    task *t = state_task_find(e, p->req.u.get_task.id, "id", &r->status);
+    if (t == NULL)
+        return BERTH_OK;
+    bool oom = false;
+    int rv = info_of(e, t, r, &r->task, &oom);
     return read_outcome(r, oom || rv == BERTH_ENOMEM, rv, "reading the task failed");
+}
+
+/* A page looks at no more entries than this many times its limit, and
+ * says where it stopped. */
+#define LIST_SCAN_FACTOR 64
+
+int admin_list_tasks(engine *e, pending *p)
+{
+    engine_reply *r = p->reply;
+    const char *want_topic = p->req.u.list_tasks.topic;
+    engine_task_state want = p->req.u.list_tasks.state;
+    uint64_t limit;
+    uint32_t asked = p->req.u.list_tasks.limit;
+    if (!check_bound(asked != 0, asked, e->o.batch_default, e->o.batch_max, false, "limit", &limit,
+                     &r->status) ||
+        (want_topic != NULL && !check_topic(want_topic, "topic", &r->status)))
+        return BERTH_OK;
+    if ((int)want < 0 || want > ENGINE_TASK_TERMINAL) {
+        reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT, "state: %d is not a task state",
+                     (int)want);
+        snprintf(r->status.field, sizeof(r->status.field), "state");
+        return BERTH_OK;
+    }
+    size_t pos;
+    if (listing_seek(e, p->req.u.list_tasks.after, &pos) != BERTH_OK) {
+        reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT,
+                     "after_id: neither a page's next_after_id nor a task that is there");
+        snprintf(r->status.field, sizeof(r->status.field), "after_id");
+        return BERTH_OK;
+    }
+    const topic *only = want_topic ? state_topic(e, want_topic, strlen(want_topic), false) : NULL;
+    if ((r->infos = reply_mem(r, limit * sizeof(*r->infos))) == NULL) {
+        reply_no_memory(&r->status);
+        return BERTH_OK;
+    }
+    bool oom = false;
+    int rv = BERTH_OK;
+    uint64_t seq = 0, budget = limit * LIST_SCAN_FACTOR;
+    task *t;
+    bool more = true;
+    while (rv == BERTH_OK && r->n_infos < limit && budget-- > 0 &&
+           (more = listing_next(e, &pos, &t, &seq))) {
+        if (t == NULL || (want_topic && t->topic != only) ||
+            (want != 0 && state_of(t, e->t.now_ms) != want))
+            continue;
+        rv = info_of(e, t, r, &r->infos[r->n_infos++], &oom);
+    }
+    /* Where the next page starts: after the last entry looked at, unless
+     * the listing has ended. */
+    size_t peek = pos;
+    task *unused;
+    uint64_t unused_seq;
+    if (more && listing_next(e, &peek, &unused, &unused_seq))
+        listing_token(seq, r->next);
+    return read_outcome(r, oom || rv == BERTH_ENOMEM, rv, "reading a task failed");
 }
 
 static task *find_terminal(engine *e, const char *id, engine_status *st, const char *verb)

@@ -6,6 +6,8 @@
 #include "engine/core.h"
 
 int admin_get_task(engine *e, pending *p);
+/* A page of tasks (listing.c's order), filtered by topic and state. */
+int admin_list_tasks(engine *e, pending *p);
 int admin_retry_terminal(engine *e, pending *p);
 int admin_discard_terminal(engine *e, pending *p);
 int admin_list_incidents(engine *e, pending *p);

@@ -96,6 +96,7 @@ typedef struct task {
     char *err_code, *err_message, *err_details; /* last failure, owned */
     /* in memory only */
     heap_node ready; /* in topic->ready unless terminal; .at = fetchable instant */
+    size_t lpos;     /* its entry in e->listing.v */
 } task;
 
 typedef struct delivery {
@@ -200,6 +201,13 @@ typedef struct turn {
     bool halt; /* turn_halt: answer nothing more; the engine stops serving */
 } turn;
 
+/* An entry of the listing order (listing.c): a task by its sequence;
+ * t is NULL once the task has gone. */
+typedef struct list_entry {
+    uint64_t seq;
+    struct task *t;
+} list_entry;
+
 struct actor;
 struct committer;
 
@@ -226,6 +234,16 @@ struct engine {
     table instances;    /* id → live instance */
     heap timers;        /* live instances by their timer (a timeout, a re-drive) */
     uint64_t n_backoff; /* live instances in BACKOFF */
+    /* Every task by sequence, for listing (listing.c): entries of tasks
+     * that are gone stay, emptied, until tidied; [tidy_wr, tidy_rd) is a
+     * hole while a tidy is under way. */
+    struct {
+        list_entry *v;
+        size_t n, cap;
+        size_t n_dead;
+        size_t tidy_rd, tidy_wr;
+        bool tidying;
+    } listing;
     /* Calls' request deliveries poisoned, their calls not yet told (the
      * next turn tells them; rebuilt at load from the poisoned deliveries
      * that are a live call's attempt in flight). */

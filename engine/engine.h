@@ -137,6 +137,7 @@ typedef enum engine_op {
     ENGINE_OP_CALL,
     ENGINE_OP_AWAIT_CALL,
     ENGINE_OP_GET_TASK,
+    ENGINE_OP_LIST_TASKS,
     ENGINE_OP_RETRY_TERMINAL,
     ENGINE_OP_DISCARD_TERMINAL,
     ENGINE_OP_RETRY_DELIVERY,
@@ -237,6 +238,13 @@ typedef struct engine_extend_args {
     uint64_t lock_ms;
 } engine_extend_args;
 
+typedef enum engine_task_state {
+    ENGINE_TASK_READY = 1,
+    ENGINE_TASK_LOCKED = 2,
+    ENGINE_TASK_BACKOFF = 3,
+    ENGINE_TASK_TERMINAL = 4,
+} engine_task_state;
+
 typedef struct engine_request {
     engine_op op;
     /* Who sent it (a connection: never reused, never 0), or 0 for nobody
@@ -274,6 +282,13 @@ typedef struct engine_request {
             uint32_t limit;       /* 0: the batch default */
             const char *after_id; /* NULL: from the first; else those after it */
         } list_incidents;
+        struct {
+            const char *topic;       /* NULL: every topic */
+            engine_task_state state; /* 0: every state */
+            uint32_t limit;          /* 0: the batch default */
+            const char *after;       /* NULL: from the first; else a page's `next`, or
+                                        the id of a task that is still there */
+        } list_tasks;
         struct {
             uint64_t owner;
         } cancel;
@@ -322,13 +337,6 @@ typedef struct engine_task {
     uint64_t lock_expires_at_ms;
     uint64_t created_at_ms;
 } engine_task;
-
-typedef enum engine_task_state {
-    ENGINE_TASK_READY = 1,
-    ENGINE_TASK_LOCKED = 2,
-    ENGINE_TASK_BACKOFF = 3,
-    ENGINE_TASK_TERMINAL = 4,
-} engine_task_state;
 
 typedef struct engine_task_info {
     char id[ENGINE_ID_STR];
@@ -411,6 +419,11 @@ typedef struct engine_reply {
     uint64_t lock_expires_at_ms;
     /* GET_TASK */
     engine_task_info task;
+    /* LIST_TASKS: a page, in the listing's order, and where the next one
+     * starts ("" when the listing has reached its end) */
+    engine_task_info *infos;
+    size_t n_infos;
+    char next[24];
     /* LIST_INCIDENTS */
     engine_incident *incidents;
     size_t n_incidents;

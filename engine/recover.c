@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "engine/instance.h"
+#include "engine/listing.h"
 #include "engine/recover.h"
 #include "engine/reply.h"
 #include "engine/state.h"
@@ -74,6 +75,8 @@ static int load_task_body(load_ctx *c, uint64_t seq, const void *v, size_t vl)
         state_task_free(e, t);
         return BERTH_ENOMEM;
     }
+    if (listing_add(e, t) != BERTH_OK) /* (rows come in sequence order: appends) */
+        return BERTH_ENOMEM;           /* the task is in the table: cleared with it */
     c->last = t;
     c->last_seq = seq;
     return BERTH_OK;
@@ -376,6 +379,7 @@ void recover_clear(engine *e)
     while ((t = table_next(&e->tasks, &i)) != NULL)
         state_task_free(e, t);
     table_clear(&e->tasks);
+    listing_clear(e);
     i = 0;
     delivery *d;
     while ((d = table_next(&e->deliveries, &i)) != NULL)

@@ -25,6 +25,7 @@
 
 #include "engine/check.h"
 #include "engine/fault.h"
+#include "engine/listing.h"
 #include "engine/relay.h"
 #include "engine/reply.h"
 #include "engine/state.h"
@@ -102,6 +103,13 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
     t->has_instance = d->has_instance;
     berth_id_bytes *parked = d->fresh ? NULL : VEC_ADD(&e->t.parked);
     if (!d->fresh && parked == NULL) {
+        heap_remove(&d->topic->ready, &t->ready);
+        table_del(&e->tasks, t->id, BERTH_ID_LEN);
+        goto oom_free;
+    }
+    if (listing_add(e, t) != BERTH_OK) {
+        if (parked != NULL)
+            e->t.parked.n--;
         heap_remove(&d->topic->ready, &t->ready);
         table_del(&e->tasks, t->id, BERTH_ID_LEN);
         goto oom_free;

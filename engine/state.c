@@ -9,6 +9,7 @@
 
 #include <sodium.h>
 
+#include "engine/listing.h"
 #include "engine/reply.h"
 #include "engine/state.h"
 #include "engine/turn.h"
@@ -138,6 +139,7 @@ void state_task_delete(engine *e, task *t)
         heap_remove(&t->topic->ready, &t->ready);
     if (t->terminal)
         t->topic->n_terminal--;
+    listing_drop(e, t);
     topic *tp = t->topic;
     table_del(&e->tasks, t->id, BERTH_ID_LEN);
     state_task_free(e, t);

@@ -284,10 +284,21 @@ static int admin_map(const Berth__V1__AdminRequest *m, engine_request *out, engi
     case BERTH__V1__ADMIN_REQUEST__METHOD_STATS:
         out->op = ENGINE_OP_STATS;
         return BERTH_OK;
-    case BERTH__V1__ADMIN_REQUEST__METHOD_LIST_TASKS:
-        return refuse(st, ENGINE_CODE_UNIMPLEMENTED,
-                      "list_tasks is not served by this build yet: get_task, list_incidents "
-                      "and stats are");
+    case BERTH__V1__ADMIN_REQUEST__METHOD_LIST_TASKS: {
+        const Berth__V1__ListTasksRequest *l = m->list_tasks;
+        out->op = ENGINE_OP_LIST_TASKS;
+        if (l->has_limit && l->limit == 0) {
+            refuse(st, ENGINE_CODE_INVALID_ARGUMENT,
+                   "limit: 0 lists nothing; omit it for the default");
+            snprintf(st->field, sizeof(st->field), "limit");
+            return BERTH_EINVAL;
+        }
+        out->u.list_tasks.topic = l->topic;
+        out->u.list_tasks.state = l->has_state ? (engine_task_state)l->state : 0;
+        out->u.list_tasks.limit = l->limit;
+        out->u.list_tasks.after = l->after_id;
+        return BERTH_OK;
+    }
     case BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY:
     case BERTH__V1__ADMIN_REQUEST__METHOD_RETIRE:
     case BERTH__V1__ADMIN_REQUEST__METHOD_LIST_DEPLOYMENTS:
@@ -430,6 +441,7 @@ static int admin_encode(void *call, const engine_reply *r, nng_msg **out)
     Berth__V1__RetryDeliveryResponse redeliver = BERTH__V1__RETRY_DELIVERY_RESPONSE__INIT;
     Berth__V1__ListIncidentsResponse incidents = BERTH__V1__LIST_INCIDENTS_RESPONSE__INIT;
     Berth__V1__StatsResponse stats = BERTH__V1__STATS_RESPONSE__INIT;
+    Berth__V1__ListTasksResponse list = BERTH__V1__LIST_TASKS_RESPONSE__INIT;
     switch (r->op) {
     case ENGINE_OP_GET_TASK:
         resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_GET_TASK;
@@ -437,6 +449,25 @@ static int admin_encode(void *call, const engine_reply *r, nng_msg **out)
         get.task = &info;
         task_info_to_wire(&r->task, &info, &err);
         break;
+    case ENGINE_OP_LIST_TASKS: {
+        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_LIST_TASKS;
+        resp.list_tasks = &list;
+        size_t n = r->n_infos;
+        Berth__V1__TaskInfo *v = n ? gw_arena_alloc(a, n * sizeof(*v)) : NULL;
+        Berth__V1__TaskInfo **p = n ? gw_arena_alloc(a, n * sizeof(*p)) : NULL;
+        Berth__V1__Error *errs = n ? gw_arena_alloc(a, n * sizeof(*errs)) : NULL;
+        ok = n == 0 || (v && p && errs);
+        for (size_t i = 0; ok && i < n; i++) {
+            berth__v1__task_info__init(&v[i]);
+            task_info_to_wire(&r->infos[i], &v[i], &errs[i]);
+            p[i] = &v[i];
+        }
+        list.n_tasks = ok ? n : 0;
+        list.tasks = p;
+        if (r->next[0] != '\0')
+            list.next_after_id = (char *)r->next;
+        break;
+    }
     case ENGINE_OP_RETRY_TERMINAL:
         resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_RETRY_TERMINAL;
         resp.retry_terminal = &retry;

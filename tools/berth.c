@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -63,7 +64,7 @@ typedef struct opts {
     bool has_timeout, has_attempts, await;
     uint64_t timeout_arg, attempts;
     /* admin */
-    const char *after;
+    const char *after, *topic, *state;
     bool has_retries, has_limit;
     uint64_t retries, limit;
 } opts;
@@ -876,22 +877,28 @@ static void print_error_json(const char *name, const Berth__V1__Error *e)
     putchar('}');
 }
 
+static void print_task_info_json(const Berth__V1__TaskInfo *t)
+{
+    printf("{\"id\":");
+    json_cstr(stdout, t->id);
+    printf(",\"topic\":");
+    json_cstr(stdout, t->topic);
+    printf(",\"state\":\"%s\",\"worker_id\":", task_state_name(t->state));
+    json_cstr(stdout, t->worker_id);
+    printf(",\"lock_expires_at_ms\":%" PRIu64 ",\"available_at_ms\":%" PRIu64
+           ",\"attempt\":%u,\"retries_left\":%u,\"created_at_ms\":%" PRIu64 ",\"payload_bytes\":%u",
+           t->lock_expires_at_ms, t->available_at_ms, t->attempt, t->retries_left, t->created_at_ms,
+           t->payload_bytes);
+    print_error_json("last_error", t->last_error);
+    putchar('}');
+}
+
 static void print_task_info(const opts *o, const Berth__V1__TaskInfo *t)
 {
     if (o->json) {
-        printf("{\"task\":{\"id\":");
-        json_cstr(stdout, t->id);
-        printf(",\"topic\":");
-        json_cstr(stdout, t->topic);
-        printf(",\"state\":\"%s\",\"worker_id\":", task_state_name(t->state));
-        json_cstr(stdout, t->worker_id);
-        printf(",\"lock_expires_at_ms\":%" PRIu64 ",\"available_at_ms\":%" PRIu64
-               ",\"attempt\":%u,\"retries_left\":%u,\"created_at_ms\":%" PRIu64
-               ",\"payload_bytes\":%u",
-               t->lock_expires_at_ms, t->available_at_ms, t->attempt, t->retries_left,
-               t->created_at_ms, t->payload_bytes);
-        print_error_json("last_error", t->last_error);
-        printf("}}\n");
+        printf("{\"task\":");
+        print_task_info_json(t);
+        printf("}\n");
         return;
     }
     printf("id             %s\ntopic          %s\nstate          %s\n", t->id ? t->id : "",
@@ -1003,6 +1010,19 @@ static int admin_tasks(opts *o)
     l.has_limit = o->has_limit;
     l.limit = (uint32_t)o->limit;
     l.after_id = (char *)o->after;
+    l.topic = (char *)o->topic;
+    if (o->state != NULL) {
+        int s = 0;
+        for (int k = 1; k <= 4 && s == 0; k++)
+            if (strcasecmp(o->state, task_state_name(k)) == 0)
+                s = k;
+        if (s == 0) {
+            fprintf(stderr, "berth admin tasks: --state is ready, locked, backoff or terminal\n");
+            return EX_USAGE;
+        }
+        l.has_state = 1;
+        l.state = (Berth__V1__TaskInfo__State)s;
+    }
     Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
     req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_TASKS;
     req.list_tasks = &l;
@@ -1010,6 +1030,29 @@ static int admin_tasks(opts *o)
     int ex = admin_call(o, &req, &r);
     if (ex != EX_OK)
         return ex;
+    const Berth__V1__ListTasksResponse *lt = r->list_tasks;
+    size_t n = lt ? lt->n_tasks : 0;
+    const char *next = lt ? lt->next_after_id : NULL;
+    if (o->json) {
+        printf("{\"tasks\":[");
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                putchar(',');
+            print_task_info_json(lt->tasks[i]);
+        }
+        printf("],\"next_after_id\":");
+        json_cstr(stdout, next);
+        printf("}\n");
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const Berth__V1__TaskInfo *t = lt->tasks[i];
+            printf("%s\t%s\t%s\t%u\t%u\t%s\n", t->id ? t->id : "", t->topic ? t->topic : "",
+                   task_state_name(t->state), t->attempt, t->retries_left,
+                   t->last_error && t->last_error->code ? t->last_error->code : "");
+        }
+        if (next != NULL)
+            fprintf(stderr, "more: berth admin tasks ... --after %s\n", next);
+    }
     berth__v1__admin_response__free_unpacked(r, NULL);
     return EX_OK;
 }
@@ -1111,7 +1154,9 @@ static const command commands[] = {
      "  Gives a task back: fetchable at once, no failure counted.\n"},
     {"admin", cmd_admin,
      "berth admin task ID | retry ID [--retries N] | discard ID | retry-delivery ID\n"
-     "            | incidents [--limit N] [--after ID] | tasks\n"
+     "            | incidents [--limit N] [--after ID]\n"
+     "            | tasks [--topic T] [--state ready|locked|backoff|terminal] [--limit N]\n"
+     "                    [--after NEXT]\n"
      "            [--admin URL] [--admin-key-file FILE]\n"
      "  The operator's surface: a task's state and last error; re-offer a terminal task\n"
      "  (with a fresh failure budget, or N); discard one; re-arm a poisoned delivery;\n"
@@ -1189,6 +1234,8 @@ int main(int argc, char **argv)
         STR_OPT("--admin", admin)
         STR_OPT("--admin-key-file", admin_key_file)
         STR_OPT("--after", after)
+        STR_OPT("--topic", topic)
+        STR_OPT("--state", state)
         NUM_OPT("--retries", retries, has_retries)
         NUM_OPT("--limit", limit, has_limit)
         STR_OPT("--events", events)

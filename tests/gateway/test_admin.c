@@ -326,6 +326,93 @@ DTest(admin, what_is_not_served_yet_says_so)
     a_free(r);
 }
 
+static Berth__V1__AdminResponse *list(const char *topic, int state, uint32_t limit,
+                                      const char *after)
+{
+    Berth__V1__ListTasksRequest l = BERTH__V1__LIST_TASKS_REQUEST__INIT;
+    l.topic = (char *)topic;
+    l.has_state = state != 0;
+    l.state = (Berth__V1__TaskInfo__State)state;
+    l.has_limit = limit != 0;
+    l.limit = limit;
+    l.after_id = (char *)after;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_TASKS;
+    req.list_tasks = &l;
+    return admin(&req);
+}
+
+DTest(admin, list_tasks_shows_every_state_and_pages_through_all)
+{
+    char *terminal = terminal_task("lt", "t");
+    Berth__V1__Response *s = w_submit(C, "lt", "locked", NULL);
+    w_free(s);
+    Berth__V1__Response *f = w_fetch(C, "w", "lt", 1, 60000, 0); /* locked */
+    char *locked = strdup(f->fetch->tasks[0]->id);
+    w_free(f);
+    w_free(w_submit(C, "lt", "backoff", NULL));
+    f = w_fetch(C, "w", "lt", 1, 60000, 0);
+    char *backoff = strdup(f->fetch->tasks[0]->id);
+    Berth__V1__FailRequest fr = BERTH__V1__FAIL_REQUEST__INIT;
+    fr.task_id = backoff;
+    fr.worker_id = "w";
+    fr.lock_token = f->fetch->tasks[0]->lock_token;
+    fr.has_retries_left = 1;
+    fr.retries_left = 1;
+    fr.has_retry_in_ms = 1;
+    fr.retry_in_ms = 600000;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_FAIL;
+    req.fail = &fr;
+    Berth__V1__Response *r = w_call(C, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    w_free(r);
+    w_free(f);
+    s = w_submit(C, "lt", "ready", NULL);
+    char *ready = strdup(s->submit->id);
+    w_free(s);
+
+    struct {
+        int state;
+        const char *id;
+    } want[] = {{BERTH__V1__TASK_INFO__STATE__READY, ready},
+                {BERTH__V1__TASK_INFO__STATE__LOCKED, locked},
+                {BERTH__V1__TASK_INFO__STATE__BACKOFF, backoff},
+                {BERTH__V1__TASK_INFO__STATE__TERMINAL, terminal}};
+    for (int i = 0; i < 4; i++) {
+        Berth__V1__AdminResponse *a = list("lt", want[i].state, 10, NULL);
+        a_expect_code(a, BERTH__V1__CODE__OK);
+        cr_assert_eq(a->list_tasks->n_tasks, 1, "state %d", want[i].state);
+        cr_assert_str_eq(a->list_tasks->tasks[0]->id, want[i].id);
+        cr_assert_eq(a->list_tasks->tasks[0]->state, want[i].state);
+        a_free(a);
+    }
+    /* One at a time, following next_after_id: each once, in submission order. */
+    const char *order[] = {terminal, locked, backoff, ready};
+    char after[40] = "";
+    for (int i = 0; i < 4; i++) {
+        Berth__V1__AdminResponse *a = list(NULL, 0, 1, after[0] ? after : NULL);
+        a_expect_code(a, BERTH__V1__CODE__OK);
+        cr_assert_eq(a->list_tasks->n_tasks, 1);
+        cr_assert_str_eq(a->list_tasks->tasks[0]->id, order[i], "page %d", i);
+        if (i < 3)
+            cr_assert_not_null(a->list_tasks->next_after_id);
+        else
+            cr_assert_null(a->list_tasks->next_after_id, "the last page says so");
+        snprintf(after, sizeof(after), "%s",
+                 a->list_tasks->next_after_id ? a->list_tasks->next_after_id : "");
+        a_free(a);
+    }
+    Berth__V1__AdminResponse *a = list(NULL, 0, 1001, NULL);
+    a_expect_code(a, BERTH__V1__CODE__INVALID_ARGUMENT);
+    cr_assert_str_eq(a->status->field, "limit");
+    a_free(a);
+    free(terminal);
+    free(locked);
+    free(backoff);
+    free(ready);
+}
+
 /* ---- credentials ---- */
 
 static Berth__V1__AdminResponse *send_raw(const uint8_t *buf, size_t len)
@@ -506,6 +593,11 @@ DTest(admin, the_cli_tends_terminal_tasks)
     cr_assert(strstr(out, id) != NULL, "%s", out);
     cr_assert_eq(cli(out, sizeof(out), "--json stats"), 0);
     cr_assert(strstr(out, "\"topic\":\"cli\"") != NULL, "%s", out);
+    cr_assert_eq(cli(out, sizeof(out), "--json admin tasks --state terminal --topic cli"), 0);
+    cr_assert(strstr(out, id) != NULL, "%s", out);
+    cr_assert_eq(cli(out, sizeof(out), "admin tasks --state ready"), 0);
+    cr_assert(strstr(out, id) == NULL, "%s", out);
+    cr_assert_eq(cli(out, sizeof(out), "admin tasks --state sleepy"), 2);
     cr_assert_eq(cli(out, sizeof(out), "admin retry %s --retries 3", id), 0);
     cr_assert_eq(cli(out, sizeof(out), "admin retry %s", id), 3, "not terminal now: exit 3");
     cr_assert_eq(cli(out, sizeof(out), "admin discard %s", id), 3);
