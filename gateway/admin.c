@@ -2,7 +2,9 @@
  * engine's commit thread. */
 #include "gateway/admin.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
+#include <netinet/in.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,32 +53,51 @@ static int load_key(gw_admin *a, const char *path, char *err, size_t errlen)
     memcpy(a->key, buf, n);
     a->key_len = n;
     sodium_memzero(buf, sizeof(buf));
-    uint8_t h[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256(h, a->key, a->key_len);
+    /* Keyed, so that the logs it appears in cannot test guesses of a
+     * key that is a passphrase. */
+    static const char label[] = "berth admin fingerprint";
+    uint8_t h[crypto_auth_hmacsha256_BYTES];
+    crypto_auth_hmacsha256_state st;
+    crypto_auth_hmacsha256_init(&st, a->key, a->key_len);
+    crypto_auth_hmacsha256_update(&st, (const uint8_t *)label, sizeof(label) - 1);
+    crypto_auth_hmacsha256_final(&st, h);
     char hex[17];
     sodium_bin2hex(hex, sizeof(hex), h, 8);
     snprintf(a->who, sizeof(a->who), "key:%s", hex);
     return BERTH_OK;
 }
 
-/* Whether url can only be reached from this machine: ipc://, or tcp on a
- * loopback address. */
+/* Whether url can only be reached from this machine: ipc:// or
+ * abstract://, or tcp:// / tls+tcp:// on a numeric loopback address (a
+ * name could resolve anywhere; ws:// is reachable from any web page the
+ * operator's browser opens). */
 static bool loopback_only(const char *url)
 {
-    if (strncmp(url, "ipc://", 6) == 0)
+    if (strncmp(url, "ipc://", 6) == 0 || strncmp(url, "abstract://", 11) == 0)
         return true;
-    const char *host = strstr(url, "://");
-    if (host == NULL)
+    const char *host;
+    if (strncmp(url, "tcp://", 6) == 0)
+        host = url + 6;
+    else if (strncmp(url, "tls+tcp://", 10) == 0)
+        host = url + 10;
+    else
         return false;
-    host += 3;
     const char *colon = strrchr(host, ':');
     size_t n = colon ? (size_t)(colon - host) : strlen(host);
-    char h[128];
-    if (n == 0 || n >= sizeof(h))
+    char h[64];
+    if (n < 2 || n >= sizeof(h) || memchr(host, '@', n) != NULL)
         return false;
     memcpy(h, host, n);
     h[n] = '\0';
-    return strncmp(h, "127.", 4) == 0 || strcmp(h, "localhost") == 0 || strcmp(h, "[::1]") == 0;
+    struct in_addr v4;
+    struct in6_addr v6;
+    if (inet_pton(AF_INET, h, &v4) == 1)
+        return (ntohl(v4.s_addr) >> 24) == 127;
+    if (h[0] == '[' && h[n - 1] == ']') {
+        h[n - 1] = '\0';
+        return inet_pton(AF_INET6, h + 1, &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+    }
+    return false;
 }
 
 int gw_admin_open(const char *url, const char *key_file, uint64_t skew_ms, gw_admin **out,
@@ -103,6 +124,11 @@ int gw_admin_open(const char *url, const char *key_file, uint64_t skew_ms, gw_ad
             free(a);
             return rv;
         }
+        if (!loopback_only(url) && strncmp(url, "tls+tcp://", 10) != 0)
+            fprintf(stderr,
+                    "berthd: warning: admin %s is not TLS: whoever sees a request can send it "
+                    "again within admin-skew-ms; prefer tls+tcp://\n",
+                    url);
     }
     *out = a;
     return BERTH_OK;
@@ -134,6 +160,14 @@ static bool varint(const uint8_t *p, size_t len, size_t *at, uint64_t *v)
             return true;
     }
     return false;
+}
+
+/* Whether field number f of AdminRequest is a member of `method`. */
+static bool is_method(uint32_t f)
+{
+    const ProtobufCFieldDescriptor *d =
+        protobuf_c_message_descriptor_get_field(&berth__v1__admin_request__descriptor, f);
+    return d != NULL && (d->flags & PROTOBUF_C_FIELD_FLAG_ONEOF);
 }
 
 /* The method field of an encoded AdminRequest, as encoded (key, length,
@@ -168,8 +202,7 @@ static bool method_bytes(const uint8_t *p, size_t len, const uint8_t **m, size_t
         }
         if (at > len)
             return false;
-        uint64_t field = key >> 3;
-        if (field >= 2 && field <= 11) {
+        if (is_method((uint32_t)(key >> 3))) {
             found++;
             *m = p + start;
             *mlen = at - start;

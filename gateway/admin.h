@@ -38,7 +38,7 @@ int gw_admin_open(const char *url, const char *key_file, uint64_t skew_ms, gw_ad
                   char *err, size_t errlen);
 void gw_admin_close(gw_admin *a);
 /* Who the surface's changes are logged as: "key:" and the first 8 bytes
- * of the key's SHA-256 in hex, or "loopback". */
+ * of HMAC-SHA256(key, "berth admin fingerprint") in hex, or "loopback". */
 const char *gw_admin_who(const gw_admin *a);
 
 /* Serve with codec_ctx = the gw_admin. */

@@ -216,6 +216,7 @@ static int serve(gw_config *cfg)
         .contexts_max = 64,
         .tls = tls,
         .max_connections = 64,
+        .idle_timeout_ms = cfg->idle_timeout_ms,
         .codec = &gw_admin_codec,
         .codec_ctx = admin,
         .name = "admin",

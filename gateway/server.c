@@ -32,12 +32,22 @@ typedef enum ctx_state {
 
 typedef struct gw_ctx {
     struct gw_server *s;
-    void *call; /* the codec's */
+    void *call;       /* the codec's */
+    uint32_t pipe_id; /* the connection of the request it holds */
     nng_ctx ctx;
     nng_aio *aio;
     ctx_state state;
     struct gw_ctx *next;
 } gw_ctx;
+
+/* A connection, for the idle timeout: when it last sent or was answered,
+ * and how many of its requests are in flight (a long poll is not
+ * idleness). In an open-addressing table keyed by nng's pipe id. */
+typedef struct pipe_rec {
+    uint32_t id; /* 0: empty slot */
+    uint32_t inflight;
+    uint64_t last_ms;
+} pipe_rec;
 
 struct gw_server {
     gw_sp *sp;  /* tcp:// without TLS: berth's own server; the rest is unused */
@@ -57,10 +67,110 @@ struct gw_server {
     atomic_bool abandon; /* the drain ran out: answers still owed are dropped */
     atomic_uint pipes;   /* connections (nng pipes) from their ADD_PRE to REM_POST */
     uint32_t pipes_max;  /* --max-connections: more are closed as they come */
+    uint64_t idle_ms;    /* 0: no idle timeout */
+    pthread_mutex_t pmu; /* guards the pipe table */
+    pipe_rec *pt;        /* the pipe table (idle_ms > 0), pt_cap slots */
+    size_t pt_cap;
+    nng_aio *reap; /* a timer: closes idle connections every second */
     char url[256];
 };
 
 static void ctx_cb(void *arg);
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- the pipe table (with pmu held) ---- */
+
+static size_t pt_slot(const gw_server *s, uint32_t id)
+{
+    size_t i = (id * 2654435761u) & (s->pt_cap - 1);
+    while (s->pt[i].id != 0 && s->pt[i].id != id)
+        i = (i + 1) & (s->pt_cap - 1);
+    return i;
+}
+
+static pipe_rec *pt_find(gw_server *s, uint32_t id)
+{
+    if (s->pt == NULL || id == 0)
+        return NULL;
+    pipe_rec *r = &s->pt[pt_slot(s, id)];
+    return r->id == id ? r : NULL;
+}
+
+static void pt_add(gw_server *s, uint32_t id)
+{
+    if (s->pt == NULL || id == 0)
+        return;
+    pipe_rec *r = &s->pt[pt_slot(s, id)];
+    *r = (pipe_rec){.id = id, .last_ms = mono_ms()};
+}
+
+/* Deletion by backward shift: no tombstones. */
+static void pt_del(gw_server *s, uint32_t id)
+{
+    pipe_rec *r = pt_find(s, id);
+    if (r == NULL)
+        return;
+    size_t i = (size_t)(r - s->pt), mask = s->pt_cap - 1;
+    s->pt[i].id = 0;
+    for (size_t j = (i + 1) & mask; s->pt[j].id != 0; j = (j + 1) & mask) {
+        size_t home = (s->pt[j].id * 2654435761u) & mask;
+        /* j's entry may move to i when its home is not in (i, j]. */
+        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+            s->pt[i] = s->pt[j];
+            s->pt[j].id = 0;
+            i = j;
+        }
+    }
+}
+
+/* A request of pipe id starts (+1) or is answered (-1). */
+static void pipe_activity(gw_server *s, uint32_t id, int delta)
+{
+    if (s->pt == NULL)
+        return;
+    pthread_mutex_lock(&s->pmu);
+    pipe_rec *r = pt_find(s, id);
+    if (r != NULL) {
+        r->last_ms = mono_ms();
+        if (delta > 0)
+            r->inflight++;
+        else if (r->inflight > 0)
+            r->inflight--;
+    }
+    pthread_mutex_unlock(&s->pmu);
+}
+
+/* Every second: connections with nothing in flight that sent nothing for
+ * idle_ms are closed (nng's transports have no idle timeout of their own;
+ * without this, held connections would use up max-connections). */
+static void reap_cb(void *arg)
+{
+    gw_server *s = arg;
+    if (nng_aio_result(s->reap) != 0 || atomic_load(&s->closing))
+        return;
+    uint32_t idle[64];
+    size_t n = 0;
+    uint64_t now = mono_ms();
+    pthread_mutex_lock(&s->pmu);
+    for (size_t i = 0; i < s->pt_cap && n < 64; i++) {
+        const pipe_rec *r = &s->pt[i];
+        if (r->id != 0 && r->inflight == 0 && now - r->last_ms >= s->idle_ms)
+            idle[n++] = r->id;
+    }
+    pthread_mutex_unlock(&s->pmu);
+    for (size_t i = 0; i < n; i++) {
+        nng_pipe p = NNG_PIPE_INITIALIZER;
+        p.id = idle[i];
+        nng_pipe_close(p);
+    }
+    nng_sleep_aio(n == 64 ? 0 : 1000, s->reap);
+}
 
 static void ctx_recv(gw_ctx *c)
 {
@@ -79,6 +189,7 @@ static void ctx_send(gw_ctx *c, nng_msg *m)
 /* The request is answered (or dropped): back to receiving. */
 static void ctx_finish(gw_ctx *c)
 {
+    pipe_activity(c->s, c->pipe_id, -1);
     c->s->codec->release(c->call);
     atomic_fetch_sub(&c->s->busy, 1);
     if (!atomic_load(&c->s->closing))
@@ -159,6 +270,8 @@ static void ctx_handle(gw_ctx *c, nng_msg *m)
     c->state = CTX_ENGINE;
     int pipe = nng_pipe_id(nng_msg_get_pipe(m));
     uint64_t owner = pipe > 0 ? (uint64_t)pipe : 0;
+    c->pipe_id = pipe > 0 ? (uint32_t)pipe : 0;
+    pipe_activity(c->s, c->pipe_id, +1);
     int rv = c->s->codec->start(c->s->codec_ctx, c->call, c->s->e, owner, nng_msg_body(m),
                                 nng_msg_len(m), c->s->max_msg, engine_done, c, &st);
     nng_msg_free(m);
@@ -202,6 +315,11 @@ static void pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg)
     gw_server *s = arg;
     (void)ev;
     atomic_fetch_sub(&s->pipes, 1);
+    if (s->pt != NULL) {
+        pthread_mutex_lock(&s->pmu);
+        pt_del(s, (uint32_t)nng_pipe_id(p));
+        pthread_mutex_unlock(&s->pmu);
+    }
     if (nng_pipe_id(p) > 0)
         (void)engine_cancel(s->e, (uint64_t)nng_pipe_id(p));
 }
@@ -213,8 +331,15 @@ static void pipe_coming(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     gw_server *s = arg;
     (void)ev;
-    if (atomic_fetch_add(&s->pipes, 1) >= s->pipes_max)
+    if (atomic_fetch_add(&s->pipes, 1) >= s->pipes_max) {
         nng_pipe_close(p);
+        return;
+    }
+    if (s->pt != NULL) {
+        pthread_mutex_lock(&s->pmu);
+        pt_add(s, (uint32_t)nng_pipe_id(p));
+        pthread_mutex_unlock(&s->pmu);
+    }
 }
 
 int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char *err,
@@ -247,6 +372,23 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
     s->pipes_max = o->max_connections ? o->max_connections : UINT32_MAX;
     atomic_init(&s->pipes, 0);
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->pmu, NULL);
+    /* The idle timeout needs to know every connection: a table of twice
+     * the most there can be. */
+    if (o->idle_timeout_ms > 0 && s->pipes_max < (1u << 24)) {
+        s->idle_ms = o->idle_timeout_ms;
+        for (s->pt_cap = 16; s->pt_cap < 2 * (size_t)s->pipes_max + 2;)
+            s->pt_cap *= 2;
+        s->pt = calloc(s->pt_cap, sizeof(*s->pt));
+        if (s->pt == NULL || nng_aio_alloc(&s->reap, reap_cb, s) != 0) {
+            free(s->pt);
+            pthread_mutex_destroy(&s->pmu);
+            pthread_mutex_destroy(&s->mu);
+            free(s);
+            snprintf(err, errlen, "out of memory");
+            return BERTH_ENOMEM;
+        }
+    }
     int rv = nng_rep0_open(&s->sock);
     if (rv == 0)
         rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, 2 * o->max_message_bytes);
@@ -257,6 +399,10 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
     if (rv != 0) {
         snprintf(err, errlen, "cannot open the %s socket: %s", o->name ? o->name : "operate",
                  nng_strerror(rv));
+        if (s->reap != NULL)
+            nng_aio_free(s->reap);
+        free(s->pt);
+        pthread_mutex_destroy(&s->pmu);
         pthread_mutex_destroy(&s->mu);
         free(s);
         return BERTH_EIO;
@@ -273,6 +419,8 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
         gw_server_close(s);
         return rv;
     }
+    if (s->reap != NULL)
+        nng_sleep_aio(1000, s->reap);
     *out = s;
     return BERTH_OK;
 }
@@ -301,6 +449,8 @@ void gw_server_stop(gw_server *s)
     for (int i = 0; i < 400 && atomic_load(&s->busy) > 0; i++)
         nanosleep(&tick, NULL);
     atomic_store(&s->abandon, true);
+    if (s->reap != NULL)
+        nng_aio_stop(s->reap);
     nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, NULL, NULL); /* s goes later */
     nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, NULL, NULL);
     /* Stopping an aio aborts what it waits for and waits out its callback,
@@ -334,6 +484,10 @@ void gw_server_close(gw_server *s)
         free(c);
         c = next;
     }
+    if (s->reap != NULL)
+        nng_aio_free(s->reap);
+    free(s->pt);
+    pthread_mutex_destroy(&s->pmu);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

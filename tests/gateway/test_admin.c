@@ -15,6 +15,7 @@
 #include <sodium.h>
 
 #include "tests/support/daemon.h"
+#include "tests/support/raw.h"
 
 static daemon_proc D;
 static bc *C, *A; /* operate, admin */
@@ -525,6 +526,36 @@ DTest(admin, each_socket_refuses_the_other_s_envelope)
     a_free(a);
 }
 
+Test(admin_boot, connections_held_idle_cannot_lock_operators_out)
+{
+    /* The admin surface takes 64 connections; 64 held idle are closed
+     * once the idle timeout passes, and an operator gets in. */
+    static const char *extra[] = {"--idle-timeout-ms", "400", NULL};
+    d_start(&D, extra);
+    int held[64];
+    for (int i = 0; i < 64; i++)
+        held[i] = raw_req(D.admin);
+    struct timespec pause = {1, 600 * 1000000L}; /* the timeout and a reaper's round */
+    nanosleep(&pause, NULL);
+    char err[256];
+    cr_assert_eq(bc_open(D.admin, &A, err, sizeof(err)), BC_OK, "%s", err);
+    Berth__V1__StatsRequest sr = BERTH__V1__STATS_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_STATS;
+    req.stats = &sr;
+    Berth__V1__AdminResponse *r = admin_with(&req, NULL);
+    a_expect_code(r, BERTH__V1__CODE__OK);
+    a_free(r);
+    for (int i = 0; i < 64; i++) {
+        char b;
+        cr_assert_eq(read(held[i], &b, 1), 0, "idle connection %d was closed", i);
+        close(held[i]);
+    }
+    bc_close(A);
+    d_stop(&D);
+    d_cleanup(&D);
+}
+
 /* ---- boot ---- */
 
 Test(admin_boot, a_non_loopback_admin_without_a_key_is_refused)
@@ -534,6 +565,15 @@ Test(admin_boot, a_non_loopback_admin_without_a_key_is_refused)
         d_refused((const char *const[]){"--admin", "tcp://0.0.0.0:0", NULL}, err, sizeof(err));
     cr_assert_eq(status, 2, "exit %d (stderr: %s)", status, err);
     cr_assert(strstr(err, "admin-key-file") != NULL, "%s", err);
+    /* Loopback by number only: a name could resolve anywhere, and ws:// is
+     * open to any web page. */
+    const char *not_loopback[] = {"tcp://127.0.0.1.example.net:7451", "tcp://localhost:0",
+                                  "ws://127.0.0.1:0", "tcp://user@127.0.0.1:0"};
+    for (size_t i = 0; i < 4; i++) {
+        status =
+            d_refused((const char *const[]){"--admin", not_loopback[i], NULL}, err, sizeof(err));
+        cr_assert_eq(status, 2, "%s: exit %d (stderr: %s)", not_loopback[i], status, err);
+    }
     char path[] = "/tmp/berth-short-key-XXXXXX";
     int fd = mkstemp(path);
     cr_assert_eq(write(fd, "short\n", 6), 6);
