@@ -89,7 +89,7 @@ static bool read_only(engine_op op)
 {
     return op == ENGINE_OP_GET_TASK || op == ENGINE_OP_LIST_TASKS ||
            op == ENGINE_OP_LIST_INCIDENTS || op == ENGINE_OP_STATS || op == ENGINE_OP_TICK ||
-           op == ENGINE_OP_CANCEL || op == ENGINE_OP_AWAIT_CALL;
+           op == ENGINE_OP_CANCEL || op == ENGINE_OP_AWAIT_CALL || op == ENGINE_OP_CHECKPOINT;
 }
 
 typedef int (*handler_fn)(engine *e, pending *p);
@@ -141,6 +141,8 @@ static handler_fn handler_of(engine_op op)
         return admin_list_incidents;
     case ENGINE_OP_STATS:
         return admin_stats;
+    case ENGINE_OP_CHECKPOINT:
+        return admin_checkpoint;
     case ENGINE_OP_CANCEL:
         return wait_cancel;
     case ENGINE_OP_TICK:

@@ -10,6 +10,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/admin.h"
 #include "engine/check.h"
@@ -334,5 +335,30 @@ int admin_stats(engine *e, pending *p)
     s->topics = e->topics.n;
     s->instances_backoff = e->n_backoff;
     s->instances_waiting = e->instances.n - e->t.ended.n - e->n_backoff;
+    return BERTH_OK;
+}
+
+int admin_checkpoint(engine *e, pending *p)
+{
+    engine_status *st = &p->reply->status;
+    const char *dir = p->req.u.checkpoint.dir;
+    if (dir == NULL || dir[0] != '/') {
+        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT,
+                     "dir: an absolute path on berthd's machine is required");
+        snprintf(st->field, sizeof(st->field), "dir");
+        return BERTH_OK;
+    }
+    if (!check_text(dir, 4096, true, "dir", st))
+        return BERTH_OK;
+    struct stat sb;
+    if (stat(dir, &sb) == 0) {
+        reply_status(st, ENGINE_CODE_FAILED_PRECONDITION,
+                     "dir: %.200s is there already; a checkpoint goes into a new directory", dir);
+        snprintf(st->field, sizeof(st->field), "dir");
+        return BERTH_OK;
+    }
+    char err[256] = "";
+    if (store_checkpoint(e->store, dir, err, sizeof(err)) != BERTH_OK)
+        reply_status(st, ENGINE_CODE_FAILED_PRECONDITION, "the checkpoint failed: %s", err);
     return BERTH_OK;
 }

@@ -12,5 +12,9 @@ int admin_retry_terminal(engine *e, pending *p);
 int admin_discard_terminal(engine *e, pending *p);
 int admin_list_incidents(engine *e, pending *p);
 int admin_stats(engine *e, pending *p);
+/* A copy of the store, consistent as of this turn, in a new directory:
+ * every turn written before it is in it. Blocks the turn while RocksDB
+ * flushes and links the files. */
+int admin_checkpoint(engine *e, pending *p);
 
 #endif

@@ -143,6 +143,7 @@ typedef enum engine_op {
     ENGINE_OP_RETRY_DELIVERY,
     ENGINE_OP_LIST_INCIDENTS,
     ENGINE_OP_STATS,
+    ENGINE_OP_CHECKPOINT, /* a consistent copy of the store in a new directory */
     ENGINE_OP_TICK,   /* run a turn now (after moving a manual clock) */
     ENGINE_OP_CANCEL, /* engine_cancel(): not queued by engine_exec() */
 } engine_op;
@@ -273,6 +274,9 @@ typedef struct engine_request {
         struct {
             const char *id;
         } get_task, discard_terminal, retry_delivery;
+        struct {
+            const char *dir; /* absolute, not yet there */
+        } checkpoint;
         struct {
             const char *id;
             bool has_retries; /* omitted: the operator's failure budget */

@@ -317,6 +317,10 @@ static int admin_map(const Berth__V1__AdminRequest *m, engine_request *out, engi
     case BERTH__V1__ADMIN_REQUEST__METHOD_STATS:
         out->op = ENGINE_OP_STATS;
         return BERTH_OK;
+    case BERTH__V1__ADMIN_REQUEST__METHOD_CHECKPOINT:
+        out->op = ENGINE_OP_CHECKPOINT;
+        out->u.checkpoint.dir = m->checkpoint->dir;
+        return BERTH_OK;
     case BERTH__V1__ADMIN_REQUEST__METHOD_LIST_TASKS: {
         const Berth__V1__ListTasksRequest *l = m->list_tasks;
         out->op = ENGINE_OP_LIST_TASKS;
@@ -447,6 +451,10 @@ static void log_change(const admin_call *c)
         what = "retry_delivery";
         id = c->ereq.u.retry_delivery.id;
         break;
+    case ENGINE_OP_CHECKPOINT:
+        what = "checkpoint";
+        id = c->ereq.u.checkpoint.dir;
+        break;
     default:
         return;
     }
@@ -475,6 +483,7 @@ static int admin_encode(void *call, const engine_reply *r, nng_msg **out)
     Berth__V1__ListIncidentsResponse incidents = BERTH__V1__LIST_INCIDENTS_RESPONSE__INIT;
     Berth__V1__StatsResponse stats = BERTH__V1__STATS_RESPONSE__INIT;
     Berth__V1__ListTasksResponse list = BERTH__V1__LIST_TASKS_RESPONSE__INIT;
+    Berth__V1__CheckpointResponse checkpoint = BERTH__V1__CHECKPOINT_RESPONSE__INIT;
     switch (r->op) {
     case ENGINE_OP_GET_TASK:
         resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_GET_TASK;
@@ -512,6 +521,11 @@ static int admin_encode(void *call, const engine_reply *r, nng_msg **out)
     case ENGINE_OP_RETRY_DELIVERY:
         resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_RETRY_DELIVERY;
         resp.retry_delivery = &redeliver;
+        break;
+    case ENGINE_OP_CHECKPOINT:
+        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_CHECKPOINT;
+        resp.checkpoint = &checkpoint;
+        checkpoint.dir = (char *)c->ereq.u.checkpoint.dir;
         break;
     case ENGINE_OP_LIST_INCIDENTS: {
         resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_LIST_INCIDENTS;

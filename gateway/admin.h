@@ -16,7 +16,7 @@
  *   binds it only to loopback or ipc:// (gw_admin_open refuses the rest).
  *
  * Every change an operator makes (retry_terminal, discard_terminal,
- * retry_delivery) is durable before its OK, logged on stderr as one line
+ * retry_delivery; and a checkpoint) is durable before its OK, logged on stderr as one line
  * once it is (who: the key's fingerprint or "loopback"; what; which id),
  * and published as an event by the engine.
  */

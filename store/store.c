@@ -606,6 +606,23 @@ void store_iter_close(store_iter *it)
     free(it);
 }
 
+int store_checkpoint(store *s, const char *dir, char *err, size_t errlen)
+{
+    char *rerr = NULL;
+    rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(s->db, &rerr);
+    if (rerr == NULL)
+        /* 0: flush the memtables first, so the copy's log is short. */
+        rocksdb_checkpoint_create(cp, dir, 0, &rerr);
+    if (cp != NULL)
+        rocksdb_checkpoint_object_destroy(cp);
+    if (rerr != NULL) {
+        set_err(err, errlen, "%s", rerr);
+        rocksdb_free(rerr);
+        return BERTH_EIO;
+    }
+    return BERTH_OK;
+}
+
 int store_compact(store *s, store_cf cf)
 {
     rocksdb_compact_range_cf(s->db, s->cf[cf], NULL, 0, NULL, 0);

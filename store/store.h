@@ -122,6 +122,13 @@ void store_iter_next(store_iter *it);
 int store_iter_status(store_iter *it);
 void store_iter_close(store_iter *it);
 
+/* A consistent copy of the store, as of now, in dir (which must not
+ * exist), while writes go on: RocksDB's checkpoint (hard links to the
+ * table files where dir shares their file system, a copy of the log).
+ * Everything appended before the call is in it. The error text goes to
+ * err. */
+int store_checkpoint(store *s, const char *dir, char *err, size_t errlen);
+
 /* Compacts the whole of cf now (the dedup filter runs). */
 int store_compact(store *s, store_cf cf);
 

@@ -1057,6 +1057,36 @@ static int admin_tasks(opts *o)
     return EX_OK;
 }
 
+static int admin_checkpoint(opts *o)
+{
+    if (o->npos != 2) {
+        fprintf(stderr, "berth admin checkpoint: DIR (absolute, on berthd's machine, new)\n");
+        return EX_USAGE;
+    }
+    Berth__V1__CheckpointRequest c = BERTH__V1__CHECKPOINT_REQUEST__INIT;
+    c.dir = (char *)o->pos[1];
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_CHECKPOINT;
+    req.checkpoint = &c;
+    Berth__V1__AdminResponse *r;
+    /* A checkpoint flushes and links the store's files: give it time. */
+    int saved = o->timeout_ms;
+    o->timeout_ms = saved < 120000 ? 120000 : saved;
+    int ex = admin_call(o, &req, &r);
+    o->timeout_ms = saved;
+    if (ex != EX_OK)
+        return ex;
+    if (o->json) {
+        printf("{\"ok\":true,\"dir\":");
+        json_cstr(stdout, r->checkpoint ? r->checkpoint->dir : NULL);
+        printf("}\n");
+    } else {
+        printf("checkpoint in %s: berthd --data %s serves it\n", o->pos[1], o->pos[1]);
+    }
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    return EX_OK;
+}
+
 static int cmd_admin(opts *o)
 {
     const char *sub = o->npos > 0 ? o->pos[0] : "";
@@ -1065,6 +1095,8 @@ static int cmd_admin(opts *o)
         return admin_id_op(o, sub);
     if (strcmp(sub, "incidents") == 0)
         return admin_incidents(o);
+    if (strcmp(sub, "checkpoint") == 0)
+        return admin_checkpoint(o);
     if (strcmp(sub, "tasks") == 0)
         return admin_tasks(o);
     fprintf(stderr, "berth admin: task|retry|discard|incidents|retry-delivery|tasks (see "
@@ -1154,13 +1186,13 @@ static const command commands[] = {
      "  Gives a task back: fetchable at once, no failure counted.\n"},
     {"admin", cmd_admin,
      "berth admin task ID | retry ID [--retries N] | discard ID | retry-delivery ID\n"
-     "            | incidents [--limit N] [--after ID]\n"
+     "            | incidents [--limit N] [--after ID] | checkpoint DIR\n"
      "            | tasks [--topic T] [--state ready|locked|backoff|terminal] [--limit N]\n"
      "                    [--after NEXT]\n"
      "            [--admin URL] [--admin-key-file FILE]\n"
      "  The operator's surface: a task's state and last error; re-offer a terminal task\n"
      "  (with a fresh failure budget, or N); discard one; re-arm a poisoned delivery;\n"
-     "  incidents, oldest first, in pages.\n"},
+     "  incidents, oldest first, in pages; a consistent copy of the store (a backup).\n"},
     {"stats", cmd_stats,
      "berth stats [--admin URL] [--admin-key-file FILE]\n"
      "  Tasks by topic and state, the outbox, waiting fetches.\n"},

@@ -1,5 +1,6 @@
 /* The admin surface over a real socket (R11, R16, DESIGN §5): its
  * methods, its credentials, its boot rules, and the CLI on it. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -412,6 +413,102 @@ DTest(admin, list_tasks_shows_every_state_and_pages_through_all)
     free(locked);
     free(backoff);
     free(ready);
+}
+
+/* ---- backups ---- */
+
+typedef struct feeder {
+    bc *c;
+    volatile bool stop;
+    int acked;
+} feeder;
+
+static void *feed(void *arg)
+{
+    feeder *f = arg;
+    while (!f->stop) {
+        Berth__V1__Response *r = w_submit(f->c, "backup", "during", NULL);
+        f->acked += r->status->code == BERTH__V1__CODE__OK;
+        w_free(r);
+    }
+    return NULL;
+}
+
+static Berth__V1__AdminResponse *checkpoint(const char *dir)
+{
+    Berth__V1__CheckpointRequest c = BERTH__V1__CHECKPOINT_REQUEST__INIT;
+    c.dir = (char *)dir;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_CHECKPOINT;
+    req.checkpoint = &c;
+    return admin(&req);
+}
+
+DTest(admin, a_checkpoint_taken_while_berthd_serves_holds_every_acknowledged_task)
+{
+    enum { N = 300 };
+    static char ids[N][33];
+    for (int i = 0; i < N; i++) {
+        Berth__V1__Response *r = w_submit(C, "backup", "before", NULL);
+        w_expect_code(r, BERTH__V1__CODE__OK);
+        snprintf(ids[i], sizeof(ids[i]), "%s", r->submit->id);
+        w_free(r);
+    }
+    feeder f = {.c = d_client(&D)};
+    pthread_t th;
+    pthread_create(&th, NULL, feed, &f);
+    char parent[] = "/tmp/berth-backup-XXXXXX", dir[96];
+    cr_assert_not_null(mkdtemp(parent));
+    snprintf(dir, sizeof(dir), "%s/cp", parent);
+    Berth__V1__AdminResponse *r = checkpoint(dir);
+    a_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_str_eq(r->checkpoint->dir, dir);
+    a_free(r);
+    f.stop = true;
+    pthread_join(th, NULL);
+    bc_close(f.c);
+    cr_assert_gt(f.acked, 0, "berthd served while it checkpointed");
+    char line[160];
+    snprintf(line, sizeof(line), "checkpoint %s", dir);
+    cr_assert(stderr_has(line));
+
+    r = checkpoint(dir);
+    a_expect_code(r, BERTH__V1__CODE__FAILED_PRECONDITION); /* not over what is there */
+    a_free(r);
+    r = checkpoint("relative/dir");
+    a_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
+    cr_assert_str_eq(r->status->field, "dir");
+    a_free(r);
+
+    /* Restored: another berthd on the copy serves every task acknowledged
+     * before the checkpoint was asked for. */
+    daemon_proc R;
+    const char *extra[] = {"--data", dir, NULL};
+    d_start(&R, extra);
+    bc *rc = d_client(&R);
+    static bool found[N];
+    int n = 0;
+    for (;;) {
+        Berth__V1__Response *fr = w_fetch(rc, "w", "backup", 1000, 60000, 0);
+        w_expect_code(fr, BERTH__V1__CODE__OK);
+        size_t got = fr->fetch->n_tasks;
+        for (size_t k = 0; k < got; k++)
+            for (int i = 0; i < N; i++)
+                if (!found[i] && strcmp(fr->fetch->tasks[k]->id, ids[i]) == 0) {
+                    found[i] = true;
+                    n++;
+                }
+        w_free(fr);
+        if (got == 0)
+            break;
+    }
+    cr_assert_eq(n, N, "%d of the %d acknowledged before the checkpoint", n, N);
+    bc_close(rc);
+    d_stop(&R);
+    d_cleanup(&R);
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", parent);
+    cr_assert_eq(system(cmd), 0);
 }
 
 /* ---- credentials ---- */
