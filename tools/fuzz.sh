@@ -11,8 +11,8 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DBERTH_FUZZ=ON \
   -DBERTH_SANITIZE=ON -DBERTH_TESTS=OFF -DBERTH_TCMALLOC=OFF > /dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_operate fuzz_sp fuzz_records fuzz_recover
-for h in operate sp records recover; do
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_operate fuzz_admin fuzz_sp fuzz_records fuzz_recover
+for h in operate admin sp records recover; do
   mkdir -p "build-fuzz/corpus/$h"
   echo "fuzz_$h: ${secs} s" >&2
   rc=0
@@ -28,5 +28,5 @@ for h in operate sp records recover; do
     exit 1
   fi
 done
-echo "fuzz: 4 harnesses, ${secs} s each, no finding"
-echo "fuzz: 4 passed, 0 failed"
+echo "fuzz: 5 harnesses, ${secs} s each, no finding"
+echo "fuzz: 5 passed, 0 failed"
