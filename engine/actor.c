@@ -89,7 +89,8 @@ static bool read_only(engine_op op)
 {
     return op == ENGINE_OP_GET_TASK || op == ENGINE_OP_LIST_TASKS ||
            op == ENGINE_OP_LIST_INCIDENTS || op == ENGINE_OP_STATS || op == ENGINE_OP_TICK ||
-           op == ENGINE_OP_CANCEL || op == ENGINE_OP_AWAIT_CALL || op == ENGINE_OP_CHECKPOINT;
+           op == ENGINE_OP_CANCEL || op == ENGINE_OP_AWAIT_CALL || op == ENGINE_OP_CHECKPOINT ||
+           op == ENGINE_OP_METRICS;
 }
 
 typedef int (*handler_fn)(engine *e, pending *p);
@@ -143,6 +144,8 @@ static handler_fn handler_of(engine_op op)
         return admin_stats;
     case ENGINE_OP_CHECKPOINT:
         return admin_checkpoint;
+    case ENGINE_OP_METRICS:
+        return admin_metrics;
     case ENGINE_OP_CANCEL:
         return wait_cancel;
     case ENGINE_OP_TICK:
@@ -154,6 +157,7 @@ static handler_fn handler_of(engine_op op)
 static void dispatch(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
+    p->arrived_ms = e->t.now_ms;
     if (e->halted) {
         halted_status(e, &r->status);
     } else if (turn_failed(e)) {
@@ -537,6 +541,13 @@ static void engine_free(engine *e)
     table_fini(&e->owners); /* empty: every wait was answered */
     table_fini(&e->instances);
     heap_fini(&e->timers);
+    i = 0;
+    tcounter *tc;
+    while ((tc = table_next(&e->tcounters, &i)) != NULL) {
+        free(tc->name);
+        free(tc);
+    }
+    table_fini(&e->tcounters);
     VEC_FREE(&e->t.ended);
     VEC_FREE(&e->calls_poisoned);
     free(e->listing.v);
@@ -600,11 +611,15 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     heap_init(&e->outbox);
     heap_init(&e->waits);
     heap_init(&e->timers);
+    hist_init(&e->task_latency, hist_seconds, hist_n_seconds);
+    hist_init(&e->fetch_wait, hist_seconds, hist_n_seconds);
+    hist_init(&e->fsync, hist_seconds, hist_n_seconds);
+    hist_init(&e->commit_batch, hist_sizes, hist_n_sizes);
     atomic_init(&e->fp_park, 0);
     if (e->o.data_dir == NULL || table_init(&e->tasks) || table_init(&e->deliveries) ||
         table_init(&e->topics) || table_init(&e->channels) || table_init(&e->t.keys) ||
-        table_init(&e->owners) || table_init(&e->instances) || channels_copy(e, o) ||
-        actor_init(e)) {
+        table_init(&e->owners) || table_init(&e->instances) || table_init(&e->tcounters) ||
+        channels_copy(e, o) || actor_init(e)) {
         snprintf(err, errlen, "out of memory");
         engine_free(e);
         return BERTH_ENOMEM;

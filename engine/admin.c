@@ -362,3 +362,40 @@ int admin_checkpoint(engine *e, pending *p)
         reply_status(st, ENGINE_CODE_FAILED_PRECONDITION, "the checkpoint failed: %s", err);
     return BERTH_OK;
 }
+
+int admin_metrics(engine *e, pending *p)
+{
+    engine_reply *r = p->reply;
+    engine_stats *s = &r->stats;
+    *s = e->counters;
+    s->syncs = e->syncs_past + commit_syncs(e);
+    s->outbox_pending = e->outbox.n;
+    s->poisoned = e->n_poisoned;
+    s->waiting_fetches = e->n_waiters;
+    s->topics = e->topics.n;
+    s->tasks = e->tasks.n;
+    s->instances_backoff = e->n_backoff;
+    s->instances_waiting = e->instances.n - e->t.ended.n - e->n_backoff;
+    engine_metrics *m = &r->metrics;
+    size_t n = e->tcounters.n;
+    if (n > 0 && (m->topics = reply_mem(r, n * sizeof(*m->topics))) == NULL) {
+        reply_no_memory(&r->status);
+        return BERTH_OK;
+    }
+    size_t i = 0;
+    tcounter *tc;
+    while ((tc = table_next(&e->tcounters, &i)) != NULL) {
+        engine_topic_counters *c = &m->topics[m->n_topics++];
+        *c = tc->c;
+        if ((c->topic = reply_strdup(r, tc->name)) == NULL) {
+            reply_reset(r);
+            reply_no_memory(&r->status);
+            return BERTH_OK;
+        }
+    }
+    hist_read(&e->task_latency, &m->task_latency);
+    hist_read(&e->fetch_wait, &m->fetch_wait);
+    hist_read(&e->commit_batch, &m->commit_batch);
+    hist_read(&e->fsync, &m->fsync);
+    return BERTH_OK;
+}

@@ -16,5 +16,8 @@ int admin_stats(engine *e, pending *p);
  * every turn written before it is in it. Blocks the turn while RocksDB
  * flushes and links the files. */
 int admin_checkpoint(engine *e, pending *p);
+/* What /metrics exports: counters, gauges kept as the engine goes, and
+ * histograms; never a scan. */
+int admin_metrics(engine *e, pending *p);
 
 #endif

@@ -107,6 +107,7 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
         t->worker_id = wid;
         t->lock_expires_at_ms = now + lock_ms;
         t->claims++;
+        t->topic->tc->c.fetched++;
         state_task_reindex(e, t);
         if ((rv = state_task_put(e, t)) != BERTH_OK)
             return rv;
@@ -196,11 +197,12 @@ int claim_fetch(engine *e, pending *p)
     if (topics != stack)
         free(topics);
     /* Answered by the actor unless it becomes a waiter. */
-    if (rv != BERTH_OK || r->n_tasks > 0 || r->status.code != ENGINE_CODE_OK || wait_ms == 0)
-        return rv;
-    if (wait_may(e, p, &r->status) && !wait_fetch(e, p, (uint32_t)max, lock_ms, wait_ms))
+    if (rv == BERTH_OK && r->n_tasks == 0 && r->status.code == ENGINE_CODE_OK && wait_ms > 0 &&
+        wait_may(e, p, &r->status) && !wait_fetch(e, p, (uint32_t)max, lock_ms, wait_ms))
         reply_no_memory(&r->status);
-    return BERTH_OK;
+    if (p->waiter == NULL)
+        hist_observe(&e->fetch_wait, 0);
+    return rv;
 }
 
 static bool front_due(const topic *tp, uint64_t now)

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <time.h>
 
 #include "engine/commit.h"
 #include "engine/reply.h"
@@ -91,7 +92,13 @@ static bool sync_upto(engine *e, uint64_t need)
         return false;
     uint64_t upto = atomic_load(&c->appended);
     char why[sizeof(c->why)];
-    if (store_sync(e->store, why, sizeof(why)) == BERTH_OK) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rv = store_sync(e->store, why, sizeof(why));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    hist_observe(&e->fsync,
+                 (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    if (rv == BERTH_OK) {
         atomic_store(&c->synced, upto);
         atomic_fetch_add(&c->syncs, 1);
         return need <= upto;
@@ -117,12 +124,18 @@ static void deliver_list(engine *e, sealed *list)
 static void commit_list(engine *e, sealed *list)
 {
     struct committer *c = e->commit;
-    uint64_t need = 0;
-    for (sealed *s = list; s != NULL; s = s->next)
+    uint64_t need = 0, requests = 0;
+    for (sealed *s = list; s != NULL; s = s->next) {
         if (s->need > need)
             need = s->need;
+        for (const pending *p = s->answered; p != NULL; p = p->next)
+            requests++;
+    }
     pthread_mutex_lock(&c->sync_mu);
+    uint64_t syncs = atomic_load(&c->syncs);
     sync_upto(e, need);
+    if (atomic_load(&c->syncs) != syncs && requests > 0)
+        hist_observe(&e->commit_batch, (double)requests);
     pthread_mutex_unlock(&c->sync_mu);
     deliver_list(e, list);
 }

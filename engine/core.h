@@ -27,6 +27,7 @@
 
 #include "engine/engine.h"
 #include "engine/heap.h"
+#include "engine/hist.h"
 #include "engine/table.h"
 #include "engine/mem.h"
 #include "store/keys.h"
@@ -51,6 +52,14 @@ typedef struct channel {
     size_t n_content_types;
 } channel;
 
+/* A topic's counters (metrics): they outlive the topic's struct, which
+ * goes when nothing names it; e->tcounters holds them, bounded. */
+typedef struct tcounter {
+    char *name; /* owned; the key */
+    size_t len;
+    engine_topic_counters c;
+} tcounter;
+
 typedef struct wait_link {
     struct waiter *w;
     struct wait_link *prev, *next;
@@ -60,6 +69,7 @@ typedef struct topic {
     char *name; /* owned; the key in e->topics */
     size_t name_len;
     const channel *chan;   /* its declaration, NULL: the defaults */
+    tcounter *tc;          /* its counters (shared past metrics_topics_max) */
     heap ready;            /* its non-terminal tasks by fetchable instant (R5) */
     uint64_t n_terminal;   /* its terminal tasks (not in ready) */
     uint64_t n_deliveries; /* its outbox rows */
@@ -158,6 +168,7 @@ typedef struct pending {
     void *arg;
     engine_reply *reply;
     struct waiter *waiter; /* set while a fetch waits */
+    uint64_t arrived_ms;   /* when its turn took it (fetch wait metrics) */
     struct pending *next;
 } pending;
 
@@ -231,6 +242,12 @@ struct engine {
     heap outbox;        /* pending deliveries by next attempt */
     heap waits;         /* waiting fetches and awaits by deadline */
     table owners;       /* owner id (8 bytes) → its waiting requests (wait.c) */
+    table tcounters;    /* topic name → its counters (tcounter), never shrinking */
+    tcounter *tc_other; /* past metrics_topics_max: the counters the rest share */
+    hist task_latency;  /* submit accepted -> completed, seconds */
+    hist fetch_wait;    /* a fetch's arrival -> its answer, seconds */
+    hist fsync;         /* one store sync, seconds (the commit thread's) */
+    hist commit_batch;  /* requests one sync made durable (the commit thread's) */
     table instances;    /* id → live instance */
     heap timers;        /* live instances by their timer (a timeout, a re-drive) */
     uint64_t n_backoff; /* live instances in BACKOFF */

@@ -144,6 +144,7 @@ typedef enum engine_op {
     ENGINE_OP_LIST_INCIDENTS,
     ENGINE_OP_STATS,
     ENGINE_OP_CHECKPOINT, /* a consistent copy of the store in a new directory */
+    ENGINE_OP_METRICS,    /* counters, gauges and histograms: no scan */
     ENGINE_OP_TICK,   /* run a turn now (after moving a manual clock) */
     ENGINE_OP_CANCEL, /* engine_cancel(): not queued by engine_exec() */
 } engine_op;
@@ -392,6 +393,36 @@ typedef struct engine_stats {
     uint64_t instances_dropped; /* ended instances dropped after their retention */
 } engine_stats;
 
+/* A histogram as exported: upper bounds, counts per bucket (not summed;
+ * the last is over every bound), and the sum of what was observed. */
+#define ENGINE_HIST_BUCKETS_MAX 20
+typedef struct engine_histogram {
+    size_t n_bounds;
+    double bounds[ENGINE_HIST_BUCKETS_MAX];
+    uint64_t counts[ENGINE_HIST_BUCKETS_MAX + 1];
+    uint64_t count;
+    double sum;
+} engine_histogram;
+
+/* Counters of one topic since the engine opened (never a scan). Past
+ * metrics_topics_max topics, the rest share the topic "_other". */
+typedef struct engine_topic_counters {
+    const char *topic;
+    uint64_t submitted, fetched, completed, failed, terminal, refused;
+    uint64_t delivered, retried, poisoned; /* the relay's outcomes on its channel */
+} engine_topic_counters;
+
+/* What /metrics exports (ENGINE_OP_METRICS): r->stats without its scanned
+ * counts, the topics' counters and the histograms. */
+typedef struct engine_metrics {
+    engine_topic_counters *topics;
+    size_t n_topics;
+    engine_histogram task_latency; /* submit accepted -> completion, seconds */
+    engine_histogram fetch_wait;   /* a fetch's arrival -> its answer, seconds */
+    engine_histogram commit_batch; /* requests one sync made durable */
+    engine_histogram fsync;        /* one sync of the store, seconds */
+} engine_metrics;
+
 typedef struct engine_topic_stats {
     const char *topic;
     uint64_t ready, locked, backoff, terminal;
@@ -437,6 +468,8 @@ typedef struct engine_reply {
     engine_stats stats;
     engine_topic_stats *topic_stats;
     size_t n_topic_stats;
+    /* METRICS (and stats) */
+    engine_metrics metrics;
     void *priv; /* allocations behind the pointers above */
 } engine_reply;
 
@@ -526,6 +559,7 @@ typedef struct engine_options {
     uint32_t call_attempts_max;
     uint64_t instance_retention_ms;
     uint32_t timers_max_per_turn; /* timers fired, ended instances dropped, per turn */
+    uint32_t metrics_topics_max;  /* topics with counters of their own (then "_other") */
 
     const engine_channel *channels;
     size_t n_channels;

@@ -123,10 +123,16 @@ static int reply_one(engine *e, const engine_guard *g, const engine_result *resu
         return turn_failed(e) ? rv : state_task_put(e, t);
     /* Dispatched: the delete joins the dispatch's batch. Refusal is final
      * and silent (R12): the row goes, the event tells. */
-    if (err != NULL)
+    if (err != NULL) {
+        t->topic->tc->c.refused++;
         turn_event(e, ENGINE_EVENT_TASK_REFUSED, t->topic, t->id, err, 0);
-    else
+    } else {
+        t->topic->tc->c.completed++;
+        uint64_t now = e->t.now_ms;
+        hist_observe(&e->task_latency,
+                     now > t->created_at_ms ? (double)(now - t->created_at_ms) / 1000.0 : 0);
         turn_event(e, ENGINE_EVENT_TASK_COMPLETED, t->topic, t->id, NULL, 0);
+    }
     state_task_delete(e, t);
     return BERTH_OK;
 }
@@ -194,9 +200,11 @@ int guard_fail(engine *e, pending *p)
     else if (t->retries_left > 0)
         t->retries_left--;
     t->lock_expires_at_ms = now; /* the claim ends with its failure */
+    t->topic->tc->c.failed++;
     int rv;
     if (t->retries_left == 0) {
         t->terminal = true;
+        t->topic->tc->c.terminal++;
         heap_remove(&t->topic->ready, &t->ready);
         t->topic->n_terminal++;
         if ((rv = state_incident_put(e, STORE_INCIDENT_TASK_TERMINAL, t->id, t->topic,

@@ -42,6 +42,7 @@ void engine_options_default(engine_options *o)
     o->call_attempts_max = 100;
     o->instance_retention_ms = 86400000;
     o->timers_max_per_turn = 10000;
+    o->metrics_topics_max = 1000;
 }
 
 #define CHECK(cond, ...)                                                                           \
@@ -102,6 +103,7 @@ int engine_options_check(const engine_options *o, char *msg, size_t msglen)
     CHECK(o->call_attempts_max > 0, "call-attempts-max must be greater than zero");
     CHECK(o->instance_retention_ms > 0, "instance-retention-ms must be greater than zero");
     CHECK(o->timers_max_per_turn > 0, "timers-max-per-turn must be greater than zero");
+    CHECK(o->metrics_topics_max > 0, "metrics-topics-max must be greater than zero");
     for (size_t i = 0; i < o->n_channels; i++) {
         const engine_channel *c = &o->channels[i];
         engine_status st;

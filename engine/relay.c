@@ -153,6 +153,7 @@ oom:
 
 static int relay_poison(engine *e, delivery *d, const char *reason)
 {
+    d->topic->tc->c.poisoned++;
     d->poisoned = true;
     e->n_poisoned++;
     write_fresh_body(e, d);
@@ -193,6 +194,7 @@ static int note_error(engine *e, delivery *d, const char *reason)
  * ceiling. d is out of the due index. */
 static int relay_retry(engine *e, delivery *d, const char *reason)
 {
+    d->topic->tc->c.retried++;
     d->attempts++;
     int rv = note_error(e, d, reason);
     if (rv != BERTH_OK)
@@ -222,6 +224,7 @@ int relay_run(engine *e)
         int rv = BERTH_OK;
         switch (sink_for(d->topic)->deliver(e, d, &reason)) {
         case SINK_DELIVERED:
+            d->topic->tc->c.delivered++;
             if (d->fresh)
                 e->t.fresh.v[d->fresh_idx] = NULL;
             table_del(&e->deliveries, d->id, BERTH_ID_LEN);

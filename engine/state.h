@@ -20,6 +20,9 @@ topic *state_topic(engine *e, const char *name, size_t len, bool create);
 void state_topic_maybe_idle(engine *e, topic *tp);
 void state_topics_reap(engine *e, bool all);
 const channel *state_channel(engine *e, const char *name);
+/* The counters of topic name (made if absent; past metrics_topics_max the
+ * shared "_other"); NULL: no memory. */
+tcounter *state_counters(engine *e, const char *name, size_t len);
 
 /* The instant t becomes fetchable: max(available_at, lock_expires_at). */
 static inline uint64_t state_fetchable_at(const task *t)

@@ -261,6 +261,8 @@ void wait_answer(engine *e, waiter *w)
     pending *p = w->p;
     p->waiter = NULL;
     waiter_free(w);
+    if (p->req.op == ENGINE_OP_FETCH)
+        hist_observe(&e->fetch_wait, (double)(e->t.now_ms - p->arrived_ms) / 1000.0);
     turn_answer(e, p);
 }
 

@@ -32,6 +32,7 @@ typedef struct gw_config {
     const char *admin_key_file; /* NULL: the admin surface binds loopback or ipc only */
     uint64_t admin_skew_ms;
     const char *events_url;
+    const char *metrics_url;
     const char *tls_cert; /* PEM files for tls+tcp:// URLs */
     const char *tls_key;
     uint64_t max_message_bytes;

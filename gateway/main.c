@@ -21,6 +21,7 @@
 #include "gateway/config.h"
 #include "gateway/events.h"
 #include "gateway/listen.h"
+#include "gateway/metrics.h"
 #include "gateway/server.h"
 #include "store/err.h"
 
@@ -231,8 +232,20 @@ static int serve(gw_config *cfg)
         gw_admin_close(admin);
         return 1;
     }
-    printf("berthd ready operate=%s admin=%s events=%s data=%s\n", gw_server_url(server),
-           gw_server_url(admin_server), gw_events_url(events), cfg->eng.data_dir);
+    gw_metrics *metrics = NULL;
+    if (gw_metrics_start(e, cfg->metrics_url, &metrics, err, sizeof(err)) != BERTH_OK) {
+        fprintf(stderr, "berthd: %s\n", err);
+        engine_stop(e);
+        gw_server_close(admin_server);
+        gw_server_close(server);
+        engine_close(e);
+        gw_events_close(events);
+        gw_admin_close(admin);
+        return 1;
+    }
+    printf("berthd ready operate=%s admin=%s events=%s metrics=%s data=%s\n", gw_server_url(server),
+           gw_server_url(admin_server), gw_events_url(events), gw_metrics_url(metrics),
+           cfg->eng.data_dir);
     fflush(stdout);
 
     int sig = 0;
@@ -241,7 +254,8 @@ static int serve(gw_config *cfg)
     engine_stop(e);         /* the turn in flight finishes; waiters are answered */
     gw_server_stop(server); /* bounded: no request reaches the engine after */
     gw_server_stop(admin_server);
-    engine_close(e); /* the store is closed: everything is on disk */
+    gw_metrics_close(metrics); /* the engine answered what it owed: nothing waits */
+    engine_close(e);           /* the store is closed: everything is on disk */
     if (!close_within(server, SHUTDOWN_SOCKET_MS) ||
         !close_within(admin_server, SHUTDOWN_SOCKET_MS)) {
         /* nng's socket close waits for pipes that a peer may have left

@@ -27,7 +27,7 @@ int spawn_berthd(spawned_berthd *b, const char *who, const char *const *extra)
     size_t n_extra = 0;
     while (extra != NULL && extra[n_extra] != NULL)
         n_extra++;
-    const char **args = calloc(10 + n_extra, sizeof(*args));
+    const char **args = calloc(12 + n_extra, sizeof(*args));
     int out[2];
     if (args == NULL || pipe(out) != 0) {
         free(args);
@@ -43,6 +43,8 @@ int spawn_berthd(spawned_berthd *b, const char *who, const char *const *extra)
     args[a++] = "tcp://127.0.0.1:0";
     args[a++] = "--admin";
     args[a++] = "tcp://127.0.0.1:0";
+    args[a++] = "--metrics";
+    args[a++] = "http://127.0.0.1:0";
     for (size_t i = 0; i < n_extra; i++)
         args[a++] = extra[i];
     args[a] = NULL;

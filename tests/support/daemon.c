@@ -27,6 +27,8 @@ static void build_argv(const daemon_proc *d, const char **argv)
     argv[n++] = "tcp://127.0.0.1:0";
     argv[n++] = "--admin";
     argv[n++] = "tcp://127.0.0.1:0";
+    argv[n++] = "--metrics";
+    argv[n++] = "http://127.0.0.1:0";
     /* The wire suite runs twice: on berth's own tcp:// server, and with
      * this set on nng's REP socket. */
     if (getenv("BERTH_TEST_OPERATE_NNG") != NULL)
@@ -90,6 +92,9 @@ static void spawn(daemon_proc *d)
     sscanf(o, "operate=%127s", d->operate);
     sscanf(e, "events=%127s", d->events);
     sscanf(a, "admin=%127s", d->admin);
+    const char *mu = strstr(line, "metrics=");
+    if (mu != NULL)
+        sscanf(mu, "metrics=%127s", d->metrics);
 }
 
 void d_start(daemon_proc *d, const char *const *extra)

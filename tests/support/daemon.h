@@ -18,6 +18,7 @@ typedef struct daemon_proc {
     char operate[128];
     char events[128];
     char admin[128];
+    char metrics[128];
     const char *extra[32]; /* extra flags, kept for restarts */
     int n_extra;
     char stderr_path[96];

@@ -1,0 +1,25 @@
+/*
+ * metrics.h — /metrics (Prometheus text exposition) and /healthz on nng's
+ * HTTP server (--metrics URL). Every number comes from what the engine
+ * keeps as it goes (counters, gauges, histograms), never from a scan:
+ * one METRICS request a scrape. /healthz answers 200 while the engine
+ * serves, 503 once it has halted (or is stopping). DESIGN §7 names the
+ * families; they are a contract.
+ */
+#ifndef BERTH_GATEWAY_METRICS_H
+#define BERTH_GATEWAY_METRICS_H
+
+#include <stddef.h>
+
+#include "engine/engine.h"
+
+typedef struct gw_metrics gw_metrics;
+
+/* Serves url (http://HOST:PORT; port 0 takes a free one). */
+int gw_metrics_start(engine *e, const char *url, gw_metrics **out, char *err, size_t errlen);
+/* The URL served (a port 0 resolved). */
+const char *gw_metrics_url(const gw_metrics *m);
+/* Stops serving and frees it (after engine_stop(): answers owed are in). */
+void gw_metrics_close(gw_metrics *m);
+
+#endif
