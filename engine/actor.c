@@ -530,6 +530,8 @@ static void engine_free(engine *e)
     topic *tp;
     while ((tp = table_next(&e->topics, &i)) != NULL) {
         heap_fini(&tp->ready);
+        heap_fini(&tp->locked);
+        heap_fini(&tp->backoff);
         free(tp->name);
         free(tp);
     }

@@ -393,6 +393,31 @@ int admin_metrics(engine *e, pending *p)
             return BERTH_OK;
         }
     }
+    /* Tasks by topic and state, from the heaps, never a scan of tasks:
+     * what lies in the locked and backoff heaps past now, the rest of the
+     * ready index is ready. */
+    state_gauges_settle(e, e->t.now_ms);
+    size_t nt = e->topics.n;
+    if (nt > 0 && (r->topic_stats = reply_mem(r, nt * sizeof(*r->topic_stats))) == NULL) {
+        reply_reset(r);
+        reply_no_memory(&r->status);
+        return BERTH_OK;
+    }
+    i = 0;
+    topic *tp;
+    while ((tp = table_next(&e->topics, &i)) != NULL) {
+        engine_topic_stats *ts = &r->topic_stats[r->n_topic_stats++];
+        if ((ts->topic = reply_strdup(r, tp->name)) == NULL) {
+            reply_reset(r);
+            reply_no_memory(&r->status);
+            return BERTH_OK;
+        }
+        ts->locked = tp->locked.n;
+        ts->backoff = tp->backoff.n;
+        ts->ready = tp->ready.n - ts->locked - ts->backoff;
+        ts->terminal = tp->n_terminal;
+        ts->waiting_fetches = tp->n_waiters;
+    }
     hist_read(&e->task_latency, &m->task_latency);
     hist_read(&e->fetch_wait, &m->fetch_wait);
     hist_read(&e->commit_batch, &m->commit_batch);

@@ -71,6 +71,11 @@ typedef struct topic {
     const channel *chan;   /* its declaration, NULL: the defaults */
     tcounter *tc;          /* its counters (shared past metrics_topics_max) */
     heap ready;            /* its non-terminal tasks by fetchable instant (R5) */
+    /* For the gauges (metrics): its tasks under a live lock by the lock's
+     * end, and those backing off by the backoff's end. Entries whose
+     * instant has passed are dropped when the gauges are read (a lock that
+     * ran out is a ready task, with nobody to tell). */
+    heap locked, backoff;
     uint64_t n_terminal;   /* its terminal tasks (not in ready) */
     uint64_t n_deliveries; /* its outbox rows */
     wait_link *waiters;    /* fetches waiting on it, oldest first */
@@ -105,9 +110,18 @@ typedef struct task {
     bool terminal;
     char *err_code, *err_message, *err_details; /* last failure, owned */
     /* in memory only */
-    heap_node ready; /* in topic->ready unless terminal; .at = fetchable instant */
-    size_t lpos;     /* its entry in e->listing.v */
+    heap_node ready;      /* in topic->ready unless terminal; .at = fetchable instant */
+    size_t lpos;          /* its entry in e->listing.v */
+    struct gauge *gauge;  /* while it is locked or backing off (state.c) */
 } task;
+
+/* A task's place in its topic's locked or backoff heap: allocated only
+ * while it is in one (most tasks are ready and carry a NULL). */
+typedef struct gauge {
+    heap_node n;
+    heap *in;
+    task *t;
+} gauge;
 
 typedef struct delivery {
     /* persisted: outbox CF, Body and DeliveryState */

@@ -206,6 +206,7 @@ int guard_fail(engine *e, pending *p)
         t->terminal = true;
         t->topic->tc->c.terminal++;
         heap_remove(&t->topic->ready, &t->ready);
+        (void)state_task_gauge(e, t, now); /* out of the gauges: frees, never fails */
         t->topic->n_terminal++;
         if ((rv = state_incident_put(e, STORE_INCIDENT_TASK_TERMINAL, t->id, t->topic,
                                      a->error.code, a->error.message)) != BERTH_OK)

@@ -200,6 +200,7 @@ static int index_all(engine *e)
 {
     size_t i = 0;
     task *t;
+    uint64_t now = e->clock.now_ms(e->clock.ctx);
     while ((t = table_next(&e->tasks, &i)) != NULL) {
         if (t->terminal) {
             t->topic->n_terminal++;
@@ -207,7 +208,8 @@ static int index_all(engine *e)
         }
         t->ready.at = state_fetchable_at(t);
         t->ready.seq = t->seq;
-        if (heap_push(&t->topic->ready, &t->ready) != BERTH_OK)
+        if (heap_push(&t->topic->ready, &t->ready) != BERTH_OK ||
+            state_task_gauge(e, t, now) != BERTH_OK)
             return BERTH_ENOMEM;
     }
     i = 0;
@@ -371,6 +373,8 @@ void recover_clear(engine *e)
     topic *tp;
     while ((tp = table_next(&e->topics, &i)) != NULL) {
         heap_fini(&tp->ready);
+        heap_fini(&tp->locked);
+        heap_fini(&tp->backoff);
         tp->n_terminal = 0;
     }
     heap_fini(&e->outbox);

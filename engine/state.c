@@ -68,6 +68,8 @@ topic *state_topic(engine *e, const char *name, size_t len, bool create)
     t->name[len] = '\0';
     t->name_len = len;
     t->chan = state_channel(e, t->name);
+    heap_init(&t->locked);
+    heap_init(&t->backoff);
     if ((t->tc = state_counters(e, t->name, len)) == NULL) {
         free(t->name);
         free(t);
@@ -113,6 +115,8 @@ void state_topics_reap(engine *e, bool all)
             continue;
         table_del(&e->topics, tp->name, tp->name_len);
         heap_fini(&tp->ready);
+        heap_fini(&tp->locked);
+        heap_fini(&tp->backoff);
         free(tp->name);
         free(tp);
     }
@@ -123,6 +127,76 @@ void state_task_reindex(engine *e, task *t)
     t->ready.at = state_fetchable_at(t);
     if (heap_has(&t->ready))
         heap_fix(&t->topic->ready, &t->ready);
+    if (state_task_gauge(e, t, e->t.now_ms) != BERTH_OK)
+        turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory keeping the gauges");
+}
+
+static void gauge_drop(task *t)
+{
+    gauge *g = t->gauge;
+    if (g == NULL)
+        return;
+    if (heap_has(&g->n))
+        heap_remove(g->in, &g->n);
+    free(g);
+    t->gauge = NULL;
+}
+
+int state_task_gauge(engine *e, task *t, uint64_t now)
+{
+    (void)e;
+    heap *want = NULL;
+    uint64_t at = 0;
+    if (!t->terminal && t->has_lock && t->lock_expires_at_ms > now) {
+        want = &t->topic->locked;
+        at = t->lock_expires_at_ms;
+    } else if (!t->terminal && t->available_at_ms > now) {
+        want = &t->topic->backoff;
+        at = t->available_at_ms;
+    }
+    gauge *g = t->gauge;
+    if (g != NULL && g->in == want) {
+        g->n.at = at;
+        heap_fix(want, &g->n);
+        return BERTH_OK;
+    }
+    gauge_drop(t);
+    if (want == NULL)
+        return BERTH_OK;
+    if ((g = mem_alloc(sizeof(*g))) == NULL)
+        return BERTH_ENOMEM;
+    heap_node_init(&g->n);
+    g->n.at = at;
+    g->n.seq = t->seq;
+    g->in = want;
+    g->t = t;
+    if (heap_push(want, &g->n) != BERTH_OK) {
+        free(g);
+        return BERTH_ENOMEM;
+    }
+    t->gauge = g;
+    return BERTH_OK;
+}
+
+static void settle(heap *h, uint64_t now)
+{
+    heap_node *x;
+    while ((x = heap_min(h)) != NULL && x->at <= now) {
+        gauge *g = container_of(x, gauge, n);
+        heap_remove(h, x);
+        g->t->gauge = NULL;
+        free(g);
+    }
+}
+
+void state_gauges_settle(engine *e, uint64_t now)
+{
+    size_t i = 0;
+    topic *tp;
+    while ((tp = table_next(&e->topics, &i)) != NULL) {
+        settle(&tp->locked, now);
+        settle(&tp->backoff, now);
+    }
 }
 
 int state_task_put(engine *e, task *t)
@@ -155,6 +229,7 @@ void state_task_free(engine *e, task *t)
         e->body_cache_used -= t->body_bytes;
         free(t->body);
     }
+    free(t->gauge); /* (out of its heap already, or the heaps are being reset) */
     free(t->worker_id);
     free(t->err_code);
     free(t->err_message);
@@ -175,6 +250,7 @@ void state_task_delete(engine *e, task *t)
         heap_remove(&t->topic->ready, &t->ready);
     if (t->terminal)
         t->topic->n_terminal--;
+    gauge_drop(t);
     listing_drop(e, t);
     topic *tp = t->topic;
     table_del(&e->tasks, t->id, BERTH_ID_LEN);

@@ -29,8 +29,16 @@ static inline uint64_t state_fetchable_at(const task *t)
 {
     return t->available_at_ms > t->lock_expires_at_ms ? t->available_at_ms : t->lock_expires_at_ms;
 }
-/* Re-keys t in its topic's ready index after its times changed. */
+/* Re-keys t in its topic's ready index after its times changed, and
+ * places it in the gauges' locked or backoff heap (turn_fail when that
+ * finds no memory). */
 void state_task_reindex(engine *e, task *t);
+/* Places t in the gauges' heaps as it stands at now (also when it went
+ * terminal, and at load). BERTH_ENOMEM. */
+int state_task_gauge(engine *e, task *t, uint64_t now);
+/* Drops the gauges' entries whose instant has passed: then each topic's
+ * locked.n and backoff.n are exact. */
+void state_gauges_settle(engine *e, uint64_t now);
 /* Writes t's TaskState row into the turn's batch (turn_fail on error). */
 int state_task_put(engine *e, task *t);
 /* Deletes t's rows in the batch and frees it. */

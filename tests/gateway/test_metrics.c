@@ -147,6 +147,10 @@ DTest(metrics, counters_move_by_exactly_what_was_done)
     cr_assert_eq(value(body, "berth_deliveries_total{channel=\"count\",outcome=\"delivered\"}"), 5);
     cr_assert_eq(value(body, "berth_task_latency_seconds_count"), 2, "two completions");
     cr_assert_eq(value(body, "berth_fetch_wait_seconds_count"), 2, "two fetches answered");
+    cr_assert_eq(value(body, "berth_tasks{topic=\"count\",state=\"locked\"}"), 1, "t[4] is held");
+    cr_assert_eq(value(body, "berth_tasks{topic=\"count\",state=\"terminal\"}"), 1);
+    cr_assert_eq(value(body, "berth_tasks{topic=\"count\",state=\"ready\"}"), 0);
+    cr_assert_eq(value(body, "berth_tasks{topic=\"count\",state=\"backoff\"}"), 0);
     free(body);
 
     /* A call, resolved. */

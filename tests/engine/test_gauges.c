@@ -1,0 +1,139 @@
+/* The gauges of /metrics (tasks by topic and state) are kept as the engine
+ * goes, never by walking the tasks: checked here against the walk that
+ * admin stats does, after every step of random work with the clock moving
+ * (locks that run out, backoffs that end), and across a restart. */
+#include <string.h>
+
+#include <sodium.h>
+
+#include "tests/support/harness.h"
+
+TestSuite(gauges, .init = h_setup, .fini = h_teardown);
+
+typedef struct counts {
+    uint64_t ready, locked, backoff, terminal;
+} counts;
+
+static counts find(const engine_reply *r, const char *topic)
+{
+    counts c = {0};
+    for (size_t i = 0; i < r->n_topic_stats; i++)
+        if (strcmp(r->topic_stats[i].topic, topic) == 0)
+            c = (counts){r->topic_stats[i].ready, r->topic_stats[i].locked,
+                         r->topic_stats[i].backoff, r->topic_stats[i].terminal};
+    return c;
+}
+
+static void agree(int step)
+{
+    engine_request s = {.op = ENGINE_OP_STATS}, m = {.op = ENGINE_OP_METRICS};
+    engine_reply *walk = h_exec(&s), *kept = h_exec(&m);
+    h_expect_ok(walk);
+    h_expect_ok(kept);
+    static const char *const topics[] = {"a", "b"};
+    for (int k = 0; k < 2; k++) {
+        counts w = find(walk, topics[k]), g = find(kept, topics[k]);
+        cr_assert(w.ready == g.ready && w.locked == g.locked && w.backoff == g.backoff &&
+                      w.terminal == g.terminal,
+                  "step %d topic %s: walked %llu/%llu/%llu/%llu, kept %llu/%llu/%llu/%llu "
+                  "(ready/locked/backoff/terminal)",
+                  step, topics[k], (unsigned long long)w.ready, (unsigned long long)w.locked,
+                  (unsigned long long)w.backoff, (unsigned long long)w.terminal,
+                  (unsigned long long)g.ready, (unsigned long long)g.locked,
+                  (unsigned long long)g.backoff, (unsigned long long)g.terminal);
+    }
+    engine_reply_free(walk);
+    engine_reply_free(kept);
+}
+
+typedef struct held {
+    char id[ENGINE_ID_STR], token[ENGINE_ID_STR];
+} held;
+
+Test(gauges, kept_counts_agree_with_a_walk_through_random_work)
+{
+    H.o.retries = 2;
+    h_reopen();
+    static held hs[4096];
+    size_t n = 0;
+    for (int step = 0; step < 3000; step++) {
+        uint32_t op = randombytes_uniform(10);
+        const char *topic = randombytes_uniform(2) ? "a" : "b";
+        if (op < 3) {
+            h_submit(topic, "p", NULL);
+        } else if (op < 5) {
+            engine_reply *r =
+                h_fetch("w", topic, 1 + randombytes_uniform(4), 100 + randombytes_uniform(3000));
+            for (size_t i = 0; i < r->n_tasks && n < 4096; i++, n++) {
+                memcpy(hs[n].id, r->tasks[i].id, ENGINE_ID_STR);
+                memcpy(hs[n].token, r->tasks[i].lock_token, ENGINE_ID_STR);
+            }
+            engine_reply_free(r);
+        } else if (op < 9 && n > 0) {
+            size_t i = randombytes_uniform((uint32_t)n);
+            engine_request q = {0};
+            engine_guard g = {hs[i].id, "w", hs[i].token};
+            switch (op) {
+            case 5:
+                q.op = ENGINE_OP_COMPLETE;
+                q.u.complete.guard = g;
+                break;
+            case 6:
+                q.op = ENGINE_OP_FAIL;
+                q.u.fail.guard = g;
+                q.u.fail.has_retry_in_ms = randombytes_uniform(2);
+                q.u.fail.retry_in_ms = randombytes_uniform(2000);
+                break;
+            case 7:
+                q.op = ENGINE_OP_EXTEND_LOCK;
+                q.u.extend.guard = g;
+                q.u.extend.has_lock_ms = true;
+                q.u.extend.lock_ms = 1 + randombytes_uniform(3000);
+                break;
+            default:
+                q.op = ENGINE_OP_RELEASE;
+                q.u.release = g;
+                break;
+            }
+            engine_reply_free(h_exec(&q)); /* LOCK_LOST and the like are fine */
+            if (op != 7)
+                hs[i] = hs[--n];
+        } else {
+            h_advance(randombytes_uniform(700));
+        }
+        if (step % 7 == 0)
+            agree(step);
+        if (step % 1000 == 999) {
+            h_reopen();
+            agree(step);
+        }
+    }
+    agree(-1);
+}
+
+Test(gauges, a_lock_or_a_backoff_ends_at_its_very_millisecond)
+{
+    char id[ENGINE_ID_STR], token[ENGINE_ID_STR];
+    engine_task t;
+    h_submit("a", "p", id);
+    h_fetch_one("w", "a", 1000, &t, token);
+    h_advance(999);
+    agree(1);
+    h_advance(1); /* the lock's last millisecond is over */
+    agree(2);
+    h_fetch_one("w", "a", 1000, &t, token);
+    engine_request f = {.op = ENGINE_OP_FAIL};
+    f.u.fail.guard = (engine_guard){t.id, "w", token};
+    f.u.fail.has_retry_in_ms = true;
+    f.u.fail.retry_in_ms = 500;
+    engine_reply_free(h_exec(&f));
+    agree(3);
+    h_advance(500);
+    agree(4);
+    engine_request m = {.op = ENGINE_OP_METRICS};
+    engine_reply *r = h_exec(&m);
+    counts c = find(r, "a");
+    cr_assert_eq(c.ready, 1);
+    cr_assert_eq(c.locked + c.backoff + c.terminal, 0);
+    engine_reply_free(r);
+}
