@@ -31,6 +31,7 @@
 #include <sodium.h>
 
 #include "tools/client.h"
+#include "tools/top.h"
 
 enum {
     EX_OK = 0,
@@ -46,7 +47,7 @@ enum {
 typedef struct opts {
     const char *operate;
     const char *events;
-    const char *admin, *admin_key_file;
+    const char *admin, *admin_key_file, *metrics;
     bool json;
     int timeout_ms;
     /* command arguments */
@@ -1149,6 +1150,11 @@ static int cmd_stats(opts *o)
     return EX_OK;
 }
 
+static int cmd_top(opts *o)
+{
+    return berth_top(o->metrics, o->has_count ? (long)o->count : 0, isatty(STDOUT_FILENO));
+}
+
 static const command commands[] = {
     {"submit", cmd_submit,
      "berth submit TOPIC [PAYLOAD | -] [--header NAME=VALUE]... [--content-type CT] [--key KEY]\n"
@@ -1196,6 +1202,10 @@ static const command commands[] = {
     {"stats", cmd_stats,
      "berth stats [--admin URL] [--admin-key-file FILE]\n"
      "  Tasks by topic and state, the outbox, waiting fetches.\n"},
+    {"top", cmd_top,
+     "berth top [--metrics URL] [--count N]\n"
+     "  A live view, every second: tasks by topic and state, completions and failures per\n"
+     "  second, waiting fetches, the outbox, the store's fsync p50/p99 (from /metrics).\n"},
     {"watch", cmd_watch,
      "berth watch [SUBJECT_PREFIX...] [--events URL] [--count N]\n"
      "  Prints events (task.parked.<topic>, task.completed.<topic>, ...) as they happen.\n"},
@@ -1212,7 +1222,8 @@ static void usage(FILE *f)
             "commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %s", commands[i].usage);
-    fprintf(f, "\nenvironment: BERTH_OPERATE, BERTH_EVENTS, BERTH_ADMIN, BERTH_ADMIN_KEY_FILE\n"
+    fprintf(f, "\nenvironment: BERTH_OPERATE, BERTH_EVENTS, BERTH_ADMIN, BERTH_ADMIN_KEY_FILE,\n"
+               "BERTH_METRICS\n"
                "exit codes: 0 ok, 1 internal error, 2 usage, 3 refused by berthd (or a call\n"
                "ended refused or failed), 4 berthd unreachable, 5 an awaited call still waits\n");
 }
@@ -1242,6 +1253,7 @@ int main(int argc, char **argv)
         o.events = "tcp://127.0.0.1:7452";
     o.admin = getenv("BERTH_ADMIN") ? getenv("BERTH_ADMIN") : "tcp://127.0.0.1:7451";
     o.admin_key_file = getenv("BERTH_ADMIN_KEY_FILE");
+    o.metrics = getenv("BERTH_METRICS") ? getenv("BERTH_METRICS") : "http://127.0.0.1:7453";
     const command *cmd = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1264,6 +1276,7 @@ int main(int argc, char **argv)
     }
         STR_OPT("--operate", operate)
         STR_OPT("--admin", admin)
+        STR_OPT("--metrics", metrics)
         STR_OPT("--admin-key-file", admin_key_file)
         STR_OPT("--after", after)
         STR_OPT("--topic", topic)

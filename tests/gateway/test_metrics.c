@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -190,4 +191,25 @@ Test(metrics_bound, past_metrics_topics_max_topics_share_one_series)
     bc_close(C);
     d_stop(&D);
     d_cleanup(&D);
+}
+
+DTest(metrics, berth_top_shows_topics_and_rates)
+{
+    w_free(w_submit(C, "topped", "x", NULL));
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s top --metrics %s --count 2 2>/dev/null", BERTH_CLI_PATH,
+             D.metrics);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char out[8192];
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    cr_assert_eq(WEXITSTATUS(status), 0, "%s", out);
+    cr_assert(strstr(out, "topped") != NULL, "%s", out);
+    cr_assert(strstr(out, "done/s") != NULL, "%s", out);
+    cr_assert(strstr(out, "fsync p50") != NULL, "%s", out);
+    snprintf(cmd, sizeof(cmd), "%s top --metrics http://127.0.0.1:1 --count 1 >/dev/null 2>&1",
+             BERTH_CLI_PATH);
+    cr_assert_eq(WEXITSTATUS(system(cmd)), 4, "unreachable: exit 4");
 }
