@@ -137,3 +137,19 @@ Test(gauges, a_lock_or_a_backoff_ends_at_its_very_millisecond)
     cr_assert_eq(c.locked + c.backoff + c.terminal, 0);
     engine_reply_free(r);
 }
+
+Test(gauges, a_halted_engine_answers_metrics_unavailable_so_healthz_says_503)
+{
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_SYNC, 1);
+    engine_reply_free(h_submit_key("a", "p", NULL)); /* its sync fails: the engine halts */
+    engine_request m = {.op = ENGINE_OP_METRICS};
+    engine_reply *r = h_exec(&m);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    cr_assert(strstr(r->status.message, "halted") != NULL, "%s", r->status.message);
+    engine_reply_free(r);
+    h_advance(ENGINE_REOPEN_BACKOFF_MIN_MS); /* it reopens the store */
+    engine_tick(H.e);
+    r = h_exec(&m);
+    h_expect_ok(r);
+    engine_reply_free(r);
+}

@@ -415,6 +415,52 @@ DTest(admin, list_tasks_shows_every_state_and_pages_through_all)
     free(ready);
 }
 
+DTest(admin, pages_over_tasks_that_change_between_pages_list_each_one_there_throughout_once)
+{
+    enum { N = 60 };
+    static char ids[N][33];
+    for (int i = 0; i < N; i++) {
+        Berth__V1__Response *r = w_submit(C, "churn", "x", NULL);
+        snprintf(ids[i], sizeof(ids[i]), "%s", r->submit->id);
+        w_free(r);
+    }
+    static int seen[N];
+    char after[40] = "";
+    int pages = 0;
+    for (;;) {
+        Berth__V1__AdminResponse *a = list("churn", 0, 7, after[0] ? after : NULL);
+        a_expect_code(a, BERTH__V1__CODE__OK);
+        for (size_t k = 0; k < a->list_tasks->n_tasks; k++)
+            for (int i = 0; i < N; i++)
+                if (strcmp(a->list_tasks->tasks[k]->id, ids[i]) == 0)
+                    seen[i]++;
+        bool last = a->list_tasks->next_after_id == NULL;
+        snprintf(after, sizeof(after), "%s", last ? "" : a->list_tasks->next_after_id);
+        a_free(a);
+        if (last)
+            break;
+        pages++;
+        /* Between pages: one of the oldest completes, a new one comes. */
+        Berth__V1__Response *f = w_fetch(C, "w", "churn", 1, 60000, 0);
+        w_free(w_guarded(C, BERTH__V1__REQUEST__METHOD_COMPLETE, f->fetch->tasks[0]->id, "w",
+                         f->fetch->tasks[0]->lock_token));
+        w_free(f);
+        w_free(w_submit(C, "churn", "new", NULL));
+    }
+    cr_assert_gt(pages, 5);
+    int there = 0;
+    for (int i = 0; i < N; i++) {
+        cr_assert_leq(seen[i], 1, "task %d listed %d times", i, seen[i]);
+        Berth__V1__AdminResponse *g = get_task(ids[i]);
+        if (g->status->code == BERTH__V1__CODE__OK) {
+            cr_assert_eq(seen[i], 1, "task %d, there throughout, listed %d times", i, seen[i]);
+            there++;
+        }
+        a_free(g);
+    }
+    cr_assert_gt(there, 40);
+}
+
 /* ---- backups ---- */
 
 typedef struct feeder {
