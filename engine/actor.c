@@ -613,10 +613,10 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     heap_init(&e->outbox);
     heap_init(&e->waits);
     heap_init(&e->timers);
-    hist_init(&e->task_latency, hist_seconds, hist_n_seconds);
-    hist_init(&e->fetch_wait, hist_seconds, hist_n_seconds);
-    hist_init(&e->fsync, hist_seconds, hist_n_seconds);
-    hist_init(&e->commit_batch, hist_sizes, hist_n_sizes);
+    hist_init(&e->task_latency, HIST_SECONDS);
+    hist_init(&e->fetch_wait, HIST_SECONDS);
+    hist_init(&e->fsync, HIST_SECONDS);
+    hist_init(&e->commit_batch, HIST_SIZES);
     atomic_init(&e->fp_park, 0);
     if (e->o.data_dir == NULL || table_init(&e->tasks) || table_init(&e->deliveries) ||
         table_init(&e->topics) || table_init(&e->channels) || table_init(&e->t.keys) ||

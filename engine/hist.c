@@ -1,15 +1,16 @@
 /* hist.c — see hist.h. */
 #include "engine/hist.h"
 
-const double hist_seconds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                               0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5,
-                               5,      10,      30,     60,    300};
-const size_t hist_n_seconds = sizeof(hist_seconds) / sizeof(hist_seconds[0]);
-const double hist_sizes[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
-const size_t hist_n_sizes = sizeof(hist_sizes) / sizeof(hist_sizes[0]);
+static const double seconds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                 0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5,
+                                 5,      10,      30,     60,    300};
+static const double sizes[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
 
-void hist_init(hist *h, const double *bounds, size_t n_bounds)
+void hist_init(hist *h, hist_kind kind)
 {
+    const double *bounds = kind == HIST_SECONDS ? seconds : sizes;
+    size_t n_bounds = kind == HIST_SECONDS ? sizeof(seconds) / sizeof(seconds[0])
+                                           : sizeof(sizes) / sizeof(sizes[0]);
     h->bounds = bounds;
     h->n_bounds = n_bounds < ENGINE_HIST_BUCKETS_MAX ? n_bounds : ENGINE_HIST_BUCKETS_MAX;
     for (size_t i = 0; i <= ENGINE_HIST_BUCKETS_MAX; i++)

@@ -19,13 +19,10 @@ typedef struct hist {
     atomic_uint_fast64_t sum_micro; /* the sum, in millionths */
 } hist;
 
-/* Latencies in seconds, and requests per batch. */
-extern const double hist_seconds[];
-extern const size_t hist_n_seconds;
-extern const double hist_sizes[];
-extern const size_t hist_n_sizes;
+/* Its buckets: latencies in seconds, or counts (requests per batch). */
+typedef enum hist_kind { HIST_SECONDS, HIST_SIZES } hist_kind;
 
-void hist_init(hist *h, const double *bounds, size_t n_bounds);
+void hist_init(hist *h, hist_kind kind);
 void hist_observe(hist *h, double v);
 void hist_read(const hist *h, engine_histogram *out);
 
