@@ -15,9 +15,13 @@
  *   task, if no worker holds it, are withdrawn in the same batch; then the
  *   instance backs off (BACKOFF, a durable timer again) or, with its
  *   attempts spent, FAILS with TIMEOUT. A reply that arrives in BACKOFF is
- *   refused RETRY_PENDING. The backoff's end re-drives: a fresh delivery
- *   (a fresh id, which is its idempotency key) carrying attempt + 1. A
- *   late reply to an older attempt, outside a backoff, still resolves.
+ *   refused RETRY_PENDING. The backoff's end re-drives: the dead
+ *   attempt's task goes if its holder let go meanwhile, and a fresh
+ *   delivery (a fresh id, which is its idempotency key) carries
+ *   attempt + 1. A late reply to an older attempt, outside a backoff,
+ *   still resolves. A request the relay poisons is a failed attempt too
+ *   (instance_poisoned, told in the turn after): FAILED with
+ *   DELIVERY_POISONED once no attempt is left, at once without a policy.
  *
  * ITS END
  *   One batch deletes the 'L' row, writes the 'E' row (the outcome) and a
