@@ -68,9 +68,9 @@ typedef struct wait_link {
 typedef struct topic {
     char *name; /* owned; the key in e->topics */
     size_t name_len;
-    const channel *chan;   /* its declaration, NULL: the defaults */
-    tcounter *tc;          /* its counters (shared past metrics_topics_max) */
-    heap ready;            /* its non-terminal tasks by fetchable instant (R5) */
+    const channel *chan; /* its declaration, NULL: the defaults */
+    tcounter *tc;        /* its counters (shared past metrics_topics_max) */
+    heap ready;          /* its non-terminal tasks by fetchable instant (R5) */
     /* For the gauges (metrics): its tasks under a live lock by the lock's
      * end, and those backing off by the backoff's end. Entries whose
      * instant has passed are dropped when the gauges are read (a lock that
@@ -110,9 +110,9 @@ typedef struct task {
     bool terminal;
     char *err_code, *err_message, *err_details; /* last failure, owned */
     /* in memory only */
-    heap_node ready;      /* in topic->ready unless terminal; .at = fetchable instant */
-    size_t lpos;          /* its entry in e->listing.v */
-    struct gauge *gauge;  /* while it is locked or backing off (state.c) */
+    heap_node ready;     /* in topic->ready unless terminal; .at = fetchable instant */
+    size_t lpos;         /* its entry in e->listing.v */
+    struct gauge *gauge; /* while it is locked or backing off (state.c) */
 } task;
 
 /* A task's place in its topic's locked or backoff heap: allocated only

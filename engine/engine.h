@@ -145,8 +145,8 @@ typedef enum engine_op {
     ENGINE_OP_STATS,
     ENGINE_OP_CHECKPOINT, /* a consistent copy of the store in a new directory */
     ENGINE_OP_METRICS,    /* counters, gauges and histograms: no scan */
-    ENGINE_OP_TICK,   /* run a turn now (after moving a manual clock) */
-    ENGINE_OP_CANCEL, /* engine_cancel(): not queued by engine_exec() */
+    ENGINE_OP_TICK,       /* run a turn now (after moving a manual clock) */
+    ENGINE_OP_CANCEL,     /* engine_cancel(): not queued by engine_exec() */
 } engine_op;
 
 typedef struct engine_submit_args {

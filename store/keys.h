@@ -110,17 +110,17 @@
 #define STORE_KIND_BODY  'b'
 #define STORE_KIND_STATE 's'
 
-#define STORE_ROW_KEY_LEN      9 /* seq + kind */
-#define STORE_DELIVERY_KEY_LEN 9 /* 'd' + seq */
-#define STORE_INCIDENT_KEY_LEN 16
-#define STORE_SUBMIT_KEY_MAX   (1 + BERTH_TOPIC_MAX + BERTH_IDEM_KEY_MAX)
-#define STORE_DEDUP_TIME_LEN   8
-#define STORE_SUBMIT_VALUE_LEN (STORE_DEDUP_TIME_LEN + BERTH_ID_LEN)
-#define STORE_CALL_KEY_MAX     (1 + STORE_SUBMIT_KEY_MAX)
-#define STORE_INSTANCE_KEY_LEN (1 + BERTH_ID_LEN)
+#define STORE_ROW_KEY_LEN       9 /* seq + kind */
+#define STORE_DELIVERY_KEY_LEN  9 /* 'd' + seq */
+#define STORE_INCIDENT_KEY_LEN  16
+#define STORE_SUBMIT_KEY_MAX    (1 + BERTH_TOPIC_MAX + BERTH_IDEM_KEY_MAX)
+#define STORE_DEDUP_TIME_LEN    8
+#define STORE_SUBMIT_VALUE_LEN  (STORE_DEDUP_TIME_LEN + BERTH_ID_LEN)
+#define STORE_CALL_KEY_MAX      (1 + STORE_SUBMIT_KEY_MAX)
+#define STORE_INSTANCE_KEY_LEN  (1 + BERTH_ID_LEN)
 #define STORE_RETENTION_KEY_LEN (8 + BERTH_ID_LEN)
-#define STORE_INSTANCE_LIVE    'L'
-#define STORE_INSTANCE_ENDED   'E'
+#define STORE_INSTANCE_LIVE     'L'
+#define STORE_INSTANCE_ENDED    'E'
 
 void store_put_be64(uint8_t *p, uint64_t v);
 uint64_t store_get_be64(const uint8_t *p);

@@ -126,14 +126,16 @@ DTest(cli, call_and_await_with_their_exit_codes)
     cr_assert(strstr(out, "\"payload\":\"6\"") != NULL, "%s", out);
 
     /* Nobody answers: each attempt times out, then the call fails: exit 3. */
-    cr_assert_eq(run(out, sizeof(out), "--json call idle x --timeout-ms 100 --attempts 2 --await "
-                                       "--wait-ms 20000"),
+    cr_assert_eq(run(out, sizeof(out),
+                     "--json call idle x --timeout-ms 100 --attempts 2 --await "
+                     "--wait-ms 20000"),
                  3);
     cr_assert(strstr(out, "\"state\":\"FAILED\"") != NULL, "%s", out);
     cr_assert(strstr(out, "\"code\":\"TIMEOUT\"") != NULL, "%s", out);
     cr_assert(strstr(out, "\"attempt\":2") != NULL, "%s", out);
     cr_assert_eq(run(out, sizeof(out), "--json call idle x --timeout-ms 0"), 3);
     cr_assert(strstr(out, "\"field\":\"retry.timeout_ms\"") != NULL, "%s", out);
-    cr_assert_eq(run(out, sizeof(out), "call idle x --attempts 3"), 2, "--attempts needs a timeout");
+    cr_assert_eq(run(out, sizeof(out), "call idle x --attempts 3"), 2,
+                 "--attempts needs a timeout");
     cr_assert_eq(run(out, sizeof(out), "await nope"), 3);
 }

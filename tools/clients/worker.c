@@ -103,9 +103,9 @@ int main(int argc, char **argv)
         }
         for (size_t i = 0; i < r->fetch->n_tasks; i++) {
             const Berth__V1__Task *t = r->fetch->tasks[i];
-            printf("%s %s%s%s attempt %u: %.*s\n", t->topic, t->id,
-                   t->instance_id ? " call " : "", t->instance_id ? t->instance_id : "",
-                   t->attempt, (int)t->payload.len, (const char *)t->payload.data);
+            printf("%s %s%s%s attempt %u: %.*s\n", t->topic, t->id, t->instance_id ? " call " : "",
+                   t->instance_id ? t->instance_id : "", t->attempt, (int)t->payload.len,
+                   (const char *)t->payload.data);
             fflush(stdout);
             complete(c, worker, t); /* the work would happen before this */
         }
