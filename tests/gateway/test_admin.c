@@ -11,7 +11,6 @@
 
 #include <criterion/criterion.h>
 #include <nng/nng.h>
-#include <nng/protocol/pubsub0/sub.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <sodium.h>
 
@@ -147,11 +146,7 @@ static bool stderr_has(const char *needle)
 
 DTest(admin, an_operator_finds_a_terminal_task_retries_it_and_it_completes)
 {
-    nng_socket ev;
-    cr_assert_eq(nng_sub0_open(&ev), 0);
-    cr_assert_eq(nng_socket_set(ev, NNG_OPT_SUB_SUBSCRIBE, "task.retried.", 13), 0);
-    cr_assert_eq(nng_socket_set_ms(ev, NNG_OPT_RECVTIMEO, 5000), 0);
-    cr_assert_eq(nng_dial(ev, D.events, NULL, 0), 0);
+    int ev = raw_sub(D.events);
     char *id = terminal_task("printing", "page 1");
 
     Berth__V1__AdminResponse *r = get_task(id);
@@ -201,11 +196,11 @@ DTest(admin, an_operator_finds_a_terminal_task_retries_it_and_it_completes)
     cr_assert_eq(r->get_task->task->state, BERTH__V1__TASK_INFO__STATE__READY);
     cr_assert_eq(r->get_task->task->retries_left, 2);
     a_free(r);
-    nng_msg *m;
-    cr_assert_eq(nng_recvmsg(ev, &m, 0), 0, "a retried task is published");
-    cr_assert_str_eq((const char *)nng_msg_body(m), "task.retried.printing");
-    nng_msg_free(m);
-    nng_close(ev);
+    size_t n;
+    uint8_t *m = raw_event(ev, "task.retried.", &n);
+    cr_assert_str_eq((const char *)m, "task.retried.printing", "a retried task is published");
+    free(m);
+    close(ev);
     char line[128];
     snprintf(line, sizeof(line), "retry_terminal %s", id);
     cr_assert(stderr_has(line), "the change is logged on berthd's stderr");

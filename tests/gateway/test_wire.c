@@ -2,13 +2,12 @@
  * contract of proto/berth/v1/operate.proto. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
-#include <nng/nng.h>
-#include <nng/protocol/pubsub0/sub.h>
 
 #include "tests/support/daemon.h"
 #include "tests/support/raw.h"
@@ -358,11 +357,7 @@ DTest(wire, an_oversize_message_gets_an_error_and_the_connection_stays)
 
 DTest(wire, events_are_published_with_their_subjects)
 {
-    nng_socket s;
-    cr_assert_eq(nng_sub0_open(&s), 0);
-    cr_assert_eq(nng_socket_set(s, NNG_OPT_SUB_SUBSCRIBE, "task.", 5), 0);
-    cr_assert_eq(nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 5000), 0);
-    cr_assert_eq(nng_dial(s, D.events, NULL, 0), 0);
+    int s = raw_sub(D.events);
     struct timespec pause = {0, 200 * 1000000L};
     nanosleep(&pause, NULL); /* a subscription needs its connection first */
     char *id = submit_id("ev", "p");
@@ -372,20 +367,19 @@ DTest(wire, events_are_published_with_their_subjects)
     w_free(f);
     const char *want[] = {"task.parked.ev", "task.completed.ev"};
     for (int i = 0; i < 2; i++) {
-        nng_msg *m;
-        cr_assert_eq(nng_recvmsg(s, &m, 0), 0, "event %s not received", want[i]);
-        const char *body = nng_msg_body(m);
-        size_t sl = strnlen(body, nng_msg_len(m));
+        size_t n;
+        uint8_t *m = raw_event(s, "task.", &n);
+        const char *body = (const char *)m;
+        size_t sl = strnlen(body, n);
         cr_assert_str_eq(body, want[i]);
-        Berth__V1__Event *ev =
-            berth__v1__event__unpack(NULL, nng_msg_len(m) - sl - 1, (const uint8_t *)body + sl + 1);
+        Berth__V1__Event *ev = berth__v1__event__unpack(NULL, n - sl - 1, m + sl + 1);
         cr_assert_not_null(ev);
         cr_assert_str_eq(ev->task_id, id);
         cr_assert_str_eq(ev->topic, "ev");
         berth__v1__event__free_unpacked(ev, NULL);
-        nng_msg_free(m);
+        free(m);
     }
-    nng_close(s);
+    close(s);
     free(id);
 }
 
@@ -479,46 +473,43 @@ DTest(wire, a_direct_connection_reports_bad_urls_and_absent_servers)
     cr_assert_null(d);
 }
 
-static nng_socket subscriber(const char *prefix)
+/* A subscriber that is connected once the pause after it has passed. */
+static int subscriber(void)
 {
-    nng_socket s;
-    cr_assert_eq(nng_sub0_open(&s), 0);
-    cr_assert_eq(nng_socket_set(s, NNG_OPT_SUB_SUBSCRIBE, prefix, strlen(prefix)), 0);
-    cr_assert_eq(nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 5000), 0);
-    cr_assert_eq(nng_dial(s, D.events, NULL, 0), 0);
-    return s;
+    return raw_sub(D.events);
 }
 
-static void expect_event(nng_socket s, const char *subject)
+/* The next event under prefix is subject. */
+static void expect_event(int s, const char *prefix, const char *subject)
 {
-    nng_msg *m;
-    cr_assert_eq(nng_recvmsg(s, &m, 0), 0, "event %s not received", subject);
-    cr_assert_str_eq((const char *)nng_msg_body(m), subject);
-    nng_msg_free(m);
+    size_t n;
+    uint8_t *m = raw_event(s, prefix, &n);
+    cr_assert_str_eq((const char *)m, subject);
+    free(m);
 }
 
 /* berthd skips events while nobody subscribes; it must go on publishing
  * to the subscribers that stay when another one leaves or comes back. */
 DTest(wire, events_reach_the_subscribers_that_stay)
 {
-    nng_socket a = subscriber("task.parked."), b = subscriber("task.parked.");
+    int a = subscriber(), b = subscriber();
     struct timespec pause = {0, 200 * 1000000L};
     nanosleep(&pause, NULL);
     free(submit_id("stay1", "p"));
-    expect_event(a, "task.parked.stay1");
-    expect_event(b, "task.parked.stay1");
-    nng_close(b);
+    expect_event(a, "task.parked.", "task.parked.stay1");
+    expect_event(b, "task.parked.", "task.parked.stay1");
+    close(b);
     nanosleep(&pause, NULL);
     free(submit_id("stay2", "p"));
-    expect_event(a, "task.parked.stay2");
-    nng_close(a);
+    expect_event(a, "task.parked.", "task.parked.stay2");
+    close(a);
     nanosleep(&pause, NULL);
     free(submit_id("unseen", "p")); /* nobody listens */
-    nng_socket c = subscriber("task.parked.");
+    int c = subscriber();
     nanosleep(&pause, NULL);
     free(submit_id("stay3", "p"));
-    expect_event(c, "task.parked.stay3");
-    nng_close(c);
+    expect_event(c, "task.parked.", "task.parked.stay3");
+    close(c);
 }
 
 /* ---- calls ---- */
@@ -568,7 +559,7 @@ static void *await_on(void *arg)
 
 DTest(wire, a_caller_awaiting_is_woken_by_the_worker_s_completion)
 {
-    nng_socket ev = subscriber("instance.resolved.");
+    int ev = subscriber();
     char *id = call_id("calls", "what is 6*7?", NULL);
     awaiter a = {.id = id, .wait_ms = 25000};
     pthread_t th;
@@ -598,8 +589,8 @@ DTest(wire, a_caller_awaiting_is_woken_by_the_worker_s_completion)
     w_free(a.r);
     char subject[64];
     snprintf(subject, sizeof(subject), "instance.resolved.%s", id);
-    expect_event(ev, subject);
-    nng_close(ev);
+    expect_event(ev, "instance.resolved.", subject);
+    close(ev);
     free(id);
 }
 

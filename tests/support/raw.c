@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include <criterion/criterion.h>
 
@@ -40,17 +41,58 @@ void raw_write_all(int fd, const void *p, size_t n)
     cr_assert_eq(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
 }
 
-int raw_req(const char *url)
+static int raw_peer(const char *url, uint16_t self, uint16_t peer)
 {
     int fd = raw_connect(url);
-    uint8_t req[SP_HEADER_LEN], rep[SP_HEADER_LEN];
-    sp_header(req, SP_PROTO_REQ0);
-    sp_header(rep, SP_PROTO_REP0);
-    raw_write_all(fd, req, sizeof(req));
-    uint8_t got[8];
+    uint8_t mine[SP_HEADER_LEN], theirs[SP_HEADER_LEN];
+    sp_header(mine, self);
+    sp_header(theirs, peer);
+    raw_write_all(fd, mine, sizeof(mine));
+    uint8_t got[SP_HEADER_LEN];
     raw_read_all(fd, got, sizeof(got));
-    cr_assert_eq(memcmp(got, rep, sizeof(rep)), 0, "berthd answers as a REP peer");
+    cr_assert_eq(memcmp(got, theirs, sizeof(theirs)), 0, "berthd answers as the expected peer");
     return fd;
+}
+
+int raw_req(const char *url)
+{
+    return raw_peer(url, SP_PROTO_REQ0, SP_PROTO_REP0);
+}
+
+int raw_sub(const char *url)
+{
+    return raw_peer(url, SP_PROTO_SUB0, SP_PROTO_PUB0);
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint8_t *raw_event(int fd, const char *prefix, size_t *len)
+{
+    size_t pl = strlen(prefix);
+    for (uint64_t until = mono_ms() + 10000; mono_ms() < until;) {
+        uint8_t h[SP_LENGTH_LEN];
+        raw_read_all(fd, h, sizeof(h));
+        uint64_t n = 0;
+        for (int i = 0; i < SP_LENGTH_LEN; i++)
+            n = n << 8 | h[i];
+        cr_assert_leq(n, 1u << 24, "an event of %llu bytes", (unsigned long long)n);
+        uint8_t *m = malloc(n + 1);
+        cr_assert_not_null(m);
+        raw_read_all(fd, m, n);
+        m[n] = 0; /* a subject without its NUL still reads as a string */
+        if (n >= pl && memcmp(m, prefix, pl) == 0) {
+            *len = n;
+            return m;
+        }
+        free(m);
+    }
+    cr_assert_fail("no event %s* within 10 s", prefix);
+    return NULL;
 }
 
 size_t raw_frame(uint8_t *out, uint32_t id, const uint8_t *body, size_t len)

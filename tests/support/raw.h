@@ -18,6 +18,16 @@ void raw_read_all(int fd, void *p, size_t n);
 void raw_write_all(int fd, const void *p, size_t n);
 /* Connects and exchanges the SP headers as a REQ peer. */
 int raw_req(const char *url);
+/* Connects and exchanges the SP headers as a SUB peer. berthd's PUB sends
+ * every event to every subscriber (a SUB filters on its own side), so a
+ * subscriber must be able to hang up while an event is arriving: with
+ * libnng 1.5.2 closing a SUB socket at that instant can wait forever for
+ * a receive that never completes. Here hanging up is close(2). */
+int raw_sub(const char *url);
+/* The next event whose subject starts with prefix (the others skipped), as
+ * published: subject, NUL, an encoded Event. malloc'd; *len its length.
+ * Fails the test when none comes within 10 s. */
+uint8_t *raw_event(int fd, const char *prefix, size_t *len);
 /* A frame: 64-bit length, the request id (high bit set), the body. */
 size_t raw_frame(uint8_t *out, uint32_t id, const uint8_t *body, size_t len);
 /* Reads one answer: its request id, and its Response (free_unpacked). */
