@@ -55,6 +55,7 @@
 #include "engine/claim.h"
 #include "engine/commit.h"
 #include "engine/core.h"
+#include "engine/deploy.h"
 #include "engine/guard.h"
 #include "engine/instance.h"
 #include "engine/listing.h"
@@ -90,7 +91,7 @@ static bool read_only(engine_op op)
     return op == ENGINE_OP_GET_TASK || op == ENGINE_OP_LIST_TASKS ||
            op == ENGINE_OP_LIST_INCIDENTS || op == ENGINE_OP_STATS || op == ENGINE_OP_TICK ||
            op == ENGINE_OP_CANCEL || op == ENGINE_OP_AWAIT_CALL || op == ENGINE_OP_CHECKPOINT ||
-           op == ENGINE_OP_METRICS;
+           op == ENGINE_OP_METRICS || op == ENGINE_OP_LIST_DEPLOYMENTS;
 }
 
 typedef int (*handler_fn)(engine *e, pending *p);
@@ -148,6 +149,12 @@ static handler_fn handler_of(engine_op op)
         return admin_metrics;
     case ENGINE_OP_CANCEL:
         return wait_cancel;
+    case ENGINE_OP_DEPLOY:
+        return deploy_apply;
+    case ENGINE_OP_RETIRE:
+        return deploy_retire;
+    case ENGINE_OP_LIST_DEPLOYMENTS:
+        return deploy_list;
     case ENGINE_OP_TICK:
         break;
     }
@@ -246,6 +253,8 @@ static void run_turn(engine *e, pending *list)
     }
     if (!e->halted && !turn_failed(e) && relay_run(e) == BERTH_OK && claim_wake(e) == BERTH_OK)
         wait_expire(e);
+    if (!e->halted && !turn_failed(e))
+        (void)deploy_gate(e);
     relay_flush_fresh(e);
 
     bool wrote = store_batch_count(e->batch) > 0;
@@ -289,6 +298,7 @@ static void run_turn(engine *e, pending *list)
     listing_tidy(e);
     state_topics_reap(e, undone);
     state_check(e);
+    deploy_check(e);
     atomic_fetch_add(&e->actor->turns, 1);
 }
 
@@ -470,45 +480,6 @@ static void actor_wake(void *arg)
 
 /* ---- public API ---- */
 
-static void channels_free(engine *e)
-{
-    for (size_t i = 0; i < e->n_chans; i++) {
-        free(e->chans[i].name);
-        for (size_t j = 0; j < e->chans[i].n_content_types; j++)
-            free(e->chans[i].content_types[j]);
-        free(e->chans[i].content_types);
-    }
-    free(e->chans);
-}
-
-static int channels_copy(engine *e, const engine_options *o)
-{
-    e->chans = mem_calloc(o->n_channels, sizeof(*e->chans));
-    if (e->chans == NULL)
-        return BERTH_ENOMEM;
-    for (size_t i = 0; i < o->n_channels; i++, e->n_chans++) {
-        const engine_channel *src = &o->channels[i];
-        channel *c = &e->chans[i];
-        c->name = mem_strdup(src->name);
-        c->reply_max_bytes = src->reply_max_bytes;
-        c->content_types = mem_calloc(src->n_content_types, sizeof(*c->content_types));
-        if (c->name == NULL || c->content_types == NULL) {
-            e->n_chans++; /* freed with the others */
-            return BERTH_ENOMEM;
-        }
-        for (size_t j = 0; j < src->n_content_types; j++, c->n_content_types++)
-            if ((c->content_types[j] = mem_strdup(src->content_types[j])) == NULL) {
-                e->n_chans++;
-                return BERTH_ENOMEM;
-            }
-        if (table_put(&e->channels, c->name, strlen(c->name), c) != BERTH_OK) {
-            e->n_chans++;
-            return BERTH_ENOMEM;
-        }
-    }
-    return BERTH_OK;
-}
-
 static uint64_t clock_thunk(void *ctx)
 {
     return now_ms(ctx);
@@ -538,7 +509,8 @@ static void engine_free(engine *e)
     table_fini(&e->topics);
     table_fini(&e->tasks);
     table_fini(&e->deliveries);
-    table_fini(&e->channels);
+    table_fini(&e->routes);
+    VEC_FREE(&e->deps);
     table_fini(&e->t.keys);
     table_fini(&e->owners); /* empty: every wait was answered */
     table_fini(&e->instances);
@@ -553,7 +525,6 @@ static void engine_free(engine *e)
     VEC_FREE(&e->t.ended);
     VEC_FREE(&e->calls_poisoned);
     free(e->listing.v);
-    channels_free(e);
     heap_fini(&e->outbox);
     heap_fini(&e->waits);
     commit_free(e);
@@ -610,6 +581,7 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     e->o.n_channels = 0;
     e->o.data_dir = mem_strdup(o->data_dir ? o->data_dir : "./var/berth");
     e->clock = o->clock.now_ms ? o->clock : engine_clock_system();
+    e->implicit.state = ENGINE_DEPLOYMENT_LIVE;
     heap_init(&e->outbox);
     heap_init(&e->waits);
     heap_init(&e->timers);
@@ -619,9 +591,9 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     hist_init(&e->commit_batch, HIST_SIZES);
     atomic_init(&e->fp_park, 0);
     if (e->o.data_dir == NULL || table_init(&e->tasks) || table_init(&e->deliveries) ||
-        table_init(&e->topics) || table_init(&e->channels) || table_init(&e->t.keys) ||
+        table_init(&e->topics) || table_init(&e->routes) || table_init(&e->t.keys) ||
         table_init(&e->owners) || table_init(&e->instances) || table_init(&e->tcounters) ||
-        channels_copy(e, o) || actor_init(e)) {
+        actor_init(e)) {
         snprintf(err, errlen, "out of memory");
         engine_free(e);
         return BERTH_ENOMEM;
@@ -629,7 +601,8 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     store_options so = options_for_store(e);
     if ((rv = store_open(e->o.data_dir, &so, &e->store, err, errlen)) != BERTH_OK ||
         (rv = store_batch_alloc(e->store, &e->batch)) != BERTH_OK ||
-        (rv = recover_load(e, err, errlen)) != BERTH_OK) {
+        (rv = recover_load(e, err, errlen)) != BERTH_OK ||
+        (rv = deploy_boot(e, o, err, errlen)) != BERTH_OK) {
         engine_free(e);
         return rv;
     }

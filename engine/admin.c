@@ -15,6 +15,7 @@
 #include "engine/admin.h"
 #include "engine/check.h"
 #include "engine/commit.h"
+#include "engine/deploy.h"
 #include "engine/instance.h"
 #include "engine/listing.h"
 #include "engine/reply.h"
@@ -176,11 +177,15 @@ int admin_retry_terminal(engine *e, pending *p)
     }
     t->terminal = false;
     t->topic->n_terminal--;
+    deployment *dep = state_dep(e, t->chan);
+    dep->n_terminal--;
     t->retries_left = (uint32_t)retries;
     t->available_at_ms = now;
     t->lock_expires_at_ms = now;
     state_task_reindex(e, t);
-    int rv = state_task_put(e, t);
+    int rv = deploy_hold(e, dep);
+    if (rv == BERTH_OK)
+        rv = state_task_put(e, t);
     if (rv == BERTH_OK) {
         turn_doorbell(e, t->topic);
         turn_event(e, ENGINE_EVENT_TASK_RETRIED, t->topic, t->id, NULL, t->retries_left);
@@ -338,6 +343,17 @@ int admin_stats(engine *e, pending *p)
     return BERTH_OK;
 }
 
+/* Deployment versions by state (at most ENGINE_DEPLOYMENTS_MAX). */
+static void count_deployments(const engine *e, engine_stats *s)
+{
+    for (size_t i = 0; i < e->deps.n; i++) {
+        engine_deployment_state st = e->deps.v[i]->state;
+        s->deployments_live += st == ENGINE_DEPLOYMENT_LIVE;
+        s->deployments_draining += st == ENGINE_DEPLOYMENT_DRAINING;
+        s->deployments_retired += st == ENGINE_DEPLOYMENT_RETIRED;
+    }
+}
+
 int admin_checkpoint(engine *e, pending *p)
 {
     engine_status *st = &p->reply->status;
@@ -376,6 +392,7 @@ int admin_metrics(engine *e, pending *p)
     s->tasks = e->tasks.n;
     s->instances_backoff = e->n_backoff;
     s->instances_waiting = e->instances.n - e->t.ended.n - e->n_backoff;
+    count_deployments(e, s);
     engine_metrics *m = &r->metrics;
     size_t n = e->tcounters.n;
     if (n > 0 && (m->topics = reply_mem(r, n * sizeof(*m->topics))) == NULL) {

@@ -34,6 +34,7 @@
 
 #include "engine/check.h"
 #include "engine/claim.h"
+#include "engine/deploy.h"
 #include "engine/reply.h"
 #include "engine/state.h"
 #include "engine/turn.h"
@@ -162,7 +163,7 @@ static bool fetch_check(engine *e, const engine_fetch_args *a, uint64_t *max, ui
     for (size_t i = 0; i < a->n_topics; i++) {
         if (!check_topic(a->topics[i], "topics", st))
             return false;
-        if (e->o.strict_channels && state_channel(e, a->topics[i]) == NULL) {
+        if (e->o.strict_channels && !deploy_declared(e, a->topics[i])) {
             reply_status(st, ENGINE_CODE_NOT_FOUND, "topic %s is not a declared channel",
                          a->topics[i]);
             snprintf(st->field, sizeof(st->field), "topics");

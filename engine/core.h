@@ -44,13 +44,49 @@
 
 struct waiter;
 
-/* A declared channel (a deep copy of engine_channel). */
+struct deployment;
+
+/* A channel as a deployment declares it (owned by its deployment, which
+ * is never freed while the engine runs: pointers to it stay valid). */
 typedef struct channel {
     char *name;
+    char *transport; /* "pull" */
     uint64_t reply_max_bytes;
     char **content_types;
     size_t n_content_types;
+    struct deployment *dep; /* its declarer */
 } channel;
+
+/* A version of a deployment (deploy.c). What it holds is counted as it
+ * changes, so the retirement gate (R14) never scans: it retires when
+ * held() is zero. e->implicit is the deployment of undeclared topics
+ * (number 0): it has no row and never drains. */
+typedef struct deployment {
+    uint32_t number; /* its row's key; Body.deployment */
+    char *id;
+    uint32_t version;
+    engine_deployment_state state;
+    uint64_t created_at_ms;
+    uint64_t retired_at_ms;
+    channel *chans;
+    size_t n_chans;
+    uint64_t n_deliveries; /* outbox rows, poisoned ones included */
+    uint64_t n_poisoned;
+    uint64_t n_tasks; /* task rows, terminal ones included */
+    uint64_t n_terminal;
+    uint64_t n_backoff;   /* live calls in BACKOFF */
+    bool draining_listed; /* in e->draining: the gate looks at it each turn */
+    struct deployment *draining_next;
+} deployment;
+
+/* Who takes new work for a channel name: at most one LIVE declarer, and
+ * how many draining deployments declare it too (e->routes, rebuilt from
+ * the deployments whenever one changes state). */
+typedef struct route {
+    const char *name; /* the key: the name of one of its declarations */
+    const channel *live;
+    uint32_t n_draining;
+} route;
 
 /* A topic's counters (metrics): they outlive the topic's struct, which
  * goes when nothing names it; e->tcounters holds them, bounded. */
@@ -68,9 +104,8 @@ typedef struct wait_link {
 typedef struct topic {
     char *name; /* owned; the key in e->topics */
     size_t name_len;
-    const channel *chan; /* its declaration, NULL: the defaults */
-    tcounter *tc;        /* its counters (shared past metrics_topics_max) */
-    heap ready;          /* its non-terminal tasks by fetchable instant (R5) */
+    tcounter *tc; /* its counters (shared past metrics_topics_max) */
+    heap ready;   /* its non-terminal tasks by fetchable instant (R5) */
     /* For the gauges (metrics): its tasks under a live lock by the lock's
      * end, and those backing off by the backoff's end. Entries whose
      * instant has passed are dropped when the gauges are read (a lock that
@@ -99,6 +134,7 @@ typedef struct task {
     uint8_t *body;               /* the encoded Body, owned, while the body cache has room;
                                     NULL: read it from the store */
     bool has_instance;           /* a call's task: its completion correlates */
+    const channel *chan;         /* its channel's declaration; NULL: the implicit one */
     uint64_t available_at_ms;    /* not fetchable before (backoff end) */
     uint64_t lock_expires_at_ms; /* the lock is live while now < this */
     bool has_lock;               /* lock_token and worker_id are set */
@@ -133,7 +169,8 @@ typedef struct delivery {
     bool poisoned;
     bool has_instance; /* a call's request: its instance */
     uint8_t instance_id[BERTH_ID_LEN];
-    char *err_message; /* last sink failure, owned */
+    const channel *chan; /* its channel's declaration (Body.deployment); NULL: implicit */
+    char *err_message;   /* last sink failure, owned */
     /* in memory only */
     bool has_state_row;
     heap_node due; /* in e->outbox unless poisoned; .at = next attempt */
@@ -149,7 +186,8 @@ typedef struct delivery {
 typedef struct instance {
     /* persisted: instances CF, 'L' row (Instance) */
     uint8_t id[BERTH_ID_LEN];
-    char *topic; /* owned */
+    char *topic;         /* owned */
+    const channel *chan; /* its requests' channel (Instance.deployment) */
     engine_instance_state state;
     uint32_t attempt;
     uint64_t created_at_ms;
@@ -250,9 +288,13 @@ struct engine {
     table tasks;      /* id → task */
     table deliveries; /* id → delivery */
     table topics;     /* name → topic */
-    table channels;   /* name → channel */
-    channel *chans;
-    size_t n_chans;
+    /* Deployments (deploy.c): every version known, by number (the
+     * implicit one apart), the routes of the channel names that a
+     * deployment which is not retired declares, and those draining. */
+    VEC(deployment *) deps;
+    deployment implicit;
+    table routes; /* name → route */
+    deployment *draining;
     heap outbox;        /* pending deliveries by next attempt */
     heap waits;         /* waiting fetches and awaits by deadline */
     table owners;       /* owner id (8 bytes) → its waiting requests (wait.c) */

@@ -24,8 +24,10 @@
  *
  *     actor.c            the queue, the threads, sleeping, running a turn
  *       -> submit, claim, guard, admin, relay, calls   request handlers, sinks
+ *       -> deploy                      deployments: routes, the retirement gate
  *       -> commit                                       the commit thread
  *       -> recover                                      memory from the store
+ *     submit, claim, admin, relay, recover -> deploy (routes, the gate)
  *     handlers -> intake -> instance -> wait -> state -> turn -> reply -> mem
  *     (a handler may skip levels: claim -> wait, guard -> intake, ...)
  *     (check, heap, table, clock, mem: leaves; core.h: types only)
@@ -95,6 +97,14 @@ typedef enum engine_verdict {
 
 #define ENGINE_ID_STR (BERTH_ID_STR_LEN + 1) /* printable id with its NUL */
 
+/* Deployments: the id the channels given at open are deployed under, and
+ * the bounds of a deploy request. */
+#define ENGINE_BOOT_DEPLOYMENT     "boot"
+#define ENGINE_DEPLOYMENT_ID_MAX   64
+#define ENGINE_DEPLOY_CHANNELS_MAX 256
+#define ENGINE_CHANNEL_TYPES_MAX   32
+#define ENGINE_DEPLOYMENTS_MAX     1000 /* versions kept, retired ones included */
+
 /* Reserved headers (R10: no producer or worker can set a "berth-" header)
  * that a call's task carries: its instance id and the call's attempt. */
 #define ENGINE_HEADER_INSTANCE "berth-instance-id"
@@ -143,10 +153,13 @@ typedef enum engine_op {
     ENGINE_OP_RETRY_DELIVERY,
     ENGINE_OP_LIST_INCIDENTS,
     ENGINE_OP_STATS,
-    ENGINE_OP_CHECKPOINT, /* a consistent copy of the store in a new directory */
-    ENGINE_OP_METRICS,    /* counters, gauges and histograms: no scan */
-    ENGINE_OP_TICK,       /* run a turn now (after moving a manual clock) */
-    ENGINE_OP_CANCEL,     /* engine_cancel(): not queued by engine_exec() */
+    ENGINE_OP_CHECKPOINT,       /* a consistent copy of the store in a new directory */
+    ENGINE_OP_METRICS,          /* counters, gauges and histograms: no scan */
+    ENGINE_OP_DEPLOY,           /* a new version of a deployment, LIVE */
+    ENGINE_OP_RETIRE,           /* its LIVE version drains, then retires */
+    ENGINE_OP_LIST_DEPLOYMENTS, /* every version known, with what it holds */
+    ENGINE_OP_TICK,             /* run a turn now (after moving a manual clock) */
+    ENGINE_OP_CANCEL,           /* engine_cancel(): not queued by engine_exec() */
 } engine_op;
 
 typedef struct engine_submit_args {
@@ -297,6 +310,14 @@ typedef struct engine_request {
         struct {
             uint64_t owner;
         } cancel;
+        struct {
+            const char *id;
+            const struct engine_channel *channels;
+            size_t n_channels;
+        } deploy;
+        struct {
+            const char *id;
+        } retire;
     } u;
 } engine_request;
 
@@ -391,6 +412,9 @@ typedef struct engine_stats {
     uint64_t calls_failed;      /* calls ended FAILED */
     uint64_t calls_timed_out;   /* attempts whose timeout fired */
     uint64_t instances_dropped; /* ended instances dropped after their retention */
+    uint64_t deployments_live;  /* deployment versions by state */
+    uint64_t deployments_draining;
+    uint64_t deployments_retired;
 } engine_stats;
 
 /* A histogram as exported: upper bounds, counts per bucket (not summed;
@@ -422,6 +446,26 @@ typedef struct engine_metrics {
     engine_histogram commit_batch; /* requests one sync made durable */
     engine_histogram fsync;        /* one sync of the store, seconds */
 } engine_metrics;
+
+typedef enum engine_deployment_state {
+    ENGINE_DEPLOYMENT_LIVE = 1,     /* new submits to its channels go to it */
+    ENGINE_DEPLOYMENT_DRAINING = 2, /* takes nothing new; serves what it holds */
+    ENGINE_DEPLOYMENT_RETIRED = 3,  /* holds nothing pending (the gate, R14) */
+} engine_deployment_state;
+
+/* A version of a deployment as the admin surface shows it. */
+typedef struct engine_deployment {
+    const char *id;
+    uint32_t version;
+    engine_deployment_state state;
+    const struct engine_channel *channels;
+    size_t n_channels;
+    uint64_t created_at_ms;
+    uint64_t retired_at_ms; /* 0: not retired */
+    /* what it holds: the gate counts the first three */
+    uint64_t pending_deliveries, tasks, calls_backing_off;
+    uint64_t terminal_tasks, poisoned_deliveries;
+} engine_deployment;
 
 typedef struct engine_topic_stats {
     const char *topic;
@@ -470,6 +514,10 @@ typedef struct engine_reply {
     size_t n_topic_stats;
     /* METRICS (and stats) */
     engine_metrics metrics;
+    /* DEPLOY, RETIRE: the version it concerns; LIST_DEPLOYMENTS: every
+     * version, in the order they were deployed */
+    engine_deployment *deployments;
+    size_t n_deployments;
     void *priv; /* allocations behind the pointers above */
 } engine_reply;
 
@@ -484,10 +532,11 @@ typedef enum engine_event_kind {
     ENGINE_EVENT_TASK_TERMINAL,
     ENGINE_EVENT_TASK_REFUSED,
     ENGINE_EVENT_DELIVERY_POISONED,
-    ENGINE_EVENT_INSTANCE_RESOLVED, /* a call ended, either way: id is the instance's */
-    ENGINE_EVENT_TASK_RETRIED,      /* an operator re-offered a terminal task */
-    ENGINE_EVENT_TASK_DISCARDED,    /* an operator discarded a terminal task */
-    ENGINE_EVENT_DELIVERY_RETRIED,  /* an operator re-armed a poisoned delivery */
+    ENGINE_EVENT_INSTANCE_RESOLVED,  /* a call ended, either way: id is the instance's */
+    ENGINE_EVENT_TASK_RETRIED,       /* an operator re-offered a terminal task */
+    ENGINE_EVENT_TASK_DISCARDED,     /* an operator discarded a terminal task */
+    ENGINE_EVENT_DELIVERY_RETRIED,   /* an operator re-armed a poisoned delivery */
+    ENGINE_EVENT_DEPLOYMENT_RETIRED, /* topic: the deployment's id; id: "" */
 } engine_event_kind;
 
 typedef struct engine_event {
@@ -497,6 +546,7 @@ typedef struct engine_event {
     char instance_id[ENGINE_ID_STR]; /* the call a task belongs to, or "" */
     engine_error error;              /* FAILED, TERMINAL, REFUSED, POISONED */
     uint32_t retries_left;           /* FAILED */
+    uint32_t version;                /* DEPLOYMENT_RETIRED */
     uint64_t at_ms;
 } engine_event;
 
@@ -506,8 +556,9 @@ typedef void (*engine_event_fn)(void *ctx, const engine_event *ev);
 
 /* ---- options ---- */
 
-/* A declared channel: a topic with its own intake policy. Undeclared
- * topics are pull channels with the defaults (unless strict_channels). */
+/* A declared channel: a topic with its own sink and intake policy.
+ * Undeclared topics are pull channels with the defaults (unless
+ * strict_channels). */
 typedef struct engine_channel {
     const char *name;
     const char *transport;            /* NULL or "pull": the sink its deliveries go to */
@@ -561,9 +612,11 @@ typedef struct engine_options {
     uint32_t timers_max_per_turn; /* timers fired, ended instances dropped, per turn */
     uint32_t metrics_topics_max;  /* topics with counters of their own (then "_other") */
 
+    /* Channels declared at open: the deployment ENGINE_BOOT_DEPLOYMENT,
+     * deployed anew when they differ from its live version. */
     const engine_channel *channels;
     size_t n_channels;
-    bool strict_channels; /* undeclared topics are NOT_FOUND */
+    bool strict_channels; /* topics no live deployment declares are NOT_FOUND */
 
     engine_event_fn on_event;
     void *event_ctx;

@@ -105,7 +105,11 @@ static int reply_one(engine *e, const engine_guard *g, const engine_result *resu
 
     /* A refusal carries no payload; a completion its result, or else the
      * original payload, re-delivered. */
-    inbound in = {.topic = t->topic, .parked = need_body ? &b : NULL, .error = err, .from = t};
+    inbound in = {.topic = t->topic,
+                  .chan = t->chan,
+                  .parked = need_body ? &b : NULL,
+                  .error = err,
+                  .from = t};
     if (err == NULL && result != NULL) {
         in.payload = result->payload;
         in.payload_len = result->payload_len;
@@ -208,6 +212,7 @@ int guard_fail(engine *e, pending *p)
         heap_remove(&t->topic->ready, &t->ready);
         (void)state_task_gauge(e, t, now); /* out of the gauges: frees, never fails */
         t->topic->n_terminal++;
+        state_dep(e, t->chan)->n_terminal++;
         if ((rv = state_incident_put(e, STORE_INCIDENT_TASK_TERMINAL, t->id, t->topic,
                                      a->error.code, a->error.message)) != BERTH_OK)
             return rv;

@@ -70,6 +70,7 @@ static store_instance record_of(const instance *i)
     store_instance r = {
         .state = (int)i->state,
         .topic = i->topic,
+        .deployment = i->chan != NULL ? i->chan->dep->number : 0,
         .attempt = i->attempt,
         .created_at_ms = i->created_at_ms,
         .timer_at_ms = heap_has(&i->timer) ? i->timer.at : 0,
@@ -182,6 +183,7 @@ int instance_end(engine *e, instance *i, engine_instance_state state, const engi
     store_instance r = {
         .state = (int)state,
         .topic = i->topic,
+        .deployment = i->chan != NULL ? i->chan->dep->number : 0,
         .attempt = i->attempt,
         .created_at_ms = i->created_at_ms,
         .has_current = i->has_current,
@@ -221,8 +223,10 @@ int instance_end(engine *e, instance *i, engine_instance_state state, const engi
 
     if (heap_has(&i->timer))
         heap_remove(&e->timers, &i->timer);
-    if (i->state == ENGINE_INSTANCE_BACKOFF)
+    if (i->state == ENGINE_INSTANCE_BACKOFF) {
         e->n_backoff--;
+        state_dep(e, i->chan)->n_backoff--;
+    }
     i->state = state;
     i->ended = true;
     if (state == ENGINE_INSTANCE_RESOLVED)
@@ -265,7 +269,7 @@ static int redrive(engine *e, instance *i)
     memcpy(b.instance_id, i->id, BERTH_ID_LEN);
     b.call_attempt = i->attempt + 1;
     delivery *d;
-    rv = tp ? state_delivery_new(e, tp, &b, &d) : BERTH_ENOMEM;
+    rv = tp ? state_delivery_new(e, tp, i->chan, &b, &d) : BERTH_ENOMEM;
     store_body_clear(&b);
     if (rv != BERTH_OK) {
         if (tp != NULL)
@@ -275,6 +279,7 @@ static int redrive(engine *e, instance *i)
     i->attempt++;
     i->state = ENGINE_INSTANCE_WAITING;
     e->n_backoff--;
+    state_dep(e, i->chan)->n_backoff--;
     i->has_current = true;
     memcpy(i->current, d->id, BERTH_ID_LEN);
     if ((rv = instance_arm(e, i, e->t.now_ms + i->timeout_ms)) != BERTH_OK)
@@ -290,6 +295,7 @@ static int attempt_failed(engine *e, instance *i, const engine_error *err)
         return instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, err);
     i->state = ENGINE_INSTANCE_BACKOFF;
     e->n_backoff++;
+    state_dep(e, i->chan)->n_backoff++;
     uint64_t pause = check_backoff_curve(i->initial_backoff_ms, i->max_backoff_ms, i->attempt,
                                          i->multiplier, e->o.backoff_jitter);
     int rv = instance_arm(e, i, e->t.now_ms + pause);

@@ -48,7 +48,7 @@ refuse(engine_status *st, engine_code code, const char *ec, bool retryable, cons
 
 static int validate(engine *e, const inbound *in, engine_status *st)
 {
-    const channel *c = in->topic->chan;
+    const channel *c = in->chan;
     uint64_t max = c && c->reply_max_bytes ? c->reply_max_bytes : e->o.payload_max_bytes;
     if (in->payload_len > max) {
         refuse(st, ENGINE_CODE_INVALID_ARGUMENT, ENGINE_EC_VALIDATION_REJECTED, false,

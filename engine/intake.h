@@ -9,6 +9,7 @@
 
 typedef struct inbound {
     topic *topic;
+    const channel *chan; /* its channel's declaration (NULL: the implicit one's defaults) */
     const uint8_t *payload;
     size_t payload_len;
     const char *content_type;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/deploy.h"
 #include "engine/instance.h"
 #include "engine/listing.h"
 #include "engine/recover.h"
@@ -69,6 +70,7 @@ static int load_task_body(load_ctx *c, uint64_t seq, const void *v, size_t vl)
         return BERTH_ENOMEM;
     }
     t->has_instance = b.has_instance;
+    t->chan = deploy_channel_of(e, b.deployment, b.topic);
     store_body_clear(&b);
     if (state_task_keep_body(e, t, NULL, v, vl) != BERTH_OK ||
         table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK) {
@@ -126,6 +128,7 @@ static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t v
     memcpy(d->id, b.id, BERTH_ID_LEN);
     d->topic = tp;
     tp->n_deliveries++;
+    d->chan = deploy_channel_of(e, b.deployment, b.topic);
     d->seq = seq;
     d->created_at_ms = b.created_at_ms;
     d->has_instance = b.has_instance;
@@ -202,8 +205,11 @@ static int index_all(engine *e)
     task *t;
     uint64_t now = e->clock.now_ms(e->clock.ctx);
     while ((t = table_next(&e->tasks, &i)) != NULL) {
+        deployment *dep = state_dep(e, t->chan);
+        dep->n_tasks++;
         if (t->terminal) {
             t->topic->n_terminal++;
+            dep->n_terminal++;
             continue;
         }
         t->ready.at = state_fetchable_at(t);
@@ -214,14 +220,20 @@ static int index_all(engine *e)
     }
     i = 0;
     instance *inst;
-    while ((inst = table_next(&e->instances, &i)) != NULL)
+    while ((inst = table_next(&e->instances, &i)) != NULL) {
         if (inst->timer.at != 0 && heap_push(&e->timers, &inst->timer) != BERTH_OK)
             return BERTH_ENOMEM;
+        if (inst->state == ENGINE_INSTANCE_BACKOFF)
+            state_dep(e, inst->chan)->n_backoff++;
+    }
     i = 0;
     delivery *d;
     while ((d = table_next(&e->deliveries, &i)) != NULL) {
+        deployment *dep = state_dep(e, d->chan);
+        dep->n_deliveries++;
         if (d->poisoned) {
             e->n_poisoned++;
+            dep->n_poisoned++;
             /* A live call whose attempt this was hears of it (calls.c). */
             const instance *call = d->has_instance ? instance_find(e, d->instance_id) : NULL;
             if (call != NULL && call->has_current &&
@@ -268,6 +280,7 @@ static int load_instance(load_ctx *c, const void *v, size_t vl)
         heap_node_init(&i->timer);
         i->timer.at = r.timer_at_ms;
         i->topic = mem_strdup(r.topic);
+        i->chan = deploy_channel_of(e, r.deployment, r.topic);
         i->non_retryable = r.n_non_retryable_codes
                                ? mem_calloc(r.n_non_retryable_codes, sizeof(*i->non_retryable))
                                : NULL;
@@ -348,7 +361,9 @@ static int scan_incident_seq(load_ctx *c)
 int recover_load(engine *e, char *err, size_t errlen)
 {
     load_ctx c = {.e = e, .err = err, .errlen = errlen};
-    int rv = load_rows(&c, STORE_CF_TASKS, load_task_body, load_task_state);
+    int rv = deploy_load(e, err, errlen);
+    if (rv == BERTH_OK)
+        rv = load_rows(&c, STORE_CF_TASKS, load_task_body, load_task_state);
     if (rv == BERTH_OK)
         rv = load_rows(&c, STORE_CF_OUTBOX, load_delivery_body, load_delivery_state);
     if (rv == BERTH_OK)
@@ -406,4 +421,5 @@ void recover_clear(engine *e)
     e->t.ended.n = 0;
     e->n_backoff = 0;
     e->calls_poisoned.n = 0;
+    deploy_clear(e); /* last: what was freed above pointed into it */
 }

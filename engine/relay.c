@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "engine/check.h"
+#include "engine/deploy.h"
 #include "engine/fault.h"
 #include "engine/listing.h"
 #include "engine/relay.h"
@@ -50,11 +51,14 @@ static const sink sinks[] = {
     {"pull", pull_deliver},
 };
 
-/* engine_options_check() admits only transports with a sink here, so every
- * channel resolves; undeclared topics are pull channels. */
-static const sink *sink_for(const topic *t)
+/* The sink of a delivery's channel: deploy.c admits only transports with
+ * a sink here, so every channel resolves; the implicit deployment's
+ * channels are pull channels. */
+static const sink *sink_for(const channel *c)
 {
-    (void)t;
+    for (size_t i = 0; c != NULL && i < sizeof(sinks) / sizeof(sinks[0]); i++)
+        if (strcmp(c->transport, sinks[i].scheme) == 0)
+            return &sinks[i];
     return &sinks[0];
 }
 
@@ -101,6 +105,7 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
         goto oom_free;
     }
     t->has_instance = d->has_instance;
+    t->chan = d->chan;
     berth_id_bytes *parked = d->fresh ? NULL : VEC_ADD(&e->t.parked);
     if (!d->fresh && parked == NULL) {
         heap_remove(&d->topic->ready, &t->ready);
@@ -139,6 +144,7 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
             store_batch_delete(e->batch, STORE_CF_OUTBOX, key, sizeof(key));
         }
     }
+    state_dep(e, t->chan)->n_tasks++; /* (and one delivery less: relay_run) */
     turn_event(e, ENGINE_EVENT_TASK_PARKED, t->topic, t->id, NULL, 0);
     turn_doorbell(e, t->topic);
     return SINK_DELIVERED;
@@ -156,6 +162,7 @@ static int relay_poison(engine *e, delivery *d, const char *reason)
     d->topic->tc->c.poisoned++;
     d->poisoned = true;
     e->n_poisoned++;
+    state_dep(e, d->chan)->n_poisoned++;
     write_fresh_body(e, d);
     int rv = state_delivery_put(e, d);
     if (rv == BERTH_OK)
@@ -222,9 +229,10 @@ int relay_run(engine *e)
         heap_remove(&e->outbox, x);
         const char *reason = NULL;
         int rv = BERTH_OK;
-        switch (sink_for(d->topic)->deliver(e, d, &reason)) {
+        switch (sink_for(d->chan)->deliver(e, d, &reason)) {
         case SINK_DELIVERED:
             d->topic->tc->c.delivered++;
+            state_dep(e, d->chan)->n_deliveries--;
             if (d->fresh)
                 e->t.fresh.v[d->fresh_idx] = NULL;
             table_del(&e->deliveries, d->id, BERTH_ID_LEN);
@@ -296,8 +304,12 @@ int relay_retry_delivery(engine *e, pending *p)
     }
     d->poisoned = false;
     e->n_poisoned--;
+    deployment *dep = state_dep(e, d->chan);
+    dep->n_poisoned--;
     d->attempts = 0;
-    int rv = state_delivery_put(e, d);
+    int rv = deploy_hold(e, dep);
+    if (rv == BERTH_OK)
+        rv = state_delivery_put(e, d);
     if (rv == BERTH_OK)
         turn_event(e, ENGINE_EVENT_DELIVERY_RETRIED, d->topic, d->id, NULL, 0);
     return rv;

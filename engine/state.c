@@ -15,11 +15,6 @@
 #include "engine/turn.h"
 #include "store/err.h"
 
-const channel *state_channel(engine *e, const char *name)
-{
-    return table_get(&e->channels, name, strlen(name));
-}
-
 static tcounter *tcounter_new(engine *e, const char *name, size_t len)
 {
     tcounter *c = mem_calloc(1, sizeof(*c));
@@ -67,7 +62,6 @@ topic *state_topic(engine *e, const char *name, size_t len, bool create)
     memcpy(t->name, name, len);
     t->name[len] = '\0';
     t->name_len = len;
-    t->chan = state_channel(e, t->name);
     heap_init(&t->locked);
     heap_init(&t->backoff);
     if ((t->tc = state_counters(e, t->name, len)) == NULL) {
@@ -248,8 +242,12 @@ void state_task_delete(engine *e, task *t)
     store_batch_delete(e->batch, STORE_CF_TASKS, key, sizeof(key));
     if (heap_has(&t->ready))
         heap_remove(&t->topic->ready, &t->ready);
-    if (t->terminal)
+    deployment *dep = state_dep(e, t->chan);
+    dep->n_tasks--;
+    if (t->terminal) {
         t->topic->n_terminal--;
+        dep->n_terminal--;
+    }
     gauge_drop(t);
     listing_drop(e, t);
     topic *tp = t->topic;
@@ -384,7 +382,7 @@ static void new_delivery_id(engine *e, uint8_t id[BERTH_ID_LEN])
            table_get(&e->tasks, id, BERTH_ID_LEN) != NULL);
 }
 
-int state_delivery_new(engine *e, topic *tp, store_body *b, delivery **out)
+int state_delivery_new(engine *e, topic *tp, const channel *chan, store_body *b, delivery **out)
 {
     delivery *d = mem_calloc(1, sizeof(*d));
     if (d == NULL)
@@ -392,6 +390,8 @@ int state_delivery_new(engine *e, topic *tp, store_body *b, delivery **out)
     new_delivery_id(e, d->id);
     d->topic = tp;
     tp->n_deliveries++;
+    d->chan = chan;
+    b->deployment = chan != NULL ? chan->dep->number : 0;
     d->seq = e->next_seq++;
     d->created_at_ms = e->t.now_ms;
     d->has_instance = b->has_instance;
@@ -416,6 +416,7 @@ int state_delivery_new(engine *e, topic *tp, store_body *b, delivery **out)
         goto unqueue;
     d->fresh_idx = e->t.fresh.n - 1;
     *slot = d;
+    state_dep(e, chan)->n_deliveries++;
     *out = d;
     return BERTH_OK;
 
@@ -442,10 +443,14 @@ void state_delivery_delete(engine *e, delivery *d)
             store_batch_delete(e->batch, STORE_CF_OUTBOX, key, sizeof(key));
         }
     }
-    if (d->poisoned)
+    deployment *dep = state_dep(e, d->chan);
+    dep->n_deliveries--;
+    if (d->poisoned) {
         e->n_poisoned--;
-    else if (heap_has(&d->due))
+        dep->n_poisoned--;
+    } else if (heap_has(&d->due)) {
         heap_remove(&e->outbox, &d->due);
+    }
     topic *tp = d->topic;
     table_del(&e->deliveries, d->id, BERTH_ID_LEN);
     state_delivery_free(d);

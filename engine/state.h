@@ -19,7 +19,12 @@ topic *state_topic(engine *e, const char *name, size_t len, bool create);
  * state_topics_reap(e, true) looks at every topic (after a reload). */
 void state_topic_maybe_idle(engine *e, topic *tp);
 void state_topics_reap(engine *e, bool all);
-const channel *state_channel(engine *e, const char *name);
+/* The deployment a declaration belongs to (NULL: the implicit one), whose
+ * counters (core.h) the code that changes what it holds keeps. */
+static inline deployment *state_dep(engine *e, const channel *c)
+{
+    return c != NULL ? c->dep : &e->implicit;
+}
 /* The counters of topic name (made if absent; past metrics_topics_max the
  * shared "_other"); NULL: no memory. */
 tcounter *state_counters(engine *e, const char *name, size_t len);
@@ -64,12 +69,12 @@ int state_task_set_error(task *t, const engine_error *err);
  * NOT_FOUND (verdict NOT_FOUND) for none. */
 task *state_task_find(engine *e, const char *id_str, const char *field, engine_status *st);
 
-/* A new delivery of body (its id, seq and created_at are set here; the
- * rest is the caller's), due now, fresh (its outbox row is written at the
- * end of the turn unless it is parked first). BERTH_ENOMEM: nothing
- * changed. */
-int state_delivery_new(engine *e, topic *tp, store_body *body, delivery **out);
-/* Withdraws d: its rows go from the batch (or are never written, if
+/* A new delivery of body to channel chan (NULL: the implicit one) (its
+ * id, seq, deployment and created_at are set here; the rest is the
+ * caller's), due now, fresh (its outbox row is written at the end of the
+ * turn unless it is parked first). BERTH_ENOMEM: nothing changed. */
+int state_delivery_new(engine *e, topic *tp, const channel *chan, store_body *body, delivery **out);
+/* Withdraws d (or forgets it, delivered): its rows go from the batch (or are never written, if
  * fresh), it leaves every index and is freed. */
 void state_delivery_delete(engine *e, delivery *d);
 /* Writes d's DeliveryState row into the batch (turn_fail on error). */

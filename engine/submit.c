@@ -21,6 +21,7 @@
 #include <sodium.h>
 
 #include "engine/check.h"
+#include "engine/deploy.h"
 #include "engine/reply.h"
 #include "engine/instance.h"
 #include "engine/state.h"
@@ -34,11 +35,9 @@ static bool submit_check(engine *e, const engine_submit_args *a, engine_status *
 {
     if (!check_topic(a->topic, "topic", st))
         return false;
-    if (e->o.strict_channels && state_channel(e, a->topic) == NULL) {
-        reply_status(st, ENGINE_CODE_NOT_FOUND, "topic %s is not a declared channel", a->topic);
-        snprintf(st->field, sizeof(st->field), "topic");
+    (void)deploy_route(e, a->topic, st);
+    if (st->code != ENGINE_CODE_OK)
         return false;
-    }
     if (a->payload_len > e->o.payload_max_bytes) {
         reply_over_ceiling(st, "payload", a->payload_len, e->o.payload_max_bytes);
         return false;
@@ -175,7 +174,8 @@ static void submit_one(engine *e, const engine_submit_args *a, engine_submitted 
     store_header hs[ENGINE_HEADERS_MAX];
     store_body b = body_of(a, hs);
     delivery *d;
-    if (tp == NULL || state_delivery_new(e, tp, &b, &d) != BERTH_OK) {
+    const channel *chan = deploy_route(e, a->topic, st); /* (checked: not refused) */
+    if (tp == NULL || state_delivery_new(e, tp, chan, &b, &d) != BERTH_OK) {
         if (tp != NULL)
             state_topic_maybe_idle(e, tp);
         free(k);
@@ -352,6 +352,7 @@ int submit_call(engine *e, pending *p)
     i->attempt = 1;
     i->created_at_ms = now;
     i->topic = mem_strdup(a->request.topic);
+    i->chan = deploy_route(e, a->request.topic, st); /* (checked: not refused) */
     if (cklen > 0 && (i->dedup_key = mem_dup(ckey, cklen)) != NULL)
         i->dedup_key_len = cklen;
     topic *tp = state_topic(e, a->request.topic, strlen(a->request.topic), true);
@@ -362,7 +363,7 @@ int submit_call(engine *e, pending *p)
     b.call_attempt = 1;
     delivery *d = NULL;
     if (i->topic == NULL || (cklen > 0 && i->dedup_key == NULL) || !keep_codes(i, a->retry) ||
-        tp == NULL || state_delivery_new(e, tp, &b, &d) != BERTH_OK)
+        tp == NULL || state_delivery_new(e, tp, i->chan, &b, &d) != BERTH_OK)
         goto no_memory;
     /* A call that may be re-driven keeps its request for the next attempts. */
     if (i->max_attempts > 1 && (i->request = mem_dup(d->body, d->body_len)) == NULL)

@@ -80,6 +80,17 @@ void turn_event_named(engine *e, engine_event_kind kind, const char *topic_name,
     stage(e, ev, err);
 }
 
+void turn_event_deployment(engine *e, const char *id, uint32_t version)
+{
+    if (e->o.on_event == NULL)
+        return;
+    engine_event ev = {.kind = ENGINE_EVENT_DEPLOYMENT_RETIRED,
+                       .topic = id,
+                       .version = version,
+                       .at_ms = e->t.now_ms};
+    stage(e, ev, NULL);
+}
+
 void turn_events_free(engine_event *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

@@ -40,6 +40,8 @@ void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t
 void turn_event_named(engine *e, engine_event_kind kind, const char *topic_name,
                       const uint8_t id[BERTH_ID_LEN], const uint8_t *instance_id,
                       const engine_error *err);
+/* deployment.retired: the deployment's id travels as the event's topic. */
+void turn_event_deployment(engine *e, const char *id, uint32_t version);
 /* Frees the strings the events own. */
 void turn_events_free(engine_event *v, size_t n);
 /* Rings t's doorbell: its waiting fetches look again this turn (R7). */

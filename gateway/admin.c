@@ -279,8 +279,41 @@ static int refuse(engine_status *st, engine_code code, const char *why)
     return BERTH_EINVAL;
 }
 
+/* A deploy's declarations as the engine takes them (borrowing the
+ * strings of the decoded request). */
+static int map_deploy(const Berth__V1__DeployRequest *d, engine_request *out, gw_arena *a,
+                      engine_status *st)
+{
+    out->op = ENGINE_OP_DEPLOY;
+    out->u.deploy.id = d->id ? d->id : "";
+    if (d->n_channels > ENGINE_DEPLOY_CHANNELS_MAX) {
+        refuse(st, ENGINE_CODE_INVALID_ARGUMENT, "channels: over the ceiling");
+        snprintf(st->field, sizeof(st->field), "channels");
+        st->has_limit = true;
+        st->limit = ENGINE_DEPLOY_CHANNELS_MAX;
+        return BERTH_EINVAL;
+    }
+    engine_channel *cs = d->n_channels ? gw_arena_alloc(a, d->n_channels * sizeof(*cs)) : NULL;
+    if (d->n_channels > 0 && cs == NULL)
+        return refuse(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory");
+    for (size_t i = 0; i < d->n_channels; i++) {
+        const Berth__V1__ChannelDecl *c = d->channels[i];
+        cs[i] = (engine_channel){
+            .name = c->name ? c->name : "",
+            .transport = c->transport,
+            .reply_max_bytes = c->reply_max_bytes,
+            .content_types = (const char *const *)c->content_types,
+            .n_content_types = c->n_content_types,
+        };
+    }
+    out->u.deploy.channels = cs;
+    out->u.deploy.n_channels = d->n_channels;
+    return BERTH_OK;
+}
+
 /* The engine request for the method, or BERTH_EINVAL with the status. */
-static int admin_map(const Berth__V1__AdminRequest *m, engine_request *out, engine_status *st)
+static int admin_map(const Berth__V1__AdminRequest *m, engine_request *out, gw_arena *a,
+                     engine_status *st)
 {
     memset(out, 0, sizeof(*out));
     switch (m->method_case) {
@@ -337,11 +370,14 @@ static int admin_map(const Berth__V1__AdminRequest *m, engine_request *out, engi
         return BERTH_OK;
     }
     case BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY:
+        return map_deploy(m->deploy, out, a, st);
     case BERTH__V1__ADMIN_REQUEST__METHOD_RETIRE:
+        out->op = ENGINE_OP_RETIRE;
+        out->u.retire.id = m->retire->id ? m->retire->id : "";
+        return BERTH_OK;
     case BERTH__V1__ADMIN_REQUEST__METHOD_LIST_DEPLOYMENTS:
-        return refuse(st, ENGINE_CODE_UNIMPLEMENTED,
-                      "deployments are not served by this build: every topic is a pull channel "
-                      "of the implicit deployment, or one declared by --channel");
+        out->op = ENGINE_OP_LIST_DEPLOYMENTS;
+        return BERTH_OK;
     default:
         return refuse(st, ENGINE_CODE_INVALID_ARGUMENT, "the request names no method");
     }
@@ -369,7 +405,7 @@ static int admin_start(const void *ctx, void *call, engine *e, uint64_t owner, c
     if (rv == BERTH_OK)
         rv = gw_text_check(&berth__v1__admin_request__descriptor, data, len, true, st);
     if (rv == BERTH_OK)
-        rv = admin_map(c->req, &c->ereq, st);
+        rv = admin_map(c->req, &c->ereq, &c->arena, st);
     if (rv != BERTH_OK)
         return rv;
     c->ereq.owner = owner;
@@ -434,6 +470,45 @@ static void task_info_to_wire(const engine_task_info *t, Berth__V1__TaskInfo *w,
     w->payload_bytes = (uint32_t)t->payload_bytes;
 }
 
+/* d as the wire shows it, its arrays from a; false: no memory. */
+static bool deployment_to_wire(const engine_deployment *d, Berth__V1__Deployment *w, gw_arena *a)
+{
+    berth__v1__deployment__init(w);
+    w->id = (char *)d->id;
+    w->has_version = w->has_state = w->has_created_at_ms = 1;
+    w->version = d->version;
+    w->state = (Berth__V1__Deployment__State)d->state;
+    w->created_at_ms = d->created_at_ms;
+    w->has_retired_at_ms = d->retired_at_ms != 0;
+    w->retired_at_ms = d->retired_at_ms;
+    w->has_pending_deliveries = w->has_tasks = w->has_calls_backing_off = 1;
+    w->has_terminal_tasks = w->has_poisoned_deliveries = 1;
+    w->pending_deliveries = d->pending_deliveries;
+    w->tasks = d->tasks;
+    w->calls_backing_off = d->calls_backing_off;
+    w->terminal_tasks = d->terminal_tasks;
+    w->poisoned_deliveries = d->poisoned_deliveries;
+    size_t n = d->n_channels;
+    Berth__V1__ChannelDecl *v = n ? gw_arena_alloc(a, n * sizeof(*v)) : NULL;
+    Berth__V1__ChannelDecl **p = n ? gw_arena_alloc(a, n * sizeof(*p)) : NULL;
+    if (n > 0 && (v == NULL || p == NULL))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        const engine_channel *c = &d->channels[i];
+        berth__v1__channel_decl__init(&v[i]);
+        v[i].name = (char *)c->name;
+        v[i].transport = (char *)c->transport;
+        v[i].has_reply_max_bytes = c->reply_max_bytes != 0;
+        v[i].reply_max_bytes = c->reply_max_bytes;
+        v[i].n_content_types = c->n_content_types;
+        v[i].content_types = (char **)c->content_types;
+        p[i] = &v[i];
+    }
+    w->n_channels = n;
+    w->channels = p;
+    return true;
+}
+
 /* The line an operator's change leaves on stderr, once it is durable. */
 static void log_change(const admin_call *c)
 {
@@ -454,6 +529,14 @@ static void log_change(const admin_call *c)
     case ENGINE_OP_CHECKPOINT:
         what = "checkpoint";
         id = c->ereq.u.checkpoint.dir;
+        break;
+    case ENGINE_OP_DEPLOY:
+        what = "deploy";
+        id = c->ereq.u.deploy.id;
+        break;
+    case ENGINE_OP_RETIRE:
+        what = "retire";
+        id = c->ereq.u.retire.id;
         break;
     default:
         return;
@@ -484,7 +567,39 @@ static int admin_encode(void *call, const engine_reply *r, nng_msg **out)
     Berth__V1__StatsResponse stats = BERTH__V1__STATS_RESPONSE__INIT;
     Berth__V1__ListTasksResponse list = BERTH__V1__LIST_TASKS_RESPONSE__INIT;
     Berth__V1__CheckpointResponse checkpoint = BERTH__V1__CHECKPOINT_RESPONSE__INIT;
+    Berth__V1__DeployResponse deploy = BERTH__V1__DEPLOY_RESPONSE__INIT;
+    Berth__V1__RetireResponse retire = BERTH__V1__RETIRE_RESPONSE__INIT;
+    Berth__V1__ListDeploymentsResponse deps = BERTH__V1__LIST_DEPLOYMENTS_RESPONSE__INIT;
+    Berth__V1__Deployment one;
     switch (r->op) {
+    case ENGINE_OP_DEPLOY:
+    case ENGINE_OP_RETIRE:
+        if (r->op == ENGINE_OP_DEPLOY) {
+            resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_DEPLOY;
+            resp.deploy = &deploy;
+            deploy.deployment = r->n_deployments ? &one : NULL;
+        } else {
+            resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_RETIRE;
+            resp.retire = &retire;
+            retire.deployment = r->n_deployments ? &one : NULL;
+        }
+        ok = r->n_deployments == 0 || deployment_to_wire(&r->deployments[0], &one, a);
+        break;
+    case ENGINE_OP_LIST_DEPLOYMENTS: {
+        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_LIST_DEPLOYMENTS;
+        resp.list_deployments = &deps;
+        size_t n = r->n_deployments;
+        Berth__V1__Deployment *v = n ? gw_arena_alloc(a, n * sizeof(*v)) : NULL;
+        Berth__V1__Deployment **p = n ? gw_arena_alloc(a, n * sizeof(*p)) : NULL;
+        ok = n == 0 || (v && p);
+        for (size_t i = 0; ok && i < n; i++) {
+            ok = deployment_to_wire(&r->deployments[i], &v[i], a);
+            p[i] = &v[i];
+        }
+        deps.n_deployments = ok ? n : 0;
+        deps.deployments = p;
+        break;
+    }
     case ENGINE_OP_GET_TASK:
         resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_GET_TASK;
         resp.get_task = &get;

@@ -58,7 +58,8 @@ static const setting settings[] = {
      "first pause after a failed park"},
     {"delivery-backoff-max-ms", S_U64, E(delivery_backoff_max_ms),
      "longest pause after a failed park"},
-    {"strict-channels", S_BOOL, E(strict_channels), "undeclared topics are NOT_FOUND"},
+    {"strict-channels", S_BOOL, E(strict_channels),
+     "topics no live deployment declares are NOT_FOUND (deploy them, or --channel)"},
     {"waits-max", S_U32, E(waits_max),
      "fetches and awaits waiting at once, in all; more are refused"},
     {"waits-per-connection", S_U32, E(waits_per_owner_max),
@@ -86,7 +87,8 @@ static const setting settings[] = {
     {"tls-cert", S_STR, G(tls_cert), "PEM certificate for tls+tcp:// URLs"},
     {"tls-key", S_STR, G(tls_key), "PEM private key for tls+tcp:// URLs"},
     {"channel", S_CHANNEL, G(channels),
-     "declare a channel (repeatable): NAME[,reply-max-bytes=N][,content-types=A|B]"},
+     "declare a channel (repeatable): NAME[,reply-max-bytes=N][,content-types=A|B]; the "
+     "channels given are the deployment \"boot\", a new version of it when they change"},
     {"config", S_STR, G(config_file), "a config file of \"name = value\" lines"},
 };
 
@@ -355,12 +357,6 @@ int gw_config_load(gw_config *c, int argc, char **argv, char *err, size_t errlen
 
     c->eng.channels = c->channels;
     c->eng.n_channels = c->n_channels;
-    if (c->eng.strict_channels && c->n_channels == 0) {
-        snprintf(err, errlen,
-                 "strict-channels needs at least one --channel: every topic would be "
-                 "NOT_FOUND");
-        return GW_CONFIG_ERROR;
-    }
     if (engine_options_check(&c->eng, err, errlen) != BERTH_OK)
         return GW_CONFIG_ERROR;
     if (c->eng.wait_max_ms >= 60000) {

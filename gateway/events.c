@@ -141,6 +141,9 @@ void gw_event_subject(const engine_event *ev, char *out, size_t len)
     case ENGINE_EVENT_DELIVERY_RETRIED:
         kind = "delivery.retried";
         break;
+    case ENGINE_EVENT_DEPLOYMENT_RETIRED: /* its topic is the deployment's id */
+        kind = "deployment.retired";
+        break;
     case ENGINE_EVENT_INSTANCE_RESOLVED: /* named by the call, not its topic */
         snprintf(out, len, "instance.resolved.%s", ev->id);
         return;
@@ -155,10 +158,16 @@ static void send_event(gw_events *ev, const engine_event *e)
     Berth__V1__Event m = BERTH__V1__EVENT__INIT;
     Berth__V1__Error err = BERTH__V1__ERROR__INIT;
     m.subject = subject;
-    m.topic = (char *)e->topic;
+    if (e->kind == ENGINE_EVENT_DEPLOYMENT_RETIRED) {
+        m.deployment_id = (char *)e->topic;
+        m.has_deployment_version = 1;
+        m.deployment_version = e->version;
+    } else {
+        m.topic = (char *)e->topic;
+    }
     if (e->kind == ENGINE_EVENT_INSTANCE_RESOLVED)
         m.instance_id = (char *)e->id;
-    else
+    else if (e->id[0] != '\0')
         m.task_id = (char *)e->id;
     if (e->instance_id[0] != '\0')
         m.instance_id = (char *)e->instance_id;

@@ -148,6 +148,12 @@ static void exposition(FILE *f, const engine_reply *r)
     fprintf(f, "berth_outbox_pending %" PRIu64 "\n", s->outbox_pending);
     family(f, "berth_deliveries_poisoned", "gauge", "Deliveries poisoned, kept for an operator.");
     fprintf(f, "berth_deliveries_poisoned %" PRIu64 "\n", s->poisoned);
+    family(f, "berth_deployments", "gauge", "Deployment versions, by state.");
+    fprintf(f,
+            "berth_deployments{state=\"live\"} %" PRIu64 "\n"
+            "berth_deployments{state=\"draining\"} %" PRIu64 "\n"
+            "berth_deployments{state=\"retired\"} %" PRIu64 "\n",
+            s->deployments_live, s->deployments_draining, s->deployments_retired);
     family(f, "berth_instances", "gauge", "Calls in flight, by state.");
     fprintf(f,
             "berth_instances{state=\"waiting\"} %" PRIu64 "\n"

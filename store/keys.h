@@ -14,7 +14,8 @@
  *   change in this comment.
  *
  *   Version 2 writes calls (instances, timers, call keys in submit_keys).
- *   Version 1 wrote nothing there, so a version 1 store is upgraded by
+ *   Version 3 writes deployments (the deployments family). Neither was
+ *   written by the version before, so an older store is upgraded by
  *   rewriting its format key. Adding an optional field to a record in
  *   proto/berth/v1/store.proto is not a format change (proto2 skips
  *   unknown fields and absent optionals take their defaults).
@@ -80,8 +81,12 @@
  *                 batches (SingleDelete applies: written once)
  *               value: empty
  *
- *   deployments: created empty and reserved for deployments; nothing is
- *   written to it in this format version.
+ *   deployments key: number u32 big-endian (1, 2, ... in the order they
+ *                 were deployed; Body.deployment and Instance.deployment
+ *                 name it, 0 naming the implicit deployment, which has no
+ *                 row)
+ *               value: Deployment (one version of a deployment id),
+ *                 rewritten when its state changes
  *
  *   A call's idempotency key lives in submit_keys too, in its own key
  *   space: 0xff || topic_len[1] || topic || key (a submit key begins with
@@ -100,7 +105,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BERTH_FORMAT_VERSION 2u
+#define BERTH_FORMAT_VERSION 3u
 
 #define BERTH_ID_LEN       16
 #define BERTH_ID_STR_LEN   32 /* hex digits, without the terminating NUL */
@@ -110,17 +115,18 @@
 #define STORE_KIND_BODY  'b'
 #define STORE_KIND_STATE 's'
 
-#define STORE_ROW_KEY_LEN       9 /* seq + kind */
-#define STORE_DELIVERY_KEY_LEN  9 /* 'd' + seq */
-#define STORE_INCIDENT_KEY_LEN  16
-#define STORE_SUBMIT_KEY_MAX    (1 + BERTH_TOPIC_MAX + BERTH_IDEM_KEY_MAX)
-#define STORE_DEDUP_TIME_LEN    8
-#define STORE_SUBMIT_VALUE_LEN  (STORE_DEDUP_TIME_LEN + BERTH_ID_LEN)
-#define STORE_CALL_KEY_MAX      (1 + STORE_SUBMIT_KEY_MAX)
-#define STORE_INSTANCE_KEY_LEN  (1 + BERTH_ID_LEN)
-#define STORE_RETENTION_KEY_LEN (8 + BERTH_ID_LEN)
-#define STORE_INSTANCE_LIVE     'L'
-#define STORE_INSTANCE_ENDED    'E'
+#define STORE_ROW_KEY_LEN        9 /* seq + kind */
+#define STORE_DELIVERY_KEY_LEN   9 /* 'd' + seq */
+#define STORE_INCIDENT_KEY_LEN   16
+#define STORE_SUBMIT_KEY_MAX     (1 + BERTH_TOPIC_MAX + BERTH_IDEM_KEY_MAX)
+#define STORE_DEDUP_TIME_LEN     8
+#define STORE_SUBMIT_VALUE_LEN   (STORE_DEDUP_TIME_LEN + BERTH_ID_LEN)
+#define STORE_CALL_KEY_MAX       (1 + STORE_SUBMIT_KEY_MAX)
+#define STORE_INSTANCE_KEY_LEN   (1 + BERTH_ID_LEN)
+#define STORE_RETENTION_KEY_LEN  (8 + BERTH_ID_LEN)
+#define STORE_DEPLOYMENT_KEY_LEN 4
+#define STORE_INSTANCE_LIVE      'L'
+#define STORE_INSTANCE_ENDED     'E'
 
 void store_put_be64(uint8_t *p, uint64_t v);
 uint64_t store_get_be64(const uint8_t *p);

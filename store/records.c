@@ -165,6 +165,8 @@ int store_body_encode(const store_body *r, store_buf *out)
     m.seq = r->seq;
     m.has_created_at_ms = 1;
     m.created_at_ms = r->created_at_ms;
+    m.has_deployment = r->deployment != 0;
+    m.deployment = r->deployment;
     int rv = pack(&m.base, out);
     headers_release(&hs);
     return rv;
@@ -196,6 +198,7 @@ int store_body_decode(const void *buf, size_t len, store_body *out)
     out->call_attempt = m->call_attempt;
     out->seq = m->seq;
     out->created_at_ms = m->created_at_ms;
+    out->deployment = m->deployment;
     out->owner = m;
     return BERTH_OK;
 }
@@ -412,6 +415,8 @@ int store_instance_encode(const store_instance *r, store_buf *out)
         m.result_headers = hs.p;
     }
     m.error = error_to_pb(&r->error, &e);
+    m.has_deployment = r->deployment != 0;
+    m.deployment = r->deployment;
     int rv = pack(&m.base, out);
     headers_release(&hs);
     return rv;
@@ -464,6 +469,7 @@ int store_instance_decode(const void *buf, size_t len, store_instance *out)
     out->result_headers = hs;
     out->n_result_headers = m->n_result_headers;
     error_from_pb(m->error, &out->error);
+    out->deployment = m->deployment;
     out->owner = m;
     return BERTH_OK;
 }
@@ -473,6 +479,90 @@ void store_instance_clear(store_instance *r)
     if (r->owner != NULL) {
         free((void *)r->result_headers);
         berth__v1__store__instance__free_unpacked(r->owner, NULL);
+    }
+    memset(r, 0, sizeof(*r));
+}
+
+/* ---- Deployment ---- */
+
+int store_deployment_encode(const store_deployment *r, store_buf *out)
+{
+    Berth__V1__Store__Deployment m = BERTH__V1__STORE__DEPLOYMENT__INIT;
+    Berth__V1__Store__Channel *cs = calloc(r->n_channels ? r->n_channels : 1, sizeof(*cs));
+    Berth__V1__Store__Channel **cp = calloc(r->n_channels ? r->n_channels : 1, sizeof(*cp));
+    int rv = BERTH_ENOMEM;
+    if (cs == NULL || cp == NULL)
+        goto done;
+    for (size_t i = 0; i < r->n_channels; i++) {
+        const store_channel *c = &r->channels[i];
+        berth__v1__store__channel__init(&cs[i]);
+        cs[i].name = (char *)c->name;
+        cs[i].transport = (char *)c->transport;
+        cs[i].has_reply_max_bytes = c->reply_max_bytes != 0;
+        cs[i].reply_max_bytes = c->reply_max_bytes;
+        cs[i].n_content_types = c->n_content_types;
+        cs[i].content_types = (char **)c->content_types;
+        cp[i] = &cs[i];
+    }
+    m.id = (char *)r->id;
+    m.has_version = 1;
+    m.version = r->version;
+    m.has_state = 1;
+    m.state = (Berth__V1__Store__Deployment__State)r->state;
+    m.n_channels = r->n_channels;
+    m.channels = cp;
+    m.has_created_at_ms = 1;
+    m.created_at_ms = r->created_at_ms;
+    m.has_retired_at_ms = r->retired_at_ms != 0;
+    m.retired_at_ms = r->retired_at_ms;
+    rv = pack(&m.base, out);
+done:
+    free(cs);
+    free(cp);
+    return rv;
+}
+
+int store_deployment_decode(const void *buf, size_t len, store_deployment *out)
+{
+    memset(out, 0, sizeof(*out));
+    Berth__V1__Store__Deployment *m = berth__v1__store__deployment__unpack(NULL, len, buf);
+    if (m == NULL)
+        return BERTH_ECORRUPT;
+    bool ok = m->id != NULL && m->has_version && (int)m->state >= STORE_DEPLOYMENT_LIVE &&
+              (int)m->state <= STORE_DEPLOYMENT_RETIRED;
+    for (size_t i = 0; ok && i < m->n_channels; i++)
+        ok = m->channels[i]->name != NULL;
+    store_channel *cs = ok ? calloc(m->n_channels ? m->n_channels : 1, sizeof(*cs)) : NULL;
+    if (cs == NULL) {
+        berth__v1__store__deployment__free_unpacked(m, NULL);
+        return ok ? BERTH_ENOMEM : BERTH_ECORRUPT;
+    }
+    for (size_t i = 0; i < m->n_channels; i++) {
+        const Berth__V1__Store__Channel *c = m->channels[i];
+        cs[i] = (store_channel){
+            .name = c->name,
+            .transport = c->transport,
+            .reply_max_bytes = c->reply_max_bytes,
+            .content_types = (const char *const *)c->content_types,
+            .n_content_types = c->n_content_types,
+        };
+    }
+    out->id = m->id;
+    out->version = m->version;
+    out->state = (int)m->state;
+    out->channels = cs;
+    out->n_channels = m->n_channels;
+    out->created_at_ms = m->created_at_ms;
+    out->retired_at_ms = m->retired_at_ms;
+    out->owner = m;
+    return BERTH_OK;
+}
+
+void store_deployment_clear(store_deployment *r)
+{
+    if (r->owner != NULL) {
+        free((void *)r->channels);
+        berth__v1__store__deployment__free_unpacked(r->owner, NULL);
     }
     memset(r, 0, sizeof(*r));
 }

@@ -59,6 +59,7 @@ typedef struct store_body {
     uint8_t id[BERTH_ID_LEN]; /* the delivery's id, which the task keeps */
     uint64_t seq;             /* FIFO tiebreak and row key; unique within one store */
     uint64_t created_at_ms;   /* when the producer's submit was accepted */
+    uint32_t deployment;      /* the deployment whose channel took it; 0: the implicit one */
     void *owner;
 } store_body;
 
@@ -135,8 +136,35 @@ typedef struct store_instance {
     const store_header *result_headers;
     size_t n_result_headers;
     store_error error;
+    uint32_t deployment; /* as its request's Body */
     void *owner;
 } store_instance;
+
+enum {
+    STORE_DEPLOYMENT_LIVE = 1,
+    STORE_DEPLOYMENT_DRAINING = 2,
+    STORE_DEPLOYMENT_RETIRED = 3,
+};
+
+typedef struct store_channel {
+    const char *name;
+    const char *transport; /* NULL: pull */
+    uint64_t reply_max_bytes;
+    const char *const *content_types;
+    size_t n_content_types;
+} store_channel;
+
+/* A version of a deployment (see store.proto's Deployment). */
+typedef struct store_deployment {
+    const char *id;
+    uint32_t version;
+    int state; /* STORE_DEPLOYMENT_* */
+    const store_channel *channels;
+    size_t n_channels;
+    uint64_t created_at_ms;
+    uint64_t retired_at_ms; /* 0: not retired */
+    void *owner;
+} store_deployment;
 
 int store_instance_encode(const store_instance *r, store_buf *out);
 int store_instance_decode(const void *buf, size_t len, store_instance *out);
@@ -153,6 +181,10 @@ void store_task_state_clear(store_task_state *r);
 int store_delivery_state_encode(const store_delivery_state *r, store_buf *out);
 int store_delivery_state_decode(const void *buf, size_t len, store_delivery_state *out);
 void store_delivery_state_clear(store_delivery_state *r);
+
+int store_deployment_encode(const store_deployment *r, store_buf *out);
+int store_deployment_decode(const void *buf, size_t len, store_deployment *out);
+void store_deployment_clear(store_deployment *r);
 
 int store_incident_encode(const store_incident *r, store_buf *out);
 int store_incident_decode(const void *buf, size_t len, store_incident *out);

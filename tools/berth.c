@@ -66,6 +66,8 @@ typedef struct opts {
     uint64_t timeout_arg, attempts;
     /* admin */
     const char *after, *topic, *state;
+    const char *channels[256]; /* deploy: --channel, repeatable */
+    int nchannels;
     bool has_retries, has_limit;
     uint64_t retries, limit;
 } opts;
@@ -1091,6 +1093,217 @@ static int admin_checkpoint(opts *o)
     return EX_OK;
 }
 
+static const char *deployment_state_name(Berth__V1__Deployment__State s)
+{
+    switch (s) {
+    case BERTH__V1__DEPLOYMENT__STATE__LIVE:
+        return "live";
+    case BERTH__V1__DEPLOYMENT__STATE__DRAINING:
+        return "draining";
+    case BERTH__V1__DEPLOYMENT__STATE__RETIRED:
+        return "retired";
+    default:
+        return "unknown";
+    }
+}
+
+static void print_deployment_json(const Berth__V1__Deployment *d)
+{
+    printf("{\"id\":");
+    json_cstr(stdout, d->id);
+    printf(",\"version\":%u,\"state\":\"%s\",\"created_at_ms\":%" PRIu64, d->version,
+           deployment_state_name(d->state), d->created_at_ms);
+    if (d->has_retired_at_ms)
+        printf(",\"retired_at_ms\":%" PRIu64, d->retired_at_ms);
+    printf(",\"pending_deliveries\":%" PRIu64 ",\"tasks\":%" PRIu64
+           ",\"calls_backing_off\":%" PRIu64 ",\"terminal_tasks\":%" PRIu64
+           ",\"poisoned_deliveries\":%" PRIu64 ",\"channels\":[",
+           d->pending_deliveries, d->tasks, d->calls_backing_off, d->terminal_tasks,
+           d->poisoned_deliveries);
+    for (size_t i = 0; i < d->n_channels; i++) {
+        const Berth__V1__ChannelDecl *c = d->channels[i];
+        printf("%s{\"name\":", i ? "," : "");
+        json_cstr(stdout, c->name);
+        printf(",\"transport\":");
+        json_cstr(stdout, c->transport);
+        if (c->has_reply_max_bytes)
+            printf(",\"reply_max_bytes\":%" PRIu64, c->reply_max_bytes);
+        printf(",\"content_types\":[");
+        for (size_t k = 0; k < c->n_content_types; k++) {
+            printf("%s", k ? "," : "");
+            json_cstr(stdout, c->content_types[k]);
+        }
+        printf("]}");
+    }
+    printf("]}");
+}
+
+static void print_deployment_row(const Berth__V1__Deployment *d)
+{
+    printf("%-20s %7u %-9s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64 "  ",
+           d->id ? d->id : "", d->version, deployment_state_name(d->state), d->pending_deliveries,
+           d->tasks, d->calls_backing_off, d->terminal_tasks, d->poisoned_deliveries);
+    for (size_t i = 0; i < d->n_channels; i++)
+        printf("%s%s(%s)", i ? "," : "", d->channels[i]->name ? d->channels[i]->name : "",
+               d->channels[i]->transport ? d->channels[i]->transport : "pull");
+    putchar('\n');
+}
+
+static void print_deployment_header(void)
+{
+    printf("%-20s %7s %-9s %8s %8s %8s %8s %8s  %s\n", "DEPLOYMENT", "VERSION", "STATE", "PENDING",
+           "TASKS", "BACKOFF", "TERMINAL", "POISONED", "CHANNELS");
+}
+
+static bool parse_u64(const char *s, uint64_t *out);
+
+/* One --channel of a deploy: NAME[,transport=T][,reply-max-bytes=N]
+ * [,content-types=A|B]; the strings stay in spec (cut in place). */
+static bool parse_channel(char *spec, Berth__V1__ChannelDecl *c, char **types, size_t max_types)
+{
+    berth__v1__channel_decl__init(c);
+    c->content_types = types;
+    char *save = NULL;
+    for (char *part = strtok_r(spec, ",", &save); part != NULL; part = strtok_r(NULL, ",", &save)) {
+        if (c->name == NULL) {
+            c->name = part;
+        } else if (strncmp(part, "transport=", 10) == 0) {
+            c->transport = part + 10;
+        } else if (strncmp(part, "reply-max-bytes=", 16) == 0) {
+            if (!parse_u64(part + 16, &c->reply_max_bytes))
+                return false;
+            c->has_reply_max_bytes = 1;
+        } else if (strncmp(part, "content-types=", 14) == 0) {
+            char *tsave = NULL;
+            for (char *t = strtok_r(part + 14, "|", &tsave); t != NULL;
+                 t = strtok_r(NULL, "|", &tsave)) {
+                if (c->n_content_types == max_types)
+                    return false;
+                types[c->n_content_types++] = t;
+            }
+        } else {
+            return false;
+        }
+    }
+    return c->name != NULL;
+}
+
+static int admin_deploy(opts *o)
+{
+    enum { TYPES_MAX = 64 };
+    if (o->npos != 2 || o->nchannels == 0) {
+        fprintf(stderr, "berth admin deploy: ID --channel "
+                        "NAME[,transport=pull][,reply-max-bytes=N][,content-types=A|B] ...\n");
+        return EX_USAGE;
+    }
+    static char specs[256][512];
+    static char *types[256][TYPES_MAX];
+    static Berth__V1__ChannelDecl decls[256];
+    Berth__V1__ChannelDecl *ptrs[256];
+    for (int i = 0; i < o->nchannels; i++) {
+        snprintf(specs[i], sizeof(specs[i]), "%s", o->channels[i]);
+        if (strlen(o->channels[i]) >= sizeof(specs[i]) ||
+            !parse_channel(specs[i], &decls[i], types[i], TYPES_MAX)) {
+            fprintf(stderr,
+                    "berth admin deploy: --channel \"%s\" is not "
+                    "NAME[,transport=T][,reply-max-bytes=N][,content-types=A|B]\n",
+                    o->channels[i]);
+            return EX_USAGE;
+        }
+        ptrs[i] = &decls[i];
+    }
+    Berth__V1__DeployRequest d = BERTH__V1__DEPLOY_REQUEST__INIT;
+    d.id = (char *)o->pos[1];
+    d.n_channels = (size_t)o->nchannels;
+    d.channels = ptrs;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY;
+    req.deploy = &d;
+    Berth__V1__AdminResponse *r;
+    int ex = admin_call(o, &req, &r);
+    if (ex != EX_OK)
+        return ex;
+    const Berth__V1__Deployment *dep = r->deploy ? r->deploy->deployment : NULL;
+    if (o->json) {
+        printf("{\"deployment\":");
+        if (dep)
+            print_deployment_json(dep);
+        else
+            printf("null");
+        printf("}\n");
+    } else if (dep) {
+        printf("deployed %s version %u: %s\n", dep->id, dep->version,
+               deployment_state_name(dep->state));
+    }
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    return EX_OK;
+}
+
+static int admin_retire(opts *o)
+{
+    if (o->npos != 2) {
+        fprintf(stderr, "berth admin retire: ID\n");
+        return EX_USAGE;
+    }
+    Berth__V1__RetireRequest rt = BERTH__V1__RETIRE_REQUEST__INIT;
+    rt.id = (char *)o->pos[1];
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_RETIRE;
+    req.retire = &rt;
+    Berth__V1__AdminResponse *r;
+    int ex = admin_call(o, &req, &r);
+    if (ex != EX_OK)
+        return ex;
+    const Berth__V1__Deployment *dep = r->retire ? r->retire->deployment : NULL;
+    if (o->json) {
+        printf("{\"deployment\":");
+        if (dep)
+            print_deployment_json(dep);
+        else
+            printf("null");
+        printf("}\n");
+    } else if (dep) {
+        printf("%s version %u: %s", dep->id, dep->version, deployment_state_name(dep->state));
+        if (dep->state == BERTH__V1__DEPLOYMENT__STATE__DRAINING)
+            printf(" (holds %" PRIu64 " deliveries, %" PRIu64 " tasks, %" PRIu64
+                   " calls backing off; it retires when all are done)",
+                   dep->pending_deliveries, dep->tasks, dep->calls_backing_off);
+        putchar('\n');
+    }
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    return EX_OK;
+}
+
+static int admin_deployments(opts *o)
+{
+    Berth__V1__ListDeploymentsRequest l = BERTH__V1__LIST_DEPLOYMENTS_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_DEPLOYMENTS;
+    req.list_deployments = &l;
+    Berth__V1__AdminResponse *r;
+    int ex = admin_call(o, &req, &r);
+    if (ex != EX_OK)
+        return ex;
+    const Berth__V1__ListDeploymentsResponse *ld = r->list_deployments;
+    size_t n = ld ? ld->n_deployments : 0;
+    if (o->json) {
+        printf("{\"deployments\":[");
+        for (size_t i = 0; i < n; i++) {
+            printf("%s", i ? "," : "");
+            print_deployment_json(ld->deployments[i]);
+        }
+        printf("]}\n");
+    } else {
+        print_deployment_header();
+        for (size_t i = 0; i < n; i++)
+            print_deployment_row(ld->deployments[i]);
+        if (n == 0)
+            printf("(none: every topic is a pull channel of the implicit deployment)\n");
+    }
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    return EX_OK;
+}
+
 static int cmd_admin(opts *o)
 {
     const char *sub = o->npos > 0 ? o->pos[0] : "";
@@ -1103,8 +1316,14 @@ static int cmd_admin(opts *o)
         return admin_checkpoint(o);
     if (strcmp(sub, "tasks") == 0)
         return admin_tasks(o);
-    fprintf(stderr, "berth admin: task|retry|discard|incidents|retry-delivery|tasks (see "
-                    "berth admin --help)\n");
+    if (strcmp(sub, "deploy") == 0)
+        return admin_deploy(o);
+    if (strcmp(sub, "retire") == 0)
+        return admin_retire(o);
+    if (strcmp(sub, "deployments") == 0)
+        return admin_deployments(o);
+    fprintf(stderr, "berth admin: task|retry|discard|incidents|retry-delivery|tasks|checkpoint|"
+                    "deploy|retire|deployments (see berth admin --help)\n");
     return EX_USAGE;
 }
 
@@ -1198,10 +1417,15 @@ static const command commands[] = {
      "            | incidents [--limit N] [--after ID] | checkpoint DIR\n"
      "            | tasks [--topic T] [--state ready|locked|backoff|terminal] [--limit N]\n"
      "                    [--after NEXT]\n"
+     "            | deploy ID --channel NAME[,transport=pull][,reply-max-bytes=N]\n"
+     "                                  [,content-types=A|B] [--channel ...]\n"
+     "            | retire ID | deployments\n"
      "            [--admin URL] [--admin-key-file FILE]\n"
      "  The operator's surface: a task's state and last error; re-offer a terminal task\n"
      "  (with a fresh failure budget, or N); discard one; re-arm a poisoned delivery;\n"
-     "  incidents, oldest first, in pages; a consistent copy of the store (a backup).\n"},
+     "  incidents, oldest first, in pages; a consistent copy of the store (a backup);\n"
+     "  deploy a new version of a deployment's channels (the version before drains);\n"
+     "  retire one (it drains, then retires once it holds nothing pending); list them.\n"},
     {"stats", cmd_stats,
      "berth stats [--admin URL] [--admin-key-file FILE]\n"
      "  Tasks by topic and state, the outbox, waiting fetches.\n"},
@@ -1282,6 +1506,17 @@ int main(int argc, char **argv)
         STR_OPT("--metrics", metrics)
         STR_OPT("--admin-key-file", admin_key_file)
         STR_OPT("--after", after)
+        if (strcmp(a, "--channel") == 0) {
+            if (v == NULL)
+                goto missing;
+            if (o.nchannels == (int)(sizeof(o.channels) / sizeof(o.channels[0]))) {
+                fprintf(stderr, "berth: too many --channel\n");
+                return EX_USAGE;
+            }
+            o.channels[o.nchannels++] = v;
+            i++;
+            continue;
+        }
         STR_OPT("--topic", topic)
         STR_OPT("--state", state)
         NUM_OPT("--retries", retries, has_retries)

@@ -38,6 +38,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)store_instance_encode(&n, &buf);
         store_instance_clear(&n);
     }
+    store_deployment dep;
+    if (store_deployment_decode(data, size, &dep) == BERTH_OK) {
+        (void)store_deployment_encode(&dep, &buf);
+        store_deployment_clear(&dep);
+    }
     store_buf_fini(&buf);
     return 0;
 }

@@ -308,17 +308,126 @@ DTest(admin, stats_count_by_topic_and_state)
     a_free(r);
 }
 
-DTest(admin, what_is_not_served_yet_says_so)
+static Berth__V1__AdminResponse *deploy(const char *id, Berth__V1__ChannelDecl **cs, size_t n)
 {
     Berth__V1__DeployRequest d = BERTH__V1__DEPLOY_REQUEST__INIT;
+    d.id = (char *)id;
+    d.channels = cs;
+    d.n_channels = n;
     Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
     req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY;
     req.deploy = &d;
-    Berth__V1__AdminResponse *r = admin(&req);
-    a_expect_code(r, BERTH__V1__CODE__UNIMPLEMENTED);
+    return admin(&req);
+}
+
+/* Version v of id as list_deployments shows it (freed with *keep). */
+static const Berth__V1__Deployment *listed(const char *id, uint32_t v,
+                                           Berth__V1__AdminResponse **keep)
+{
+    Berth__V1__ListDeploymentsRequest l = BERTH__V1__LIST_DEPLOYMENTS_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_DEPLOYMENTS;
+    req.list_deployments = &l;
+    *keep = admin(&req);
+    a_expect_code(*keep, BERTH__V1__CODE__OK);
+    for (size_t i = 0; i < (*keep)->list_deployments->n_deployments; i++) {
+        const Berth__V1__Deployment *d = (*keep)->list_deployments->deployments[i];
+        if (strcmp(d->id, id) == 0 && d->version == v)
+            return d;
+    }
+    cr_assert_fail("%s version %u is not listed", id, v);
+    return NULL;
+}
+
+DTest(admin, a_new_version_drains_the_old_which_retires_with_an_event)
+{
+    int ev = raw_sub(D.events);
+    Berth__V1__ChannelDecl orders = BERTH__V1__CHANNEL_DECL__INIT, legacy = orders;
+    orders.name = "orders";
+    orders.has_reply_max_bytes = 1;
+    orders.reply_max_bytes = 64;
+    legacy.name = "legacy";
+    legacy.transport = "pull";
+    Berth__V1__ChannelDecl *v1[] = {&orders, &legacy}, *v2[] = {&orders};
+    Berth__V1__AdminResponse *r = deploy("shop", v1, 2);
+    a_expect_code(r, BERTH__V1__CODE__OK);
+    const Berth__V1__Deployment *d = r->deploy->deployment;
+    cr_assert_eq(d->version, 1);
+    cr_assert_eq(d->state, BERTH__V1__DEPLOYMENT__STATE__LIVE);
+    cr_assert_eq(d->n_channels, 2);
+    cr_assert_eq(d->channels[0]->reply_max_bytes, 64);
+    cr_assert_str_eq(d->channels[1]->transport, "pull");
     a_free(r);
-    r = by_id(BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_DELIVERY, "0123456789abcdef0123456789abcdef",
-              KEY);
+    Berth__V1__ChannelDecl smtp = BERTH__V1__CHANNEL_DECL__INIT, *bad[] = {&smtp};
+    smtp.name = "mail";
+    smtp.transport = "smtp://mail.example";
+    r = deploy("shop", bad, 1);
+    a_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
+    cr_assert_str_eq(r->status->field, "channels[0].transport");
+    a_free(r);
+
+    Berth__V1__Response *s = w_submit(C, "legacy", "old work", NULL);
+    w_expect_code(s, BERTH__V1__CODE__OK);
+    w_free(s);
+    struct timespec pause = {0, 200 * 1000000L};
+    nanosleep(&pause, NULL); /* parked, and the subscription is up */
+
+    r = deploy("shop", v2, 1);
+    a_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_eq(r->deploy->deployment->version, 2);
+    a_free(r);
+    d = listed("shop", 1, &r);
+    cr_assert_eq(d->state, BERTH__V1__DEPLOYMENT__STATE__DRAINING);
+    cr_assert_eq(d->tasks, 1);
+    a_free(r);
+    s = w_submit(C, "legacy", "new work", NULL);
+    w_expect_code(s, BERTH__V1__CODE__FAILED_PRECONDITION);
+    cr_assert_str_eq(s->status->field, "topic");
+    w_free(s);
+
+    /* The draining version's task is served; done, the version retires. */
+    Berth__V1__Response *f = w_fetch(C, "w", "legacy", 1, 60000, 0);
+    w_expect_code(f, BERTH__V1__CODE__OK);
+    cr_assert_eq(f->fetch->n_tasks, 1);
+    Berth__V1__Response *c = w_guarded(C, BERTH__V1__REQUEST__METHOD_COMPLETE,
+                                       f->fetch->tasks[0]->id, "w", f->fetch->tasks[0]->lock_token);
+    w_expect_code(c, BERTH__V1__CODE__OK);
+    w_free(c);
+    w_free(f);
+    size_t n;
+    uint8_t *m = raw_event(ev, "deployment.retired.", &n);
+    cr_assert_str_eq((const char *)m, "deployment.retired.shop");
+    size_t sl = strlen((const char *)m);
+    Berth__V1__Event *e = berth__v1__event__unpack(NULL, n - sl - 1, m + sl + 1);
+    cr_assert_not_null(e);
+    cr_assert_str_eq(e->deployment_id, "shop");
+    cr_assert_eq(e->deployment_version, 1);
+    berth__v1__event__free_unpacked(e, NULL);
+    free(m);
+    close(ev);
+    d = listed("shop", 1, &r);
+    cr_assert_eq(d->state, BERTH__V1__DEPLOYMENT__STATE__RETIRED);
+    cr_assert(d->has_retired_at_ms);
+    cr_assert_eq(d->tasks, 0);
+    a_free(r);
+    d = listed("shop", 2, &r);
+    cr_assert_eq(d->state, BERTH__V1__DEPLOYMENT__STATE__LIVE);
+    a_free(r);
+    cr_assert(stderr_has("deploy shop"), "the change is logged on berthd's stderr");
+
+    /* Retire: version 2 holds nothing, so it retires at once. */
+    Berth__V1__RetireRequest rt = BERTH__V1__RETIRE_REQUEST__INIT;
+    rt.id = "shop";
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_RETIRE;
+    req.retire = &rt;
+    r = admin(&req);
+    a_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_eq(r->retire->deployment->version, 2);
+    cr_assert_eq(r->retire->deployment->state, BERTH__V1__DEPLOYMENT__STATE__RETIRED);
+    a_free(r);
+    rt.id = "nobody";
+    r = admin(&req);
     a_expect_code(r, BERTH__V1__CODE__NOT_FOUND);
     a_free(r);
 }

@@ -139,3 +139,27 @@ DTest(cli, call_and_await_with_their_exit_codes)
                  "--attempts needs a timeout");
     cr_assert_eq(run(out, sizeof(out), "await nope"), 3);
 }
+
+DTest(cli, deploy_list_and_retire_deployments)
+{
+    char out[4096];
+    cr_assert_eq(run(out, sizeof(out),
+                     "--admin %s --json admin deploy web --channel pages,reply-max-bytes=100 "
+                     "--channel 'images,content-types=image/png|image/jpeg'",
+                     D.admin),
+                 0, "%s", out);
+    cr_assert(strstr(out, "\"id\":\"web\",\"version\":1,\"state\":\"live\"") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"content_types\":[\"image/png\",\"image/jpeg\"]") != NULL, "%s", out);
+    cr_assert_eq(run(out, sizeof(out), "submit pages hello"), 0);
+    cr_assert_eq(run(out, sizeof(out), "--admin %s admin deployments", D.admin), 0);
+    cr_assert(strstr(out, "DEPLOYMENT") != NULL && strstr(out, "web") != NULL &&
+                  strstr(out, "pages(pull)") != NULL,
+              "%s", out);
+    cr_assert_eq(run(out, sizeof(out), "--admin %s admin retire web", D.admin), 0);
+    cr_assert(strstr(out, "draining") != NULL, "it holds the task: %s", out);
+    cr_assert_eq(run(out, sizeof(out), "submit pages again"), 3, "a draining channel refuses");
+    cr_assert_eq(run(out, sizeof(out), "--admin %s admin deploy web", D.admin), 2,
+                 "a deploy needs its channels");
+    cr_assert_eq(
+        run(out, sizeof(out), "--admin %s admin deploy web --channel 'a,colour=red'", D.admin), 2);
+}

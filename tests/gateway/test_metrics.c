@@ -17,7 +17,7 @@ static bc *C;
 
 static void setup(void)
 {
-    static const char *const extra[] = {"--retries", "1", NULL};
+    static const char *const extra[] = {"--retries", "1", "--channel", "declared", NULL};
     d_start(&D, extra);
     C = d_client(&D);
 }
@@ -102,6 +102,7 @@ DTest(metrics, healthz_and_every_family_by_name)
         {"berth_outbox_pending", "gauge"},
         {"berth_deliveries_poisoned", "gauge"},
         {"berth_instances", "gauge"},
+        {"berth_deployments", "gauge"},
         {"berth_task_latency_seconds", "histogram"},
         {"berth_fetch_wait_seconds", "histogram"},
         {"berth_commit_batch_requests", "histogram"},
@@ -169,6 +170,9 @@ DTest(metrics, counters_move_by_exactly_what_was_done)
     w_free(f);
     cr_assert_eq(scrape("berth_calls_total{state=\"resolved\"}"), 1);
     cr_assert_eq(scrape("berth_instances{state=\"waiting\"}"), 0);
+    /* --channel declared: the deployment "boot", live */
+    cr_assert_eq(scrape("berth_deployments{state=\"live\"}"), 1);
+    cr_assert_eq(scrape("berth_deployments{state=\"retired\"}"), 0);
 }
 
 Test(metrics_bound, past_metrics_topics_max_topics_share_one_series)

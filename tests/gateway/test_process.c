@@ -240,7 +240,6 @@ Test(process, contradictory_settings_are_refused_at_boot)
                    "instance-retention-ms");
     expect_refused((const char *const[]){"--buffers-max-bytes", "1048576", NULL},
                    "buffers-max-bytes");
-    expect_refused((const char *const[]){"--strict-channels", NULL}, "strict-channels");
     expect_refused((const char *const[]){"--channel", "x,reply-max-bytes=ten", NULL}, "channel");
     expect_refused((const char *const[]){"--channel", "a", "--channel", "a", NULL}, "twice");
 }

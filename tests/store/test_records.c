@@ -211,3 +211,58 @@ Test(store_records, garbage_is_corrupt_not_a_crash)
     cr_assert_eq(store_body_decode("", 0, &b), BERTH_ECORRUPT);
     store_body_clear(&b); /* no-op on a failed decode */
 }
+
+Test(store_records, deployment_round_trips_and_a_body_names_its_deployment)
+{
+    const char *types[] = {"application/json", "text/plain"};
+    store_channel cs[] = {
+        {.name = "orders",
+         .transport = "pull",
+         .reply_max_bytes = 4096,
+         .content_types = types,
+         .n_content_types = 2},
+        {.name = "refunds"},
+    };
+    store_deployment d = {.id = "shop",
+                          .version = 3,
+                          .state = STORE_DEPLOYMENT_DRAINING,
+                          .channels = cs,
+                          .n_channels = 2,
+                          .created_at_ms = 1700000000123ull};
+    store_buf buf = {0};
+    cr_assert_eq(store_deployment_encode(&d, &buf), BERTH_OK);
+    store_deployment got;
+    cr_assert_eq(store_deployment_decode(buf.data, buf.len, &got), BERTH_OK);
+    cr_assert_str_eq(got.id, "shop");
+    cr_assert_eq(got.version, 3);
+    cr_assert_eq(got.state, STORE_DEPLOYMENT_DRAINING);
+    cr_assert_eq(got.n_channels, 2);
+    cr_assert_str_eq(got.channels[0].name, "orders");
+    cr_assert_str_eq(got.channels[0].transport, "pull");
+    cr_assert_eq(got.channels[0].reply_max_bytes, 4096);
+    cr_assert_eq(got.channels[0].n_content_types, 2);
+    cr_assert_str_eq(got.channels[0].content_types[1], "text/plain");
+    cr_assert_null(got.channels[1].transport);
+    cr_assert_eq(got.created_at_ms, 1700000000123ull);
+    cr_assert_eq(got.retired_at_ms, 0);
+    store_deployment_clear(&got);
+
+    store_body b = {.topic = "orders",
+                    .payload = (const uint8_t *)"x",
+                    .payload_len = 1,
+                    .seq = 7,
+                    .deployment = 42};
+    cr_assert_eq(store_body_encode(&b, &buf), BERTH_OK);
+    store_body bg;
+    cr_assert_eq(store_body_decode(buf.data, buf.len, &bg), BERTH_OK);
+    cr_assert_eq(bg.deployment, 42);
+    store_body_clear(&bg);
+    b.deployment = 0; /* the implicit deployment: absent on disk, 0 read back */
+    cr_assert_eq(store_body_encode(&b, &buf), BERTH_OK);
+    cr_assert_eq(store_body_decode(buf.data, buf.len, &bg), BERTH_OK);
+    cr_assert_eq(bg.deployment, 0);
+    store_body_clear(&bg);
+    /* A deployment without a version is corrupt. */
+    cr_assert_eq(store_deployment_decode("", 0, &got), BERTH_ECORRUPT);
+    store_buf_fini(&buf);
+}
