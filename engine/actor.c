@@ -155,6 +155,8 @@ static handler_fn handler_of(engine_op op)
         return deploy_retire;
     case ENGINE_OP_LIST_DEPLOYMENTS:
         return deploy_list;
+    case ENGINE_OP_PUSH_ACK:
+        return relay_push_ack;
     case ENGINE_OP_TICK:
         break;
     }
@@ -536,6 +538,8 @@ static void engine_free(engine *e)
     VEC_FREE(&e->t.fresh);
     VEC_FREE(&e->t.parked);
     VEC_FREE(&e->t.evict);
+    commit_pushes_free(e->t.pushes.v, e->t.pushes.n);
+    VEC_FREE(&e->t.pushes);
     if (e->actor != NULL) {
         pthread_mutex_destroy(&e->actor->mu);
         pthread_cond_destroy(&e->actor->cv);
@@ -606,6 +610,11 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
         engine_free(e);
         return rv;
     }
+    /* Push sends are numbered from a random start, so that no answer to
+     * an engine opened before on this process can match a send of this
+     * one. */
+    state_random(e, &e->flight_seq, sizeof(e->flight_seq));
+    e->flight_seq >>= 2;
     if (commit_start(e, actor_wake, e) != BERTH_OK ||
         pthread_create(&e->actor->thread, NULL, actor_main, e) != 0) {
         snprintf(err, errlen, "cannot start the engine threads");

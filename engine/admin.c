@@ -334,7 +334,7 @@ int admin_stats(engine *e, pending *p)
             break;
         }
     }
-    s->outbox_pending = e->outbox.n;
+    s->outbox_pending = e->deliveries.n - e->n_poisoned;
     s->poisoned = e->n_poisoned;
     s->waiting_fetches = e->n_waiters;
     s->topics = e->topics.n;
@@ -385,7 +385,7 @@ int admin_metrics(engine *e, pending *p)
     engine_stats *s = &r->stats;
     *s = e->counters;
     s->syncs = e->syncs_past + commit_syncs(e);
-    s->outbox_pending = e->outbox.n;
+    s->outbox_pending = e->deliveries.n - e->n_poisoned;
     s->poisoned = e->n_poisoned;
     s->waiting_fetches = e->n_waiters;
     s->topics = e->topics.n;

@@ -139,3 +139,22 @@ uint64_t check_backoff_curve(uint64_t initial_ms, uint64_t max_ms, uint32_t n, d
     double u = (double)randombytes_uniform(1u << 24) / (double)(1u << 24);
     return base - (uint64_t)((double)base * jitter * u);
 }
+
+int check_transport(const char *t)
+{
+    if (t == NULL || t[0] == '\0' || strcmp(t, "pull") == 0)
+        return CHECK_TRANSPORT_PULL;
+    static const char *const schemes[] = {"nng+req://", "nng+req+ipc://", "nng+req+tls://"};
+    size_t len = strlen(t);
+    if (len > CHECK_TRANSPORT_MAX)
+        return CHECK_TRANSPORT_NONE;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)t[i] <= 0x20 || (unsigned char)t[i] >= 0x7f)
+            return CHECK_TRANSPORT_NONE;
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+        size_t n = strlen(schemes[i]);
+        if (len > n && strncmp(t, schemes[i], n) == 0)
+            return CHECK_TRANSPORT_PUSH;
+    }
+    return CHECK_TRANSPORT_NONE;
+}

@@ -25,6 +25,14 @@
 #define ENGINE_RESERVED_PREFIX   "berth-"
 
 bool check_topic(const char *s, const char *field, engine_status *st);
+
+/* What a channel's transport names: pull ("pull", or NULL or empty), a
+ * push receiver (nng+req://HOST:PORT, nng+req+ipc:///PATH,
+ * nng+req+tls://HOST:PORT: something after the scheme, at most
+ * CHECK_TRANSPORT_MAX bytes, printable), or nothing berth serves. */
+#define CHECK_TRANSPORT_MAX 512
+enum { CHECK_TRANSPORT_NONE = 0, CHECK_TRANSPORT_PULL, CHECK_TRANSPORT_PUSH };
+int check_transport(const char *t);
 bool check_headers(const engine_header *h, size_t n, const char *field, engine_status *st);
 bool check_text(const char *s, size_t max, bool required, const char *field, engine_status *st);
 bool check_error(const engine_error *err, engine_status *st);

@@ -30,6 +30,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include "engine/check.h"
 #include "engine/commit.h"
 #include "engine/reply.h"
 #include "engine/turn.h"
@@ -59,8 +60,56 @@ typedef struct sealed {
     pending *answered;
     engine_event *events;
     size_t n_events;
+    staged_push *pushes; /* sent once durable */
+    size_t n_pushes;
     char names[]; /* the events' topic names: the topics may go meanwhile */
 } sealed;
+
+void commit_pushes_free(staged_push *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].body);
+        free(v[i].transport);
+    }
+}
+
+/* Hands each push to the transport (once its turn is durable). One whose
+ * Body does not decode, or that the transport does not take, is left to
+ * its deadline in the engine: a failed attempt. */
+static void send_pushes(engine *e, const staged_push *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        store_body b;
+        if (store_body_decode(v[i].body, v[i].body_len, &b) != BERTH_OK)
+            continue;
+        engine_header hs[ENGINE_HEADERS_MAX + 2];
+        size_t nh = 0;
+        for (; nh < b.n_headers && nh < ENGINE_HEADERS_MAX; nh++)
+            hs[nh] = (engine_header){b.headers[nh].name, b.headers[nh].value};
+        engine_push_delivery d = {
+            .transport = v[i].transport,
+            .topic = b.topic,
+            .flight = v[i].flight,
+            .payload = b.payload,
+            .payload_len = b.payload_len,
+            .headers = hs,
+            .content_type = b.content_type,
+            .attempt = v[i].attempt,
+            .created_at_ms = b.created_at_ms,
+        };
+        char attempt[12];
+        berth_id_format(b.id, d.id);
+        if (b.has_instance) { /* a call's request names its call, as its task would */
+            berth_id_format(b.instance_id, d.instance_id);
+            snprintf(attempt, sizeof(attempt), "%u", b.call_attempt);
+            hs[nh++] = (engine_header){ENGINE_HEADER_INSTANCE, d.instance_id};
+            hs[nh++] = (engine_header){ENGINE_HEADER_ATTEMPT, attempt};
+        }
+        d.n_headers = nh;
+        (void)e->o.push_fn(e->o.push_ctx, e, &d);
+        store_body_clear(&b);
+    }
+}
 
 static void deliver(engine *e, pending *p, engine_event *ev, size_t n_ev, bool durable)
 {
@@ -114,6 +163,10 @@ static void deliver_list(engine *e, sealed *list)
     uint64_t synced = atomic_load(&e->commit->synced);
     while (list != NULL) {
         sealed *next = list->next;
+        if (list->n_pushes > 0 && list->need <= synced)
+            send_pushes(e, list->pushes, list->n_pushes);
+        commit_pushes_free(list->pushes, list->n_pushes);
+        free(list->pushes);
         deliver(e, list->answered, list->events, list->n_events, list->need <= synced);
         free(list->events);
         free(list);
@@ -239,7 +292,11 @@ void commit_turn(engine *e, bool with_events)
     struct committer *c = e->commit;
     size_t n_ev = with_events ? t->events.n : 0;
     uint64_t need = atomic_load(&c->appended);
-    if (t->answered == NULL && n_ev == 0 && need <= atomic_load(&c->synced))
+    if (!with_events) { /* undone: what it sent never happened */
+        commit_pushes_free(t->pushes.v, t->pushes.n);
+        t->pushes.n = 0;
+    }
+    if (t->answered == NULL && n_ev == 0 && t->pushes.n == 0 && need <= atomic_load(&c->synced))
         return;
     size_t names = 0;
     for (size_t i = 0; i < n_ev; i++)
@@ -254,6 +311,9 @@ void commit_turn(engine *e, bool with_events)
         pthread_mutex_unlock(&c->sync_mu);
         deliver(e, t->answered, NULL, 0, durable);
         t->answered = t->answered_tail = NULL;
+        /* (its pushes are dropped too: their deadlines make them attempts) */
+        commit_pushes_free(t->pushes.v, t->pushes.n);
+        t->pushes.n = 0;
         if (with_events) {
             turn_events_free(t->events.v, t->events.n);
             t->events.n = 0;
@@ -265,6 +325,10 @@ void commit_turn(engine *e, bool with_events)
     s->answered = t->answered;
     s->events = NULL;
     s->n_events = n_ev;
+    s->pushes = t->pushes.v; /* the array goes with the turn */
+    s->n_pushes = t->pushes.n;
+    t->pushes.v = NULL;
+    t->pushes.n = t->pushes.cap = 0;
     t->answered = t->answered_tail = NULL;
     if (n_ev > 0) {
         char *at = s->names;

@@ -14,6 +14,8 @@ int commit_start(engine *e, void (*wake)(void *arg), void *arg);
 /* Answers every turn handed over (syncing first), then stops the thread.
  * Idempotent; a no-op if it never started. */
 void commit_stop(engine *e);
+/* Frees the pushes a turn staged (never sent). */
+void commit_pushes_free(staged_push *v, size_t n);
 /* commit_stop(), then frees e->commit. */
 void commit_free(engine *e);
 /* The turn's batch was appended to the store. */

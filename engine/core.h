@@ -45,12 +45,22 @@
 struct waiter;
 
 struct deployment;
+struct delivery;
+
+/* A push channel's deliveries on their way (relay.c): how many are sent
+ * and unanswered, and those waiting for one of them to end, oldest first
+ * (out of the due index meanwhile). */
+typedef struct push_lane {
+    uint32_t inflight;
+    struct delivery *head, *tail;
+} push_lane;
 
 /* A channel as a deployment declares it (owned by its deployment, which
  * is never freed while the engine runs: pointers to it stay valid). */
 typedef struct channel {
     char *name;
-    char *transport; /* "pull" */
+    char *transport; /* "pull", or a push receiver's URI */
+    push_lane *lane; /* a push channel's; NULL for pull */
     uint64_t reply_max_bytes;
     char **content_types;
     size_t n_content_types;
@@ -173,7 +183,13 @@ typedef struct delivery {
     char *err_message;   /* last sink failure, owned */
     /* in memory only */
     bool has_state_row;
-    heap_node due; /* in e->outbox unless poisoned; .at = next attempt */
+    heap_node due;   /* in e->outbox unless poisoned or waiting; .at = next attempt, or
+                        while in flight the deadline of its answer */
+    bool inflight;   /* sent to a push receiver, unanswered */
+    bool waiting;    /* in its push lane, for a free slot */
+    bool released;   /* ... and given one: sent before the others waiting */
+    uint64_t flight; /* which send an answer must name */
+    struct delivery *wait_prev, *wait_next;
     uint8_t *body; /* encoded Body while fresh, owned */
     size_t body_len;
     bool fresh;       /* submitted this turn: its outbox row is not written yet */
@@ -237,6 +253,16 @@ typedef struct berth_id_bytes {
     uint8_t b[BERTH_ID_LEN];
 } berth_id_bytes;
 
+/* A push send staged by the turn (relay.c), made by the commit thread
+ * once the turn is durable: the encoded Body and what goes with it, owned. */
+typedef struct staged_push {
+    uint8_t *body;
+    size_t body_len;
+    char *transport;
+    uint64_t flight;
+    uint32_t attempt;
+} staged_push;
+
 /* What the turn in flight has done, to answer or undo after its write
  * (turn.h). */
 typedef struct turn {
@@ -248,6 +274,7 @@ typedef struct turn {
     VEC(berth_id_bytes) parked;        /* parked from the outbox on disk */
     VEC(berth_id_bytes) evict;         /* tasks whose body is over the cache budget */
     VEC(instance *) ended;             /* instances ended this turn, freed after it */
+    VEC(struct staged_push) pushes;    /* sent once the turn is durable (commit.c) */
     /* Counted into e->counters once the turn is written (an undone turn
      * counts nothing). */
     struct {
@@ -331,6 +358,7 @@ struct engine {
     topic *watched; /* topics with waiters */
     topic *idle;    /* topics that may have lost their last user this turn */
     uint64_t next_seq;
+    uint64_t flight_seq; /* push sends so far: never reset, so a stale answer never matches */
     uint64_t n_poisoned;
     uint64_t n_waiters;
     uint64_t body_cache_used; /* bytes of task bodies held in memory */

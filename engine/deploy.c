@@ -20,6 +20,7 @@ static void channel_fini(channel *c)
 {
     free(c->name);
     free(c->transport);
+    free(c->lane);
     for (size_t i = 0; i < c->n_content_types; i++)
         free(c->content_types[i]);
     free(c->content_types);
@@ -52,6 +53,8 @@ static deployment *dep_new(const char *id, const engine_channel *cs, size_t n)
         c->dep = d;
         c->reply_max_bytes = cs[i].reply_max_bytes;
         if ((c->name = mem_strdup(cs[i].name)) == NULL || (c->transport = mem_strdup(tr)) == NULL ||
+            (check_transport(tr) == CHECK_TRANSPORT_PUSH &&
+             (c->lane = mem_calloc(1, sizeof(*c->lane))) == NULL) ||
             (cs[i].n_content_types > 0 &&
              (c->content_types = mem_calloc(cs[i].n_content_types, sizeof(char *))) == NULL)) {
             d->n_chans++;
@@ -389,10 +392,13 @@ static bool check_channel(engine *e, const engine_channel *c, size_t i, engine_s
     snprintf(field, sizeof(field), "channels[%zu].name", i);
     if (!check_topic(c->name, field, st))
         return false;
-    const char *tr = c->transport;
-    if (tr != NULL && tr[0] != '\0' && strcmp(tr, PULL) != 0) {
+    int kind = check_transport(c->transport);
+    if (kind == CHECK_TRANSPORT_NONE || (kind == CHECK_TRANSPORT_PUSH && e->o.push_fn == NULL)) {
         reply_status(st, ENGINE_CODE_INVALID_ARGUMENT,
-                     "channels[%zu].transport: no sink serves \"%.64s\" (transports: pull)", i, tr);
+                     "channels[%zu].transport: no sink serves \"%.64s\" (pull, "
+                     "nng+req://HOST:PORT, nng+req+ipc:///PATH, nng+req+tls://HOST:PORT)%s",
+                     i, c->transport,
+                     kind == CHECK_TRANSPORT_PUSH ? ": this engine has no push transport" : "");
         name_field(st, i, "transport");
         return false;
     }
@@ -656,6 +662,21 @@ void deploy_check(engine *e)
         assert(d->n_deliveries == nd && d->n_poisoned == np);
         assert(d->n_tasks == nt && d->n_terminal == nterm);
         assert(d->n_backoff == nb);
+        for (size_t c = 0; c < d->n_chans; c++) {
+            const push_lane *l = d->chans[c].lane;
+            if (l == NULL)
+                continue;
+            uint64_t flying = 0, waiting = 0, listed = 0;
+            k = 0;
+            while ((dv = table_next(&e->deliveries, &k)) != NULL)
+                if (dv->chan == &d->chans[c]) {
+                    flying += dv->inflight;
+                    waiting += dv->waiting;
+                }
+            for (const delivery *w = l->head; w != NULL; w = w->wait_next)
+                listed++;
+            assert(l->inflight == flying && waiting == listed);
+        }
         assert(d->state != ENGINE_DEPLOYMENT_RETIRED || held(d) == 0);
         assert(d->state != ENGINE_DEPLOYMENT_DRAINING || d->draining_listed);
         if (i > 0 && i < e->deps.n)

@@ -158,6 +158,7 @@ typedef enum engine_op {
     ENGINE_OP_DEPLOY,           /* a new version of a deployment, LIVE */
     ENGINE_OP_RETIRE,           /* its LIVE version drains, then retires */
     ENGINE_OP_LIST_DEPLOYMENTS, /* every version known, with what it holds */
+    ENGINE_OP_PUSH_ACK,         /* a push receiver's answer (engine_push_fn) */
     ENGINE_OP_TICK,             /* run a turn now (after moving a manual clock) */
     ENGINE_OP_CANCEL,           /* engine_cancel(): not queued by engine_exec() */
 } engine_op;
@@ -318,6 +319,13 @@ typedef struct engine_request {
         struct {
             const char *id;
         } retire;
+        struct engine_push_ack {
+            const char *id;  /* the delivery's, as engine_push_delivery gave it */
+            uint64_t flight; /* ... and its flight: an answer to an older send is ignored */
+            int outcome;     /* ENGINE_PUSH_* */
+            engine_error error;
+            const engine_result *result; /* DELIVERED: a call's result, or NULL */
+        } push_ack;
     } u;
 } engine_request;
 
@@ -433,7 +441,7 @@ typedef struct engine_histogram {
 typedef struct engine_topic_counters {
     const char *topic;
     uint64_t submitted, fetched, completed, failed, terminal, refused;
-    uint64_t delivered, retried, poisoned; /* the relay's outcomes on its channel */
+    uint64_t delivered, retried, poisoned, rejected; /* the relay's outcomes on its channel */
 } engine_topic_counters;
 
 /* What /metrics exports (ENGINE_OP_METRICS): r->stats without its scanned
@@ -554,6 +562,39 @@ typedef struct engine_event {
  * Everything it points to is valid during the call only. Must not block. */
 typedef void (*engine_event_fn)(void *ctx, const engine_event *ev);
 
+/* ---- push sinks ---- */
+
+/* What a push receiver answered (proto/berth/v1/push.proto DeliveryAck). */
+enum {
+    ENGINE_PUSH_DELIVERED = 1, /* taken: the delivery ends */
+    ENGINE_PUSH_RETRY = 2,     /* not now: the outbox backoff, poisoned past its attempts */
+    ENGINE_PUSH_REJECT = 3,    /* never: the delivery ends; a call ends with the error */
+};
+
+/* A delivery to send to a push channel. Everything it points to is valid
+ * during the call only. */
+typedef struct engine_push_delivery {
+    const char *transport; /* the channel's, as declared: nng+req://HOST:PORT, ... */
+    const char *topic;
+    char id[ENGINE_ID_STR];
+    uint64_t flight; /* echoed in the answer (ENGINE_OP_PUSH_ACK) */
+    const uint8_t *payload;
+    size_t payload_len;
+    const engine_header *headers; /* a call's include berth-instance-id and berth-attempt */
+    size_t n_headers;
+    const char *content_type;        /* NULL: none */
+    char instance_id[ENGINE_ID_STR]; /* "" for a task */
+    uint32_t attempt;                /* 1 on the first send */
+    uint64_t created_at_ms;
+} engine_push_delivery;
+
+/* Sends d to its receiver without blocking, and later answers the engine
+ * with exactly one ENGINE_OP_PUSH_ACK (a RETRY when no answer came within
+ * push_timeout_ms). Called on the commit thread, once the turn that sent it
+ * is durable: nothing is pushed that the store could still lose. Nonzero:
+ * not sent (the engine's deadline treats it as no answer). */
+typedef int (*engine_push_fn)(void *ctx, engine *e, const engine_push_delivery *d);
+
 /* ---- options ---- */
 
 /* A declared channel: a topic with its own sink and intake policy.
@@ -596,6 +637,16 @@ typedef struct engine_options {
     uint64_t delivery_backoff_initial_ms;
     uint64_t delivery_backoff_max_ms;
     uint32_t relay_max_per_turn;
+
+    /* Push channels (transports nng+req://, nng+req+ipc://, nng+req+tls://):
+     * deployable only with a push_fn. A delivery gets no answer within
+     * push_timeout_ms (plus a grace for the sync before it is sent): a
+     * failed attempt. A channel has at most push_inflight_max deliveries
+     * sent and unanswered; the rest wait their turn, in order. */
+    engine_push_fn push_fn;
+    void *push_ctx;
+    uint64_t push_timeout_ms;
+    uint32_t push_inflight_max;
 
     uint32_t turn_max_requests; /* requests one turn drains at most */
 

@@ -35,6 +35,8 @@ void engine_options_default(engine_options *o)
     o->delivery_backoff_initial_ms = 1000;
     o->delivery_backoff_max_ms = 60000;
     o->relay_max_per_turn = 10000;
+    o->push_timeout_ms = 10000;
+    o->push_inflight_max = 64;
     o->turn_max_requests = 4096;
     o->waits_max = 10000;
     o->waits_per_owner_max = 256;
@@ -94,6 +96,9 @@ int engine_options_check(const engine_options *o, char *msg, size_t msglen)
     CHECK_DEFAULT(o->delivery_backoff_initial_ms, o->delivery_backoff_max_ms,
                   "delivery-backoff-initial-ms", "delivery-backoff-max-ms");
     CHECK(o->relay_max_per_turn > 0, "relay-max-per-turn must be greater than zero");
+    CHECK_TIME(o->push_timeout_ms, "push-timeout-ms");
+    CHECK(o->push_timeout_ms > 0, "push-timeout-ms must be greater than zero");
+    CHECK(o->push_inflight_max > 0, "push-inflight-max must be greater than zero");
     CHECK(o->turn_max_requests > 0, "turn-max-requests must be greater than zero");
     CHECK(o->waits_max > 0, "waits-max must be greater than zero");
     CHECK(o->waits_per_owner_max > 0, "waits-per-connection must be greater than zero");
@@ -108,9 +113,10 @@ int engine_options_check(const engine_options *o, char *msg, size_t msglen)
         const engine_channel *c = &o->channels[i];
         engine_status st;
         CHECK(check_topic(c->name, "channel", &st), "channel %zu: %s", i, st.message);
-        CHECK(c->transport == NULL || strcmp(c->transport, "pull") == 0,
-              "channel %s: transport \"%s\" has no sink in this build (only \"pull\")", c->name,
-              c->transport);
+        CHECK(c->transport == NULL || check_transport(c->transport) != CHECK_TRANSPORT_NONE,
+              "channel %s: transport \"%s\" has no sink (pull, nng+req://, nng+req+ipc://, "
+              "nng+req+tls://)",
+              c->name, c->transport);
         for (size_t j = 0; j < i; j++)
             CHECK(strcmp(o->channels[j].name, c->name) != 0, "channel %s is declared twice",
                   c->name);

@@ -18,14 +18,33 @@
  *   parks of the turn are failed attempts like any other Retry
  *   (relay_parks_failed, after memory is reloaded).
  *
+ * PUSH SINKS
+ *   A push channel's delivery is staged with the turn and sent by the
+ *   commit thread once the turn is durable (engine_push_fn): nothing goes
+ *   out that the store could still lose. While it is in flight it stays an
+ *   outbox row, keyed in the due index by the deadline of its answer
+ *   (push_timeout_ms and a grace for the sync). Its answer comes back as a
+ *   request (relay_push_ack): DELIVERED ends it (a call's result resolves
+ *   the call through intake; a result intake refuses is an incident);
+ *   RETRY is a failed attempt on the outbox curve, as a deadline that
+ *   passes is; REJECT ends it (a call: RESOLVED with the error, or FAILED
+ *   when its policy names the code non-retryable; a task: refused). An
+ *   answer to a send that has ended (a deadline passed, berthd restarted,
+ *   the delivery was withdrawn) is ignored: each send has its flight
+ *   number. A channel has push_inflight_max sends unanswered at most; the
+ *   rest wait in its lane, in order (core.h).
+ *
  * Engine thread only.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/check.h"
 #include "engine/deploy.h"
 #include "engine/fault.h"
+#include "engine/instance.h"
+#include "engine/intake.h"
 #include "engine/listing.h"
 #include "engine/relay.h"
 #include "engine/reply.h"
@@ -37,6 +56,7 @@ typedef enum sink_result {
     SINK_DELIVERED,
     SINK_RETRY,
     SINK_REJECT,
+    SINK_SENT,   /* on its way (a push): an outbox row until its answer */
     SINK_FAILED, /* the sink left the turn half-applied (turn_fail): stop */
 } sink_result;
 
@@ -46,20 +66,90 @@ typedef struct sink {
 } sink;
 
 static sink_result pull_deliver(engine *e, delivery *d, const char **reason);
+static sink_result push_deliver(engine *e, delivery *d, const char **reason);
 
 static const sink sinks[] = {
     {"pull", pull_deliver},
+    {"nng+req", push_deliver},
 };
+
+/* What an answer may take beyond push_timeout_ms: the sync before the
+ * send, and the way back. */
+#define RELAY_PUSH_GRACE_MS 1000
 
 /* The sink of a delivery's channel: deploy.c admits only transports with
  * a sink here, so every channel resolves; the implicit deployment's
  * channels are pull channels. */
 static const sink *sink_for(const channel *c)
 {
-    for (size_t i = 0; c != NULL && i < sizeof(sinks) / sizeof(sinks[0]); i++)
-        if (strcmp(c->transport, sinks[i].scheme) == 0)
-            return &sinks[i];
-    return &sinks[0];
+    return c != NULL && c->lane != NULL ? &sinks[1] : &sinks[0];
+}
+
+/* d's encoded Body: its own while fresh, else read from its outbox row
+ * (into v, which the caller frees). */
+static int delivery_body(engine *e, const delivery *d, store_value *v, const void **body,
+                         size_t *len)
+{
+    if (d->fresh) {
+        *body = d->body;
+        *len = d->body_len;
+        return BERTH_OK;
+    }
+    uint8_t key[STORE_ROW_KEY_LEN];
+    store_row_key(key, d->seq, STORE_KIND_BODY);
+    int rv = store_get(e->store, STORE_CF_OUTBOX, key, sizeof(key), v);
+    *body = v->data;
+    *len = v->len;
+    return rv;
+}
+
+static sink_result push_deliver(engine *e, delivery *d, const char **reason)
+{
+    if (e->o.push_fn == NULL) {
+        *reason = "push failed: this berthd has no push transport";
+        return SINK_RETRY;
+    }
+    push_lane *l = d->chan->lane;
+    bool its_turn = d->released;
+    d->released = false;
+    if (l->inflight >= e->o.push_inflight_max || (l->head != NULL && !its_turn)) {
+        state_lane_wait(d); /* behind the others: in order */
+        return SINK_SENT;
+    }
+    store_value v = {0};
+    const void *body;
+    size_t len;
+    if (delivery_body(e, d, &v, &body, &len) != BERTH_OK) {
+        *reason = "push failed: the outbox row could not be read";
+        return SINK_RETRY;
+    }
+    staged_push *sp = VEC_ADD(&e->t.pushes);
+    if (sp != NULL) {
+        sp->body = mem_dup(body, len);
+        sp->body_len = len;
+        sp->transport = mem_strdup(d->chan->transport);
+        if (sp->body == NULL || sp->transport == NULL) {
+            free(sp->body);
+            free(sp->transport);
+            e->t.pushes.n--;
+            sp = NULL;
+        }
+    }
+    store_value_free(&v);
+    if (sp == NULL) {
+        *reason = "push failed: out of memory";
+        return SINK_RETRY;
+    }
+    d->flight = sp->flight = ++e->flight_seq;
+    sp->attempt = d->attempts + 1;
+    d->inflight = true;
+    l->inflight++;
+    d->due.at = e->t.now_ms + e->o.push_timeout_ms + RELAY_PUSH_GRACE_MS;
+    if (heap_push(&e->outbox, &d->due) != BERTH_OK) {
+        *reason = "push failed: out of memory";
+        return SINK_FAILED;
+    }
+    return SINK_SENT;
 }
 
 /* A fresh delivery's outbox row goes into the batch after all. */
@@ -229,6 +319,16 @@ int relay_run(engine *e)
         heap_remove(&e->outbox, x);
         const char *reason = NULL;
         int rv = BERTH_OK;
+        if (d->inflight) { /* no answer by its deadline: a failed attempt */
+            d->inflight = false;
+            d->chan->lane->inflight--;
+            rv = state_lane_release(e, d->chan->lane);
+            if (rv == BERTH_OK)
+                rv = relay_retry(e, d, "no answer from the push receiver within push-timeout-ms");
+            if (rv != BERTH_OK)
+                return rv;
+            continue;
+        }
         switch (sink_for(d->chan)->deliver(e, d, &reason)) {
         case SINK_DELIVERED:
             d->topic->tc->c.delivered++;
@@ -245,6 +345,9 @@ int relay_run(engine *e)
             rv = note_error(e, d, reason);
             if (rv == BERTH_OK)
                 rv = relay_poison(e, d, reason);
+            break;
+        case SINK_SENT:
+            write_fresh_body(e, d); /* an outbox row until its answer */
             break;
         case SINK_FAILED:
             rv = turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "%s", reason);
@@ -313,4 +416,130 @@ int relay_retry_delivery(engine *e, pending *p)
     if (rv == BERTH_OK)
         turn_event(e, ENGINE_EVENT_DELIVERY_RETRIED, d->topic, d->id, NULL, 0);
     return rv;
+}
+
+/* ---- push answers ---- */
+
+/* The call d asks for, as intake sees a reply to it: d's Body read into
+ * b (cleared by the caller). */
+static int call_reply(engine *e, delivery *d, const engine_result *result, const engine_error *err,
+                      engine_status *st)
+{
+    store_value v = {0};
+    const void *body;
+    size_t len;
+    store_body b = {0};
+    int rv = delivery_body(e, d, &v, &body, &len);
+    if (rv == BERTH_OK)
+        rv = store_body_decode(body, len, &b);
+    store_value_free(&v);
+    if (rv != BERTH_OK) {
+        store_body_clear(&b);
+        return turn_fail(e, ENGINE_CODE_UNAVAILABLE, "reading a delivery's body failed");
+    }
+    inbound in = {.topic = d->topic, .chan = d->chan, .parked = &b, .error = err};
+    if (err == NULL && result != NULL) {
+        in.payload = result->payload;
+        in.payload_len = result->payload_len;
+        in.content_type = result->content_type;
+        in.headers = result->headers;
+        in.n_headers = result->n_headers;
+    } else if (err == NULL) { /* taken without a result: the request, as a completion */
+        in.payload = b.payload;
+        in.payload_len = b.payload_len;
+        in.content_type = b.content_type;
+    }
+    rv = intake_dispatch(e, &in, st);
+    store_body_clear(&b);
+    return rv;
+}
+
+static bool non_retryable(const instance *i, const char *code)
+{
+    for (size_t k = 0; code != NULL && k < i->n_non_retryable; k++)
+        if (strcmp(i->non_retryable[k], code) == 0)
+            return true;
+    return false;
+}
+
+static int push_delivered(engine *e, delivery *d, const engine_result *result)
+{
+    d->topic->tc->c.delivered++;
+    if (d->has_instance) {
+        engine_status st = {0};
+        int rv = call_reply(e, d, result, NULL, &st);
+        if (turn_failed(e))
+            return rv;
+        if (rv != BERTH_OK) { /* refused: kept as an incident, never dropped silently */
+            rv = state_incident_put(e, STORE_INCIDENT_RESULT_REFUSED, d->id, d->topic,
+                                    st.engine_code ? st.engine_code : ENGINE_EC_VALIDATION_REJECTED,
+                                    st.message);
+            if (rv != BERTH_OK)
+                return rv;
+        }
+    }
+    state_delivery_delete(e, d);
+    return BERTH_OK;
+}
+
+static int push_rejected(engine *e, delivery *d, const engine_error *err)
+{
+    d->topic->tc->c.rejected++;
+    if (d->has_instance) {
+        instance *i = instance_find(e, d->instance_id);
+        int rv;
+        if (i != NULL && !i->ended && i->state != ENGINE_INSTANCE_BACKOFF &&
+            non_retryable(i, err->code)) {
+            rv = instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, err);
+        } else {
+            engine_status st = {0};
+            rv = call_reply(e, d, NULL, err, &st); /* (a refusal, RETRY_PENDING: nothing to do) */
+            if (!turn_failed(e))
+                rv = BERTH_OK;
+        }
+        if (rv != BERTH_OK)
+            return rv;
+    } else {
+        turn_event(e, ENGINE_EVENT_TASK_REFUSED, d->topic, d->id, err, 0);
+    }
+    state_delivery_delete(e, d);
+    return BERTH_OK;
+}
+
+int relay_push_ack(engine *e, pending *p)
+{
+    const struct engine_push_ack *a = &p->req.u.push_ack;
+    engine_status *st = &p->reply->status;
+    uint8_t id[BERTH_ID_LEN];
+    if (a->id == NULL || berth_id_parse(a->id, id) != BERTH_OK) {
+        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "id: not a delivery id (32 hex digits)");
+        return BERTH_OK;
+    }
+    delivery *d = table_get(&e->deliveries, id, BERTH_ID_LEN);
+    if (d == NULL || !d->inflight || d->flight != a->flight)
+        return BERTH_OK; /* the answer to a send that has ended: ignored */
+    heap_remove(&e->outbox, &d->due);
+    d->inflight = false;
+    d->chan->lane->inflight--;
+    int rv = state_lane_release(e, d->chan->lane);
+    if (rv != BERTH_OK)
+        return rv;
+    /* What a receiver says is checked like anything else from outside. */
+    engine_error err = a->error;
+    engine_status bad;
+    if (!check_error(&err, &bad))
+        err = (engine_error){.code = "RECEIVER_ERROR_INVALID", .message = bad.message};
+    switch (a->outcome) {
+    case ENGINE_PUSH_DELIVERED:
+        return push_delivered(e, d, a->result);
+    case ENGINE_PUSH_REJECT:
+        return push_rejected(e, d, &err);
+    default: {
+        char why[300];
+        snprintf(why, sizeof(why), "the push receiver answered %s%s%.64s%s%.200s",
+                 a->outcome == ENGINE_PUSH_RETRY ? "RETRY" : "no outcome", err.code ? ": " : "",
+                 err.code ? err.code : "", err.message ? ": " : "", err.message ? err.message : "");
+        return relay_retry(e, d, why);
+    }
+    }
 }

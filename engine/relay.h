@@ -13,5 +13,7 @@ void relay_flush_fresh(engine *e);
 int relay_parks_failed(engine *e, const berth_id_bytes *ids, size_t n, const char *why);
 /* The retry_delivery request. */
 int relay_retry_delivery(engine *e, pending *p);
+/* A push receiver's answer (ENGINE_OP_PUSH_ACK). */
+int relay_push_ack(engine *e, pending *p);
 
 #endif

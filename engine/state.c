@@ -445,6 +445,13 @@ void state_delivery_delete(engine *e, delivery *d)
     }
     deployment *dep = state_dep(e, d->chan);
     dep->n_deliveries--;
+    if (d->waiting)
+        state_lane_leave(d);
+    if (d->inflight) {
+        d->inflight = false; /* its answer, if one comes, finds no delivery */
+        d->chan->lane->inflight--;
+        (void)state_lane_release(e, d->chan->lane);
+    }
     if (d->poisoned) {
         e->n_poisoned--;
         dep->n_poisoned--;
@@ -455,6 +462,47 @@ void state_delivery_delete(engine *e, delivery *d)
     table_del(&e->deliveries, d->id, BERTH_ID_LEN);
     state_delivery_free(d);
     state_topic_maybe_idle(e, tp);
+}
+
+void state_lane_wait(delivery *d)
+{
+    push_lane *l = d->chan->lane;
+    d->waiting = true;
+    d->wait_next = NULL;
+    d->wait_prev = l->tail;
+    if (l->tail != NULL)
+        l->tail->wait_next = d;
+    else
+        l->head = d;
+    l->tail = d;
+}
+
+void state_lane_leave(delivery *d)
+{
+    push_lane *l = d->chan->lane;
+    if (d->wait_prev != NULL)
+        d->wait_prev->wait_next = d->wait_next;
+    else
+        l->head = d->wait_next;
+    if (d->wait_next != NULL)
+        d->wait_next->wait_prev = d->wait_prev;
+    else
+        l->tail = d->wait_prev;
+    d->wait_prev = d->wait_next = NULL;
+    d->waiting = false;
+}
+
+int state_lane_release(engine *e, push_lane *l)
+{
+    delivery *d = l->head;
+    if (d == NULL)
+        return BERTH_OK;
+    state_lane_leave(d);
+    d->released = true;
+    d->due.at = e->t.now_ms;
+    if (heap_push(&e->outbox, &d->due) != BERTH_OK)
+        return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory re-queueing a delivery");
+    return BERTH_OK;
 }
 
 int state_delivery_put(engine *e, delivery *d)
@@ -538,7 +586,9 @@ void state_check(engine *e)
     delivery *d;
     uint64_t n_poisoned = 0;
     while ((d = table_next(&e->deliveries, &i)) != NULL) {
-        assert(d->poisoned == !heap_has(&d->due));
+        assert((d->poisoned || d->waiting) == !heap_has(&d->due));
+        assert(!(d->poisoned && (d->waiting || d->inflight)) && !(d->waiting && d->inflight));
+        assert(!(d->waiting || d->inflight) || (d->chan != NULL && d->chan->lane != NULL));
         assert(!d->fresh);
         n_poisoned += d->poisoned;
     }

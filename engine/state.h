@@ -77,6 +77,13 @@ int state_delivery_new(engine *e, topic *tp, const channel *chan, store_body *bo
 /* Withdraws d (or forgets it, delivered): its rows go from the batch (or are never written, if
  * fresh), it leaves every index and is freed. */
 void state_delivery_delete(engine *e, delivery *d);
+/* Push lanes (core.h): d waits at the end of its lane for a free slot
+ * (out of the due index); state_lane_leave() takes it out again. */
+void state_lane_wait(delivery *d);
+void state_lane_leave(delivery *d);
+/* A slot of lane l is free again: the oldest delivery waiting there is
+ * due now. turn_fail when the due index finds no memory. */
+int state_lane_release(engine *e, push_lane *l);
 /* Writes d's DeliveryState row into the batch (turn_fail on error). */
 int state_delivery_put(engine *e, delivery *d);
 void state_delivery_free(delivery *d);

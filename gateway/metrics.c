@@ -123,9 +123,10 @@ static void exposition(FILE *f, const engine_reply *r)
             s->calls, s->calls_resolved, s->calls_failed);
     family(f, "berth_deliveries_total", "counter", "Deliveries handed to a sink, by outcome.");
     for (size_t i = 0; i < m->n_topics; i++) {
-        static const char *const outcome[] = {"delivered", "retried", "poisoned"};
-        const uint64_t v[] = {m->topics[i].delivered, m->topics[i].retried, m->topics[i].poisoned};
-        for (int k = 0; k < 3; k++) {
+        static const char *const outcome[] = {"delivered", "retried", "poisoned", "rejected"};
+        const uint64_t v[] = {m->topics[i].delivered, m->topics[i].retried, m->topics[i].poisoned,
+                              m->topics[i].rejected};
+        for (int k = 0; k < 4; k++) {
             fprintf(f, "berth_deliveries_total{channel=\"");
             label(f, m->topics[i].topic);
             fprintf(f, "\",outcome=\"%s\"} %" PRIu64 "\n", outcome[k], v[k]);

@@ -88,6 +88,7 @@ typedef struct store_delivery_state {
 enum {
     STORE_INCIDENT_DELIVERY_POISONED = 1,
     STORE_INCIDENT_TASK_TERMINAL = 2,
+    STORE_INCIDENT_RESULT_REFUSED = 3,
 };
 
 typedef struct store_incident {

@@ -30,6 +30,57 @@ static void on_event(void *ctx, const engine_event *ev)
     pthread_mutex_unlock(&H.mu);
 }
 
+static int on_push(void *ctx, engine *e, const engine_push_delivery *d)
+{
+    (void)ctx;
+    (void)e;
+    pthread_mutex_lock(&H.mu);
+    if (H.n_pushes < H_MAX_PUSHES) {
+        h_push *h = &H.pushes[H.n_pushes++];
+        memset(h, 0, sizeof(*h));
+        memcpy(h->id, d->id, ENGINE_ID_STR);
+        h->flight = d->flight;
+        snprintf(h->transport, sizeof(h->transport), "%s", d->transport);
+        snprintf(h->topic, sizeof(h->topic), "%s", d->topic);
+        snprintf(h->payload, sizeof(h->payload), "%.*s", (int)d->payload_len,
+                 (const char *)d->payload);
+        h->attempt = d->attempt;
+        memcpy(h->instance_id, d->instance_id, ENGINE_ID_STR);
+        for (size_t i = 0; i < d->n_headers; i++)
+            if (strcmp(d->headers[i].name, ENGINE_HEADER_ATTEMPT) == 0)
+                snprintf(h->header_attempt, sizeof(h->header_attempt), "%s", d->headers[i].value);
+    }
+    pthread_mutex_unlock(&H.mu);
+    return 0;
+}
+
+void h_push_on(void)
+{
+    H.o.push_fn = on_push;
+    H.o.push_ctx = NULL;
+}
+
+size_t h_pushes(void)
+{
+    pthread_mutex_lock(&H.mu);
+    size_t n = H.n_pushes;
+    pthread_mutex_unlock(&H.mu);
+    return n;
+}
+
+engine_reply *h_push_ack(size_t i, int outcome, const char *code, const engine_result *result)
+{
+    cr_assert_lt(i, h_pushes(), "no send %zu", i);
+    engine_request req = {.op = ENGINE_OP_PUSH_ACK};
+    req.u.push_ack.id = H.pushes[i].id;
+    req.u.push_ack.flight = H.pushes[i].flight;
+    req.u.push_ack.outcome = outcome;
+    req.u.push_ack.error.code = code;
+    req.u.push_ack.error.message = code ? "the receiver says so" : NULL;
+    req.u.push_ack.result = result;
+    return h_exec(&req);
+}
+
 void h_setup(void)
 {
     memset(&H, 0, sizeof(H));

@@ -29,6 +29,20 @@ typedef struct h_event {
     uint32_t retries_left;
 } h_event;
 
+#define H_MAX_PUSHES 256
+
+/* A send to a push channel, as the engine handed it over. */
+typedef struct h_push {
+    char id[ENGINE_ID_STR];
+    uint64_t flight;
+    char transport[128];
+    char topic[128];
+    char payload[128];
+    uint32_t attempt;
+    char instance_id[ENGINE_ID_STR];
+    char header_attempt[16]; /* a call's berth-attempt header, or "" */
+} h_push;
+
 typedef struct harness {
     engine *e;
     engine_manual_clock clock;
@@ -37,6 +51,8 @@ typedef struct harness {
     pthread_mutex_t mu;
     h_event ev[H_MAX_EVENTS];
     size_t n_ev;
+    h_push pushes[H_MAX_PUSHES];
+    size_t n_pushes;
 } harness;
 
 extern harness H;
@@ -73,6 +89,13 @@ void h_wait_durability(uint64_t appended, uint32_t held);
 /* Until the engine has finished `turns` turns (same bound). */
 void h_wait_turns(uint64_t turns);
 size_t h_events(engine_event_kind kind);
+
+/* Push channels reach the harness: every send is recorded in H.pushes
+ * (set before h_reopen()). */
+void h_push_on(void);
+size_t h_pushes(void);
+/* Answers send i as a receiver would. */
+engine_reply *h_push_ack(size_t i, int outcome, const char *code, const engine_result *result);
 
 /* A request answered later (a waiting fetch). */
 typedef struct h_async {
