@@ -53,11 +53,18 @@ static const setting settings[] = {
     {"body-cache-bytes", S_U64, E(body_cache_bytes), "task bodies kept in memory"},
     {"fetch-max-bytes", S_U64, E(fetch_max_bytes),
      "a fetch answers with fewer tasks rather than more bytes"},
-    {"delivery-attempts", S_U32, E(delivery_attempts), "failed parks before poisoning"},
+    {"delivery-attempts", S_U32, E(delivery_attempts),
+     "failed attempts (parks, pushes) before a delivery is poisoned"},
     {"delivery-backoff-initial-ms", S_U64, E(delivery_backoff_initial_ms),
-     "first pause after a failed park"},
+     "first pause after a failed park or push"},
     {"delivery-backoff-max-ms", S_U64, E(delivery_backoff_max_ms),
-     "longest pause after a failed park"},
+     "longest pause after a failed park or push"},
+    {"push-timeout-ms", S_U64, E(push_timeout_ms),
+     "a push receiver's answer comes within this, or the attempt failed"},
+    {"push-inflight-max", S_U32, E(push_inflight_max),
+     "deliveries sent to one push channel and unanswered, at most; the rest wait in order"},
+    {"push-tls-ca", S_STR, G(push_tls_ca),
+     "PEM CAs for nng+req+tls:// receivers (default: the system's)"},
     {"strict-channels", S_BOOL, E(strict_channels),
      "topics no live deployment declares are NOT_FOUND (deploy them, or --channel)"},
     {"waits-max", S_U32, E(waits_max),
@@ -87,7 +94,8 @@ static const setting settings[] = {
     {"tls-cert", S_STR, G(tls_cert), "PEM certificate for tls+tcp:// URLs"},
     {"tls-key", S_STR, G(tls_key), "PEM private key for tls+tcp:// URLs"},
     {"channel", S_CHANNEL, G(channels),
-     "declare a channel (repeatable): NAME[,reply-max-bytes=N][,content-types=A|B]; the "
+     "declare a channel (repeatable): NAME[,transport=pull|nng+req://HOST:PORT|...]"
+     "[,reply-max-bytes=N][,content-types=A|B]; the "
      "channels given are the deployment \"boot\", a new version of it when they change"},
     {"config", S_STR, G(config_file), "a config file of \"name = value\" lines"},
 };
@@ -163,6 +171,8 @@ static int add_channel(gw_config *c, const char *spec, const char *from, char *e
     for (char *part = strtok_r(copy, ",", &save); part != NULL; part = strtok_r(NULL, ",", &save)) {
         if (ch->name == NULL) {
             ch->name = part;
+        } else if (strncmp(part, "transport=", 10) == 0 && part[10] != '\0') {
+            ch->transport = part + 10;
         } else if (strncmp(part, "reply-max-bytes=", 16) == 0) {
             char *end;
             errno = 0;
@@ -193,7 +203,9 @@ static int add_channel(gw_config *c, const char *spec, const char *from, char *e
     c->n_channels++;
     return GW_CONFIG_OK;
 bad:
-    snprintf(err, errlen, "%s: channel: \"%s\" is not NAME[,reply-max-bytes=N][,content-types=A|B]",
+    snprintf(err, errlen,
+             "%s: channel: \"%s\" is not "
+             "NAME[,transport=T][,reply-max-bytes=N][,content-types=A|B]",
              from, spec);
     return GW_CONFIG_ERROR;
 }

@@ -35,6 +35,7 @@ typedef struct gw_config {
     const char *metrics_url;
     const char *tls_cert; /* PEM files for tls+tcp:// URLs */
     const char *tls_key;
+    const char *push_tls_ca; /* CAs a push receiver's certificate is checked against */
     uint64_t max_message_bytes;
     bool operate_nng; /* tcp:// through nng's REP socket, not gateway/sp.c */
     uint32_t contexts;

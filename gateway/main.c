@@ -22,6 +22,7 @@
 #include "gateway/events.h"
 #include "gateway/listen.h"
 #include "gateway/metrics.h"
+#include "gateway/push.h"
 #include "gateway/server.h"
 #include "store/err.h"
 
@@ -30,6 +31,8 @@ static int serve(gw_config *cfg);
 #define SHUTDOWN_SOCKET_MS 5000
 /* Admin requests are small: ids, filters, a page size. */
 #define ADMIN_MESSAGE_MAX (64u << 10)
+/* Distinct push receivers (a socket each). */
+#define PUSH_RECEIVERS_MAX 4096
 
 typedef struct closer {
     gw_server *server;
@@ -182,10 +185,26 @@ static int serve(gw_config *cfg)
     }
     cfg->eng.on_event = gw_events_publish;
     cfg->eng.event_ctx = events;
+    gw_push_options po = {
+        .timeout_ms = cfg->eng.push_timeout_ms,
+        .max_message_bytes = cfg->max_message_bytes,
+        .tls_ca_file = cfg->push_tls_ca,
+        .receivers_max = PUSH_RECEIVERS_MAX,
+    };
+    gw_push *push = NULL;
+    if (gw_push_open(&po, &push, err, sizeof(err)) != BERTH_OK) {
+        fprintf(stderr, "berthd: %s\n", err);
+        gw_events_close(events);
+        gw_admin_close(admin);
+        return 1;
+    }
+    cfg->eng.push_fn = gw_push_send;
+    cfg->eng.push_ctx = push;
     engine *e = NULL;
     int rv = engine_open(&cfg->eng, &e, err, sizeof(err));
     if (rv != BERTH_OK) {
         fprintf(stderr, "berthd: %s\n", err);
+        gw_push_close(push, SHUTDOWN_SOCKET_MS);
         gw_events_close(events);
         gw_admin_close(admin);
         return rv == BERTH_EINVAL ? 2 : 1;
@@ -205,7 +224,9 @@ static int serve(gw_config *cfg)
     gw_server *server = NULL;
     if (gw_server_start(e, &so, &server, err, sizeof(err)) != BERTH_OK) {
         fprintf(stderr, "berthd: %s\n", err);
+        gw_push_stop(push);
         engine_close(e);
+        gw_push_close(push, SHUTDOWN_SOCKET_MS);
         gw_events_close(events);
         gw_admin_close(admin);
         return 1;
@@ -227,7 +248,9 @@ static int serve(gw_config *cfg)
         fprintf(stderr, "berthd: %s\n", err);
         engine_stop(e);
         gw_server_close(server);
+        gw_push_stop(push);
         engine_close(e);
+        gw_push_close(push, SHUTDOWN_SOCKET_MS);
         gw_events_close(events);
         gw_admin_close(admin);
         return 1;
@@ -238,7 +261,9 @@ static int serve(gw_config *cfg)
         engine_stop(e);
         gw_server_close(admin_server);
         gw_server_close(server);
+        gw_push_stop(push);
         engine_close(e);
+        gw_push_close(push, SHUTDOWN_SOCKET_MS);
         gw_events_close(events);
         gw_admin_close(admin);
         return 1;
@@ -255,9 +280,11 @@ static int serve(gw_config *cfg)
     gw_server_stop(server); /* bounded: no request reaches the engine after */
     gw_server_stop(admin_server);
     gw_metrics_close(metrics); /* the engine answered what it owed: nothing waits */
+    gw_push_stop(push);        /* deliveries in flight are sent again at the next start */
     engine_close(e);           /* the store is closed: everything is on disk */
     if (!close_within(server, SHUTDOWN_SOCKET_MS) ||
-        !close_within(admin_server, SHUTDOWN_SOCKET_MS)) {
+        !close_within(admin_server, SHUTDOWN_SOCKET_MS) ||
+        !gw_push_close(push, SHUTDOWN_SOCKET_MS)) {
         /* nng's socket close waits for pipes that a peer may have left
          * stuck: nothing is left to keep, so do not wait for it. */
         fprintf(stderr, "berthd: a socket did not close within %d ms; exiting\n",

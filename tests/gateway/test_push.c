@@ -1,0 +1,348 @@
+/* Push channels over real sockets: berthd dials a REP receiver that this
+ * process serves, and its answers drive deliveries and calls. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+
+#include "berth/v1/push.pb-c.h"
+#include "tests/support/daemon.h"
+#include "tests/support/raw.h"
+
+static daemon_proc D;
+static bc *C, *A; /* operate, admin */
+
+static void setup(void)
+{
+    static const char *const extra[] = {"--push-timeout-ms",
+                                        "1000",
+                                        "--delivery-attempts",
+                                        "3",
+                                        "--delivery-backoff-initial-ms",
+                                        "100",
+                                        "--delivery-backoff-max-ms",
+                                        "200",
+                                        NULL};
+    d_start(&D, extra);
+    C = d_client(&D);
+    char err[256];
+    cr_assert_eq(bc_open(D.admin, &A, err, sizeof(err)), BC_OK, "%s", err);
+}
+
+static void teardown(void)
+{
+    bc_close(C);
+    bc_close(A);
+    d_cleanup(&D);
+}
+
+TestSuite(push, .init = setup, .fini = teardown, .timeout = 120);
+
+/* ---- a receiver, served by a thread of this process ---- */
+
+#define SEEN_MAX 64
+
+typedef struct seen {
+    char id[40], key[40], instance_id[40], payload[64];
+    uint32_t attempt;
+} seen;
+
+typedef struct receiver {
+    nng_socket sock;
+    int port;
+    pthread_t thread;
+    atomic_bool stop;
+    /* answers: RETRY for the first `retries` deliveries, then outcome */
+    atomic_int retries;
+    int outcome;
+    const char *result; /* DELIVERED with this result, if set */
+    int delay_ms;       /* before each answer */
+    pthread_mutex_t mu;
+    seen seen[SEEN_MAX];
+    int n_seen;
+} receiver;
+
+static void *serve(void *arg)
+{
+    receiver *r = arg;
+    while (!atomic_load(&r->stop)) {
+        nng_msg *m;
+        if (nng_recvmsg(r->sock, &m, 0) != 0)
+            continue; /* (a receive timeout: look at stop again) */
+        Berth__V1__Delivery *d = berth__v1__delivery__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+        if (d == NULL) { /* (not the main thread: no assertion here) */
+            nng_msg_free(m);
+            continue;
+        }
+        pthread_mutex_lock(&r->mu);
+        if (r->n_seen < SEEN_MAX) {
+            seen *s = &r->seen[r->n_seen++];
+            snprintf(s->id, sizeof(s->id), "%s", d->id ? d->id : "");
+            snprintf(s->key, sizeof(s->key), "%s", d->idempotency_key ? d->idempotency_key : "");
+            snprintf(s->instance_id, sizeof(s->instance_id), "%s",
+                     d->instance_id ? d->instance_id : "");
+            snprintf(s->payload, sizeof(s->payload), "%.*s", (int)d->payload.len,
+                     (const char *)d->payload.data);
+            s->attempt = d->attempt;
+        }
+        pthread_mutex_unlock(&r->mu);
+        berth__v1__delivery__free_unpacked(d, NULL);
+        if (r->delay_ms > 0) {
+            struct timespec t = {r->delay_ms / 1000, (long)(r->delay_ms % 1000) * 1000000L};
+            nanosleep(&t, NULL);
+        }
+        Berth__V1__DeliveryAck ack = BERTH__V1__DELIVERY_ACK__INIT;
+        Berth__V1__Error err = BERTH__V1__ERROR__INIT;
+        Berth__V1__Result res = BERTH__V1__RESULT__INIT;
+        ack.has_outcome = 1;
+        if (atomic_fetch_sub(&r->retries, 1) > 0) {
+            ack.outcome = BERTH__V1__DELIVERY_ACK__OUTCOME__RETRY;
+            err.code = "BUSY";
+            err.message = "try later";
+            ack.error = &err;
+        } else {
+            ack.outcome = (Berth__V1__DeliveryAck__Outcome)r->outcome;
+            if (r->result != NULL) {
+                res.has_payload = 1;
+                res.payload.data = (uint8_t *)r->result;
+                res.payload.len = strlen(r->result);
+                ack.result = &res;
+            }
+        }
+        nng_msg_clear(m);
+        nng_msg_realloc(m, berth__v1__delivery_ack__get_packed_size(&ack));
+        berth__v1__delivery_ack__pack(&ack, nng_msg_body(m));
+        if (nng_sendmsg(r->sock, m, 0) != 0)
+            nng_msg_free(m);
+    }
+    return NULL;
+}
+
+/* Listens on port (0: any) and serves. */
+static void receiver_start(receiver *r, int port, int outcome)
+{
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_init(&r->mu, NULL);
+    r->outcome = outcome;
+    cr_assert_eq(nng_rep0_open(&r->sock), 0);
+    cr_assert_eq(nng_socket_set_ms(r->sock, NNG_OPT_RECVTIMEO, 100), 0);
+    char url[64];
+    snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
+    nng_listener l;
+    cr_assert_eq(nng_listen(r->sock, url, &l, 0), 0, "listen %s", url);
+    cr_assert_eq(nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &r->port), 0);
+    pthread_create(&r->thread, NULL, serve, r);
+}
+
+/* Stops serving. The socket is left open: with libnng 1.5.2 closing it
+ * while berthd sends can hang (the test's process ends right after). */
+static void receiver_stop(receiver *r)
+{
+    atomic_store(&r->stop, true);
+    pthread_join(r->thread, NULL);
+}
+
+static int seen_count(receiver *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int n = r->n_seen;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+static void wait_seen(receiver *r, int n)
+{
+    for (int i = 0; i < 1000 && seen_count(r) < n; i++) {
+        struct timespec t = {0, 10 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    cr_assert_geq(seen_count(r), n, "the receiver saw %d deliveries, not %d", seen_count(r), n);
+}
+
+/* ---- admin ---- */
+
+static Berth__V1__AdminResponse *admin(Berth__V1__AdminRequest *req)
+{
+    Berth__V1__AdminResponse *r = NULL;
+    cr_assert_eq(bc_admin_call(A, req, NULL, 0, 10000, &r), BC_OK);
+    cr_assert_not_null(r->status);
+    return r;
+}
+
+static void deploy(const char *id, const char *channel, int port)
+{
+    char transport[64];
+    snprintf(transport, sizeof(transport), "nng+req://127.0.0.1:%d", port);
+    Berth__V1__ChannelDecl c = BERTH__V1__CHANNEL_DECL__INIT, *cs[] = {&c};
+    c.name = (char *)channel;
+    c.transport = transport;
+    Berth__V1__DeployRequest d = BERTH__V1__DEPLOY_REQUEST__INIT;
+    d.id = (char *)id;
+    d.channels = cs;
+    d.n_channels = 1;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY;
+    req.deploy = &d;
+    Berth__V1__AdminResponse *r = admin(&req);
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK, "%s", r->status->message);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+}
+
+static uint64_t outbox_pending(void)
+{
+    Berth__V1__StatsRequest s = BERTH__V1__STATS_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_STATS;
+    req.stats = &s;
+    Berth__V1__AdminResponse *r = admin(&req);
+    uint64_t n = r->stats->outbox_pending;
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    return n;
+}
+
+static void wait_outbox_empty(void)
+{
+    for (int i = 0; i < 500 && outbox_pending() > 0; i++) {
+        struct timespec t = {0, 10 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    cr_assert_eq(outbox_pending(), 0);
+}
+
+static char *submit(const char *topic, const char *payload)
+{
+    Berth__V1__Response *s = w_submit(C, topic, payload, NULL);
+    w_expect_code(s, BERTH__V1__CODE__OK);
+    char *id = strdup(s->submit->id);
+    w_free(s);
+    return id;
+}
+
+/* ---- tests ---- */
+
+DTest(push, a_delivery_retried_then_delivered_carries_its_key_each_time)
+{
+    receiver r;
+    receiver_start(&r, 0, BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
+    atomic_store(&r.retries, 1);
+    deploy("hooks", "mail", r.port);
+    char *id = submit("mail", "hello");
+    wait_seen(&r, 2);
+    wait_outbox_empty();
+    cr_assert_str_eq(r.seen[0].id, id);
+    cr_assert_str_eq(r.seen[0].key, id, "the idempotency key is the delivery's id");
+    cr_assert_str_eq(r.seen[1].key, id);
+    cr_assert_str_eq(r.seen[0].payload, "hello");
+    cr_assert_eq(r.seen[0].attempt, 1);
+    cr_assert_eq(r.seen[1].attempt, 2);
+    receiver_stop(&r);
+    free(id);
+}
+
+DTest(push, a_receiver_that_is_down_poisons_the_delivery_and_an_operator_retries_it)
+{
+    /* A port nobody listens on: take one, then let it go. */
+    receiver probe;
+    receiver_start(&probe, 0, BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
+    int port = probe.port;
+    receiver_stop(&probe);
+    nng_close(probe.sock); /* nothing was ever sent to it */
+    int ev = raw_sub(D.events);
+    struct timespec pause = {0, 200 * 1000000L};
+    nanosleep(&pause, NULL);
+    deploy("hooks", "late", port);
+    char *id = submit("late", "p");
+    /* Three attempts of 1 s each without an answer, 100 and 200 ms apart. */
+    size_t n;
+    uint8_t *m = raw_event(ev, "delivery.poisoned.", &n);
+    cr_assert_str_eq((const char *)m, "delivery.poisoned.late");
+    free(m);
+    close(ev);
+
+    receiver r;
+    receiver_start(&r, port, BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
+    Berth__V1__RetryDeliveryRequest rd = BERTH__V1__RETRY_DELIVERY_REQUEST__INIT;
+    rd.id = id;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_DELIVERY;
+    req.retry_delivery = &rd;
+    Berth__V1__AdminResponse *a = admin(&req);
+    cr_assert_eq(a->status->code, BERTH__V1__CODE__OK, "%s", a->status->message);
+    berth__v1__admin_response__free_unpacked(a, NULL);
+    wait_seen(&r, 1);
+    wait_outbox_empty();
+    cr_assert_str_eq(r.seen[0].id, id);
+    receiver_stop(&r);
+    free(id);
+}
+
+DTest(push, a_call_is_resolved_by_the_receiver_s_result)
+{
+    receiver r;
+    receiver_start(&r, 0, BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
+    r.result = "42";
+    deploy("hooks", "ask", r.port);
+    Berth__V1__CallRequest c = BERTH__V1__CALL_REQUEST__INIT;
+    c.topic = "ask";
+    c.has_payload = 1;
+    c.payload.data = (uint8_t *)"6*7?";
+    c.payload.len = 4;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_CALL;
+    req.call = &c;
+    Berth__V1__Response *resp = w_call(C, &req, 0);
+    w_expect_code(resp, BERTH__V1__CODE__OK);
+    char *id = strdup(resp->call->instance_id);
+    w_free(resp);
+    Berth__V1__AwaitCallRequest w = BERTH__V1__AWAIT_CALL_REQUEST__INIT;
+    w.instance_id = id;
+    w.has_wait_ms = 1;
+    w.wait_ms = 10000;
+    req.method_case = BERTH__V1__REQUEST__METHOD_AWAIT_CALL;
+    req.await_call = &w;
+    resp = w_call(C, &req, 20000);
+    w_expect_code(resp, BERTH__V1__CODE__OK);
+    cr_assert_eq(resp->await_call->instance->state, BERTH__V1__INSTANCE__STATE__RESOLVED);
+    cr_assert_eq(resp->await_call->instance->result->payload.len, 2);
+    cr_assert_eq(memcmp(resp->await_call->instance->result->payload.data, "42", 2), 0);
+    w_free(resp);
+    cr_assert_str_eq(r.seen[0].instance_id, id);
+    receiver_stop(&r);
+    free(id);
+}
+
+DTest(push, retire_drains_what_is_in_flight_then_retires_with_the_event)
+{
+    receiver r;
+    receiver_start(&r, 0, BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
+    r.delay_ms = 500; /* each answer takes half a second */
+    int ev = raw_sub(D.events);
+    struct timespec pause = {0, 200 * 1000000L};
+    nanosleep(&pause, NULL);
+    deploy("hooks", "slow", r.port);
+    free(submit("slow", "p"));
+    wait_seen(&r, 1);
+    Berth__V1__RetireRequest rt = BERTH__V1__RETIRE_REQUEST__INIT;
+    rt.id = "hooks";
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_RETIRE;
+    req.retire = &rt;
+    Berth__V1__AdminResponse *a = admin(&req);
+    cr_assert_eq(a->status->code, BERTH__V1__CODE__OK);
+    cr_assert_eq(a->retire->deployment->state, BERTH__V1__DEPLOYMENT__STATE__DRAINING,
+                 "a delivery in flight holds it");
+    berth__v1__admin_response__free_unpacked(a, NULL);
+    size_t n;
+    uint8_t *m = raw_event(ev, "deployment.retired.", &n);
+    cr_assert_str_eq((const char *)m, "deployment.retired.hooks");
+    free(m);
+    close(ev);
+    receiver_stop(&r);
+}
