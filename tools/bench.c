@@ -5,7 +5,7 @@
  *               [--producers P] [--workers W] [--submit-batch B]
  *               [--fetch-batch F] [--complete-batch C] [--payload BYTES]
  *               [--topics K] [--lock-ms MS] [--json] [--csv FILE]
- *               [--client direct|nng] [--calls]
+ *               [--client direct|nng] [--calls] [--push [--admin URL]]
  *
  * P producer threads submit (submit_batch when B > 1), W worker threads
  * long-poll fetch up to F tasks and complete them (complete_batch of up to
@@ -20,6 +20,13 @@
  * index, then 'R'). The bench checks that every call was resolved once,
  * with its own result, and reports calls/s and the call latency: call
  * accepted → await answered with the outcome.
+ *
+ * --push: the bench serves a push receiver (an nng REP socket, W threads
+ * answering DELIVERED) and deploys the topics as push channels to it (the
+ * deployment "bench", through the admin surface), then submits as usual;
+ * there are no workers. It reports deliveries/s and the latency from the
+ * submit's send to the receipt (a push may arrive before the submit's
+ * answer does), and checks that every task was received exactly once.
  *
  * --spawn starts the berthd found beside this binary on a temp directory
  * and free ports, and stops it afterwards. Every submit it makes is
@@ -49,6 +56,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+
+#include "berth/v1/push.pb-c.h"
 #include "tools/client.h"
 #include "tools/samples.h"
 #include "tools/spawn.h"
@@ -67,6 +78,8 @@ typedef struct cfg {
     const char *csv;
     bool nng_client; /* --client nng: nng's REQ socket, not a direct connection */
     bool calls;      /* --calls: producers call and await; workers answer */
+    bool push;       /* --push: the topics are push channels to the bench's receiver */
+    const char *admin;
 } cfg;
 
 /* Shared state. Per-task arrays are indexed by the task's number, which
@@ -172,11 +185,14 @@ static void *producer(void *arg)
             req.submit_batch = &sb;
         }
         Berth__V1__Response *r = NULL;
+        uint64_t sent = now_ns();
         int rv = bc_call(c, &req, 30000, &r);
         if (rv != BC_OK || r->status == NULL || r->status->code != BERTH__V1__CODE__OK) {
             count_error("submit", r, rv);
         } else {
-            uint64_t at = now_ns();
+            /* A push can reach the receiver before the submit's answer
+             * reaches its producer: --push measures from the send. */
+            uint64_t at = C.push ? sent : now_ns();
             for (uint32_t i = 0; i < n; i++)
                 atomic_store(&submit_ns[idx[i]], at);
             atomic_fetch_add(&submitted, n);
@@ -443,6 +459,112 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* ---- the push receiver (--push) ---- */
+
+static nng_socket push_sock;
+
+/* One receiver thread: its own context of the REP socket. */
+static void *receiver_main(void *arg)
+{
+    (void)arg;
+    nng_ctx ctx;
+    nng_aio *aio;
+    if (nng_ctx_open(&ctx, push_sock) != 0 || nng_aio_alloc(&aio, NULL, NULL) != 0) {
+        atomic_fetch_add(&errors, 1);
+        return NULL;
+    }
+    Berth__V1__DeliveryAck ack = BERTH__V1__DELIVERY_ACK__INIT;
+    ack.has_outcome = 1;
+    ack.outcome = BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED;
+    uint8_t out[16];
+    size_t out_len = berth__v1__delivery_ack__pack(&ack, out);
+    while (!atomic_load(&stop_all) && !all_done()) {
+        nng_aio_set_timeout(aio, 200);
+        nng_ctx_recv(ctx, aio);
+        nng_aio_wait(aio);
+        if (nng_aio_result(aio) != 0)
+            continue;
+        nng_msg *m = nng_aio_get_msg(aio);
+        Berth__V1__Delivery *d = berth__v1__delivery__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+        uint64_t at = now_ns(), i = 0;
+        if (d != NULL && d->payload.len >= sizeof(i)) {
+            memcpy(&i, d->payload.data, sizeof(i));
+            if (i < cap) {
+                if (atomic_fetch_add(&completions[i], 1) == 0) {
+                    atomic_store(&done_ns[i], at);
+                    atomic_fetch_add(&completed, 1);
+                } else {
+                    atomic_fetch_add(&duplicates, 1);
+                }
+            }
+        }
+        if (d != NULL)
+            berth__v1__delivery__free_unpacked(d, NULL);
+        nng_msg_clear(m);
+        if (nng_msg_append(m, out, out_len) != 0) {
+            nng_msg_free(m);
+            continue;
+        }
+        nng_aio_set_msg(aio, m);
+        nng_aio_set_timeout(aio, 5000);
+        nng_ctx_send(ctx, aio);
+        nng_aio_wait(aio);
+        if (nng_aio_result(aio) != 0)
+            nng_msg_free(nng_aio_get_msg(aio));
+    }
+    nng_aio_free(aio);
+    nng_ctx_close(ctx);
+    return NULL;
+}
+
+/* Listens for berthd and deploys the topics as push channels to it. */
+static bool push_setup(void)
+{
+    nng_listener l;
+    int port = 0;
+    if (nng_rep0_open(&push_sock) != 0 ||
+        nng_listen(push_sock, "tcp://127.0.0.1:0", &l, 0) != 0 ||
+        nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) != 0) {
+        fprintf(stderr, "berth-bench: cannot listen for pushes\n");
+        return false;
+    }
+    char transport[64];
+    snprintf(transport, sizeof(transport), "nng+req://127.0.0.1:%d", port);
+    Berth__V1__ChannelDecl decl[MAX_TOPICS], *dp[MAX_TOPICS];
+    char names[MAX_TOPICS][32];
+    for (uint32_t k = 0; k < C.topics; k++) {
+        berth__v1__channel_decl__init(&decl[k]);
+        topic_name(names[k], sizeof(names[k]), k);
+        decl[k].name = names[k];
+        decl[k].transport = transport;
+        dp[k] = &decl[k];
+    }
+    Berth__V1__DeployRequest d = BERTH__V1__DEPLOY_REQUEST__INIT;
+    d.id = "bench";
+    d.channels = dp;
+    d.n_channels = C.topics;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY;
+    req.deploy = &d;
+    bc *a;
+    char err[256];
+    Berth__V1__AdminResponse *r = NULL;
+    if (bc_open(C.admin, &a, err, sizeof(err)) != BC_OK) {
+        fprintf(stderr, "berth-bench: %s\n", err);
+        return false;
+    }
+    int rv = bc_admin_call(a, &req, NULL, 0, 10000, &r);
+    bc_close(a);
+    bool ok = rv == BC_OK && r->status != NULL && r->status->code == BERTH__V1__CODE__OK;
+    if (!ok)
+        fprintf(stderr, "berth-bench: deploying the push channels failed: %s\n",
+                rv != BC_OK ? bc_strerror(rv)
+                            : (r->status && r->status->message ? r->status->message : "?"));
+    if (r != NULL)
+        berth__v1__admin_response__free_unpacked(r, NULL);
+    return ok;
+}
+
 /* ---- berthd for --spawn ---- */
 
 static spawned_berthd spawned;
@@ -524,7 +646,7 @@ static void usage(FILE *f)
                "                   [--producers P] [--workers W] [--submit-batch B]\n"
                "                   [--fetch-batch F] [--complete-batch C] [--payload BYTES]\n"
                "                   [--topics K] [--lock-ms MS] [--json] [--csv FILE]\n"
-               "                   [--client direct|nng] [--calls]\n");
+               "                   [--client direct|nng] [--calls] [--push [--admin URL]]\n");
 }
 
 static bool num(const char *s, uint64_t *out)
@@ -559,6 +681,10 @@ int main(int argc, char **argv)
             C.json = true;
         } else if (strcmp(a, "--calls") == 0) {
             C.calls = true;
+        } else if (strcmp(a, "--push") == 0) {
+            C.push = true;
+        } else if (strcmp(a, "--admin") == 0 && v) {
+            C.admin = argv[++i];
         } else if (strcmp(a, "--operate") == 0 && v) {
             C.operate = v, i++;
         } else if (strcmp(a, "--client") == 0 && v &&
@@ -611,7 +737,10 @@ int main(int argc, char **argv)
             return 1;
         }
         C.operate = spawned.url;
+        C.admin = spawned.admin;
     }
+    if (C.admin == NULL)
+        C.admin = "tcp://127.0.0.1:7451";
     /* Task slots: N, or for a timed run more than any run can reach; the
      * mapping is lazy, only touched pages cost memory. */
     cap = C.tasks ? C.tasks : (64u << 20);
@@ -636,9 +765,15 @@ int main(int argc, char **argv)
     bool tty = isatty(STDERR_FILENO);
     if (tty)
         pthread_create(&prog, NULL, progress, NULL);
+    if (C.push && (C.calls || !push_setup())) {
+        if (C.calls)
+            fprintf(stderr, "berth-bench: --push and --calls do not go together\n");
+        stop_berthd();
+        return 1;
+    }
     for (uint32_t i = 0; i < C.workers; i++) {
         ws[i].id = (int)i;
-        pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
+        pthread_create(&ws[i].th, NULL, C.push ? receiver_main : worker_main, &ws[i]);
     }
     for (uint32_t i = 0; i < C.producers; i++)
         pthread_create(&pt[i], NULL, C.calls ? caller : producer, NULL);
@@ -716,6 +851,29 @@ int main(int argc, char **argv)
         printf("  errors %" PRIu64 "  lost %" PRIu64 "  duplicates %" PRIu64 "  unresolved %" PRIu64
                "  wrong results %" PRIu64 "\n",
                errs, lost, dups, unresolved, wrong);
+    } else if (C.json && C.push) {
+        printf("{\"mode\":\"push\",\"deliveries\":%" PRIu64 ",\"seconds\":%.3f,"
+               "\"deliveries_per_s\":%.1f,\"submit_per_s\":%.1f,"
+               "\"receipt_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
+               "\"errors\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"duplicates\":%" PRIu64 ","
+               "\"producers\":%u,\"receivers\":%u,\"submit_batch\":%u,\"payload\":%u,"
+               "\"topics\":%u}\n",
+               n, secs, secs > 0 ? (double)(n - lost) / secs : 0,
+               submit_secs > 0 ? n / submit_secs : 0, pe.p50, pe.p90, pe.p99, pe.max, errs, lost,
+               dups, C.producers, C.workers, C.submit_batch, C.payload, C.topics);
+    } else if (C.push) {
+        printf("berth-bench --push: %u producers (batch %u), %u receiver threads, "
+               "%u-byte payloads, %u channel(s)\n",
+               C.producers, C.submit_batch, C.workers, C.payload, C.topics);
+        printf("  deliveries     %12" PRIu64 "\n", n);
+        printf("  seconds        %12.3f\n", secs);
+        printf("  deliveries/s   %12.1f   (submit %0.1f/s)\n",
+               secs > 0 ? (double)(n - lost) / secs : 0, submit_secs > 0 ? n / submit_secs : 0);
+        printf("  receipt ms     p50 %.3f  p90 %.3f  p99 %.3f  max %.3f   (submit sent -> "
+               "received)\n",
+               pe.p50, pe.p90, pe.p99, pe.max);
+        printf("  errors %" PRIu64 "  lost %" PRIu64 "  duplicates %" PRIu64 "\n", errs, lost,
+               dups);
     } else if (C.json) {
         printf("{\"tasks\":%" PRIu64 ",\"seconds\":%.3f,\"tasks_per_s\":%.1f,\"submit_per_s\":%.1f,"
                "\"e2e_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"

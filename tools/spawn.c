@@ -75,6 +75,9 @@ int spawn_berthd(spawned_berthd *b, const char *who, const char *const *extra)
     line[got] = '\0';
     close(out[0]);
     const char *o = strstr(line, "operate=");
+    const char *ad = strstr(line, "admin=");
+    if (ad == NULL || sscanf(ad, "admin=%255s", b->admin) != 1)
+        b->admin[0] = '\0';
     if (o == NULL || sscanf(o, "operate=%255s", b->url) != 1) {
         fprintf(stderr, "%s: %s did not become ready\n", who, berthd);
         return -1;
