@@ -389,11 +389,23 @@ int gw_push_send(void *ctx, engine *e, const engine_push_delivery *d)
     }
     pthread_mutex_lock(&p->mu);
     char why[200] = "";
-    receiver *r = p->stopping ? NULL : receiver_of(p, d->transport, why, sizeof(why));
+    bool stopping = p->stopping;
+    receiver *r = stopping ? NULL : receiver_of(p, d->transport, why, sizeof(why));
     if (r == NULL || nng_ctx_open(&f->ctx, r->sock) != 0) {
         pthread_mutex_unlock(&p->mu);
         nng_msg_free(msg);
         nng_aio_free(f->aio);
+        f->aio = NULL;
+        /* Answered at once, saying why (the operator sees it as the
+         * delivery's last error); stopping, the engine sends it again at
+         * its next start. */
+        if (!stopping) {
+            snprintf(f->why, sizeof(f->why), "%s", why[0] ? why : "cannot open a context");
+            f->req.u.push_ack.outcome = ENGINE_PUSH_RETRY;
+            f->req.u.push_ack.error = (engine_error){.code = "PUSH_FAILED", .message = f->why};
+            if (engine_exec(e, &f->req, flight_done, f) == BERTH_OK)
+                return BERTH_OK;
+        }
         free(f);
         return BERTH_EIO; /* the engine's deadline makes it a failed attempt */
     }

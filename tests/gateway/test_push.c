@@ -346,3 +346,39 @@ DTest(push, retire_drains_what_is_in_flight_then_retires_with_the_event)
     close(ev);
     receiver_stop(&r);
 }
+
+DTest(push, a_receiver_that_cannot_be_dialled_says_why)
+{
+    Berth__V1__ChannelDecl c = BERTH__V1__CHANNEL_DECL__INIT, *cs[] = {&c};
+    c.name = "nowhere";
+    c.transport = "nng+req://no-port-given";
+    Berth__V1__DeployRequest d = BERTH__V1__DEPLOY_REQUEST__INIT;
+    d.id = "bad";
+    d.channels = cs;
+    d.n_channels = 1;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY;
+    req.deploy = &d;
+    Berth__V1__AdminResponse *r = admin(&req);
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    free(submit("nowhere", "p"));
+    /* Three attempts, answered at once, 100 and 200 ms apart: poisoned. */
+    Berth__V1__ListIncidentsRequest li = BERTH__V1__LIST_INCIDENTS_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_INCIDENTS;
+    req.list_incidents = &li;
+    for (int i = 0; i < 300; i++) {
+        r = admin(&req);
+        if (r->list_incidents->n_incidents > 0)
+            break;
+        berth__v1__admin_response__free_unpacked(r, NULL);
+        r = NULL;
+        struct timespec t = {0, 10 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    cr_assert_not_null(r, "the delivery was not poisoned");
+    const Berth__V1__Incident *in = r->list_incidents->incidents[0];
+    cr_assert_eq(in->kind, BERTH__V1__INCIDENT__KIND__DELIVERY_POISONED);
+    cr_assert(strstr(in->error->message, "cannot dial") != NULL, "%s", in->error->message);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+}
