@@ -323,3 +323,80 @@ Test(push, without_a_push_transport_a_push_channel_cannot_be_deployed)
     h_expect_code(r, ENGINE_CODE_INVALID_ARGUMENT); /* a scheme with no receiver */
     engine_reply_free(r);
 }
+
+/* The gate in every order: a task completed, a task gone terminal, a push
+ * delivered and a push poisoned, the four finished in each of the 24
+ * orders, each with a deployment of its own. It retires when the last of
+ * the four ends, never before, whatever the order. */
+Test(push, the_gate_retires_after_the_last_holder_in_every_order)
+{
+    H.o.delivery_attempts = 1; /* one RETRY poisons */
+    H.o.retries = 1;           /* one failure makes a task terminal */
+    h_reopen();
+    int perm[4] = {0, 1, 2, 3};
+    for (int n = 0; n < 24; n++) {
+        char id[16], pull[16], push[16];
+        snprintf(id, sizeof(id), "d%d", n);
+        snprintf(pull, sizeof(pull), "pull%d", n);
+        snprintf(push, sizeof(push), "push%d", n);
+        engine_channel cs[] = {{.name = pull}, {.name = push, .transport = RECEIVER}};
+        engine_request req = {.op = ENGINE_OP_DEPLOY};
+        req.u.deploy.id = id;
+        req.u.deploy.channels = cs;
+        req.u.deploy.n_channels = 2;
+        engine_reply *r = h_exec(&req);
+        h_expect_ok(r);
+        engine_reply_free(r);
+        size_t first = h_pushes();
+        h_submit(pull, "a", NULL);
+        h_submit(pull, "b", NULL);
+        h_submit(push, "c", NULL);
+        h_submit(push, "d", NULL);
+        cr_assert_eq(h_pushes(), first + 2);
+        engine_task ta, tb;
+        char tok_a[ENGINE_ID_STR], tok_b[ENGINE_ID_STR];
+        h_fetch_one("w", pull, 0, &ta, tok_a);
+        h_fetch_one("w", pull, 0, &tb, tok_b);
+        engine_request rt = {.op = ENGINE_OP_RETIRE};
+        rt.u.retire.id = id;
+        r = h_exec(&rt);
+        cr_assert_eq(r->deployments[0].state, ENGINE_DEPLOYMENT_DRAINING);
+        engine_reply_free(r);
+        size_t retired_before = h_events(ENGINE_EVENT_DEPLOYMENT_RETIRED);
+        for (int k = 0; k < 4; k++) {
+            switch (perm[k]) {
+            case 0:
+                engine_reply_free(h_complete(ta.id, "w", tok_a));
+                break;
+            case 1:
+                engine_reply_free(h_fail(tb.id, "w", tok_b, "BROKEN"));
+                break;
+            case 2:
+                engine_reply_free(h_push_ack(first, ENGINE_PUSH_DELIVERED, NULL, NULL));
+                break;
+            case 3:
+                engine_reply_free(h_push_ack(first + 1, ENGINE_PUSH_RETRY, "BUSY", NULL));
+                break;
+            }
+            cr_assert_eq(h_events(ENGINE_EVENT_DEPLOYMENT_RETIRED), retired_before + (k == 3),
+                         "order %d, step %d", n, k);
+        }
+        /* the next permutation (lexicographic) */
+        int i = 2;
+        while (i >= 0 && perm[i] > perm[i + 1])
+            i--;
+        if (i < 0)
+            break;
+        int j = 3;
+        while (perm[j] < perm[i])
+            j--;
+        int t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+        for (int a = i + 1, b = 3; a < b; a++, b--) {
+            t = perm[a];
+            perm[a] = perm[b];
+            perm[b] = t;
+        }
+    }
+}
