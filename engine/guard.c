@@ -110,17 +110,7 @@ static int reply_one(engine *e, const engine_guard *g, const engine_result *resu
                   .parked = need_body ? &b : NULL,
                   .error = err,
                   .from = t};
-    if (err == NULL && result != NULL) {
-        in.payload = result->payload;
-        in.payload_len = result->payload_len;
-        in.content_type = result->content_type;
-        in.headers = result->headers;
-        in.n_headers = result->n_headers;
-    } else if (err == NULL) {
-        in.payload = b.payload;
-        in.payload_len = b.payload_len;
-        in.content_type = b.content_type;
-    }
+    intake_set_reply(&in, result, &b);
     rv = intake_dispatch(e, &in, st);
     store_body_clear(&b);
     if (rv != BERTH_OK) /* refused: locked until the grace window ends */

@@ -107,6 +107,23 @@ static int correlate(engine *e, const inbound *in, engine_status *st)
     return instance_end(e, i, ENGINE_INSTANCE_RESOLVED, &res, NULL);
 }
 
+void intake_set_reply(inbound *in, const engine_result *result, const store_body *parked)
+{
+    if (in->error != NULL)
+        return;
+    if (result != NULL) {
+        in->payload = result->payload;
+        in->payload_len = result->payload_len;
+        in->content_type = result->content_type;
+        in->headers = result->headers;
+        in->n_headers = result->n_headers;
+    } else {
+        in->payload = parked->payload;
+        in->payload_len = parked->payload_len;
+        in->content_type = parked->content_type;
+    }
+}
+
 int intake_dispatch(engine *e, const inbound *in, engine_status *st)
 {
     int rv = in->error ? BERTH_OK : validate(e, in, st);

@@ -21,6 +21,10 @@ typedef struct inbound {
     const task *from;          /* the task it answers (left alone by what it resolves) */
 } inbound;
 
+/* Fills in's reply when it is not a refusal: result, or else (NULL) the
+ * parked request's payload, re-delivered. */
+void intake_set_reply(inbound *in, const engine_result *result, const store_body *parked);
+
 /* 0: accepted, and whatever it resolves is written into the turn's batch
  * (a call's instance ends; a reply to an instance that has ended already
  * is absorbed: accepted, nothing changes).

@@ -438,17 +438,7 @@ static int call_reply(engine *e, delivery *d, const engine_result *result, const
         return turn_fail(e, ENGINE_CODE_UNAVAILABLE, "reading a delivery's body failed");
     }
     inbound in = {.topic = d->topic, .chan = d->chan, .parked = &b, .error = err};
-    if (err == NULL && result != NULL) {
-        in.payload = result->payload;
-        in.payload_len = result->payload_len;
-        in.content_type = result->content_type;
-        in.headers = result->headers;
-        in.n_headers = result->n_headers;
-    } else if (err == NULL) { /* taken without a result: the request, as a completion */
-        in.payload = b.payload;
-        in.payload_len = b.payload_len;
-        in.content_type = b.content_type;
-    }
+    intake_set_reply(&in, result, &b); /* without a result: the request, as a completion */
     rv = intake_dispatch(e, &in, st);
     store_body_clear(&b);
     return rv;

@@ -1,6 +1,10 @@
 /* listen.c — see listen.h. */
 #include "gateway/listen.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,4 +88,64 @@ int gw_tls_server(const char *cert_file, const char *key_file, nng_tls_config **
     }
     *out = cfg;
     return BERTH_OK;
+}
+
+typedef struct within {
+    void (*fn)(void *arg);
+    void *arg;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} within;
+
+static void *within_thread(void *arg)
+{
+    within *w = arg;
+    w->fn(w->arg);
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+bool gw_within(void (*fn)(void *arg), void *arg, int ms)
+{
+    within *w = calloc(1, sizeof(*w)); /* outlives a call that never returns */
+    pthread_t th;
+    if (w == NULL) {
+        fn(arg);
+        return true;
+    }
+    w->fn = fn;
+    w->arg = arg;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&th, NULL, within_thread, w) != 0) {
+        free(w);
+        fn(arg);
+        return true;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->mu);
+    while (!w->done && pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0)
+        ;
+    bool done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (!done) {
+        pthread_detach(th);
+        return false;
+    }
+    pthread_join(th, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+    return true;
 }

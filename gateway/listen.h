@@ -6,6 +6,7 @@
 #ifndef BERTH_GATEWAY_LISTEN_H
 #define BERTH_GATEWAY_LISTEN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <nng/nng.h>
@@ -18,5 +19,10 @@ int gw_listen(nng_socket s, const char *url, nng_tls_config *tls, char *bound, s
 /* A server TLS configuration from PEM files: cert (chain) and private key. */
 int gw_tls_server(const char *cert_file, const char *key_file, nng_tls_config **out, char *err,
                   size_t errlen);
+
+/* Runs fn(arg) on a thread of its own and waits for it ms at most (nng's
+ * socket close can wait for ever on a pipe a peer left stuck). False: it
+ * had not returned; it goes on, detached, so arg must outlive it. */
+bool gw_within(void (*fn)(void *arg), void *arg, int ms);
 
 #endif

@@ -34,61 +34,15 @@ static int serve(gw_config *cfg);
 /* Distinct push receivers (a socket each). */
 #define PUSH_RECEIVERS_MAX 4096
 
-typedef struct closer {
-    gw_server *server;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-} closer;
-
-static void *close_thread(void *arg)
+static void close_server(void *arg)
 {
-    closer *c = arg;
-    gw_server_close(c->server);
-    pthread_mutex_lock(&c->mu);
-    c->done = true;
-    pthread_cond_signal(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    return NULL;
+    gw_server_close(arg);
 }
 
 /* gw_server_close(), waiting for it ms at most. */
 static bool close_within(gw_server *server, int ms)
 {
-    closer *c = calloc(1, sizeof(*c)); /* outlives a close that never returns */
-    if (c == NULL) {
-        gw_server_close(server);
-        return true;
-    }
-    c->server = server;
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
-    pthread_t th;
-    if (pthread_create(&th, NULL, close_thread, c) != 0) {
-        gw_server_close(server);
-        free(c);
-        return true;
-    }
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&c->mu);
-    while (!c->done && pthread_cond_timedwait(&c->cv, &c->mu, &until) == 0)
-        ;
-    bool done = c->done;
-    pthread_mutex_unlock(&c->mu);
-    if (done) {
-        pthread_join(th, NULL);
-        pthread_mutex_destroy(&c->mu);
-        pthread_cond_destroy(&c->cv);
-        free(c);
-    }
-    return done;
+    return gw_within(close_server, server, ms);
 }
 
 /* Descriptors kept beside the operate connections: the store's files, the

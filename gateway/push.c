@@ -22,6 +22,7 @@
 #include <nng/supplemental/tls/tls.h>
 
 #include "berth/v1/push.pb-c.h"
+#include "gateway/listen.h"
 #include "store/err.h"
 
 #define GW_PUSH_SYSTEM_CA "/etc/ssl/certs/ca-certificates.crt"
@@ -441,24 +442,12 @@ void gw_push_stop(gw_push *p)
     }
 }
 
-typedef struct closing {
-    gw_push *p;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-} closing;
-
-static void *close_all(void *arg)
+static void close_all(void *arg)
 {
-    closing *c = arg;
-    for (size_t i = 0; i < c->p->n_rx; i++)
-        if (c->p->rx[i].ok)
-            nng_close(c->p->rx[i].sock);
-    pthread_mutex_lock(&c->mu);
-    c->done = true;
-    pthread_cond_signal(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    return NULL;
+    gw_push *p = arg;
+    for (size_t i = 0; i < p->n_rx; i++)
+        if (p->rx[i].ok)
+            nng_close(p->rx[i].sock);
 }
 
 bool gw_push_close(gw_push *p, int ms)
@@ -466,38 +455,8 @@ bool gw_push_close(gw_push *p, int ms)
     if (p == NULL)
         return true;
     gw_push_stop(p);
-    closing *c = calloc(1, sizeof(*c)); /* outlives a close that never returns */
-    pthread_t th;
-    if (c == NULL)
-        return false;
-    c->p = p;
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
-    if (pthread_create(&th, NULL, close_all, c) != 0) {
-        free(c);
-        return false;
-    }
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += ms / 1000;
-    until.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&c->mu);
-    while (!c->done && pthread_cond_timedwait(&c->cv, &c->mu, &until) == 0)
-        ;
-    bool done = c->done;
-    pthread_mutex_unlock(&c->mu);
-    if (!done) {
-        pthread_detach(th);
-        return false; /* p and c stay: the thread may still use them */
-    }
-    pthread_join(th, NULL);
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
-    free(c);
+    if (!gw_within(close_all, p, ms))
+        return false; /* p stays: the close may still use it */
     for (size_t i = 0; i < p->n_rx; i++)
         free(p->rx[i].transport);
     free(p->rx);

@@ -1157,6 +1157,29 @@ static void print_deployment_header(void)
 
 static bool parse_u64(const char *s, uint64_t *out);
 
+/* A deploy's or a retire's answer: the version it concerns. */
+static void print_deployment_answer(const opts *o, const Berth__V1__Deployment *dep,
+                                    const char *verb)
+{
+    if (o->json) {
+        printf("{\"deployment\":");
+        if (dep)
+            print_deployment_json(dep);
+        else
+            printf("null");
+        printf("}\n");
+        return;
+    }
+    if (dep == NULL)
+        return;
+    printf("%s%s version %u: %s", verb, dep->id, dep->version, deployment_state_name(dep->state));
+    if (dep->state == BERTH__V1__DEPLOYMENT__STATE__DRAINING)
+        printf(" (holds %" PRIu64 " deliveries, %" PRIu64 " tasks, %" PRIu64
+               " calls backing off; it retires when all are done)",
+               dep->pending_deliveries, dep->tasks, dep->calls_backing_off);
+    putchar('\n');
+}
+
 /* One --channel of a deploy: NAME[,transport=T][,reply-max-bytes=N]
  * [,content-types=A|B]; the strings stay in spec (cut in place). */
 static bool parse_channel(char *spec, Berth__V1__ChannelDecl *c, char **types, size_t max_types)
@@ -1223,18 +1246,7 @@ static int admin_deploy(opts *o)
     int ex = admin_call(o, &req, &r);
     if (ex != EX_OK)
         return ex;
-    const Berth__V1__Deployment *dep = r->deploy ? r->deploy->deployment : NULL;
-    if (o->json) {
-        printf("{\"deployment\":");
-        if (dep)
-            print_deployment_json(dep);
-        else
-            printf("null");
-        printf("}\n");
-    } else if (dep) {
-        printf("deployed %s version %u: %s\n", dep->id, dep->version,
-               deployment_state_name(dep->state));
-    }
+    print_deployment_answer(o, r->deploy ? r->deploy->deployment : NULL, "deployed ");
     berth__v1__admin_response__free_unpacked(r, NULL);
     return EX_OK;
 }
@@ -1254,22 +1266,7 @@ static int admin_retire(opts *o)
     int ex = admin_call(o, &req, &r);
     if (ex != EX_OK)
         return ex;
-    const Berth__V1__Deployment *dep = r->retire ? r->retire->deployment : NULL;
-    if (o->json) {
-        printf("{\"deployment\":");
-        if (dep)
-            print_deployment_json(dep);
-        else
-            printf("null");
-        printf("}\n");
-    } else if (dep) {
-        printf("%s version %u: %s", dep->id, dep->version, deployment_state_name(dep->state));
-        if (dep->state == BERTH__V1__DEPLOYMENT__STATE__DRAINING)
-            printf(" (holds %" PRIu64 " deliveries, %" PRIu64 " tasks, %" PRIu64
-                   " calls backing off; it retires when all are done)",
-                   dep->pending_deliveries, dep->tasks, dep->calls_backing_off);
-        putchar('\n');
-    }
+    print_deployment_answer(o, r->retire ? r->retire->deployment : NULL, "");
     berth__v1__admin_response__free_unpacked(r, NULL);
     return EX_OK;
 }
