@@ -594,6 +594,8 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     hist_init(&e->fsync, HIST_SECONDS);
     hist_init(&e->commit_batch, HIST_SIZES);
     atomic_init(&e->fp_park, 0);
+    atomic_init(&e->fetch_inflight, 0);
+    atomic_init(&e->fetch_blocked, false);
     if (e->o.data_dir == NULL || table_init(&e->tasks) || table_init(&e->deliveries) ||
         table_init(&e->topics) || table_init(&e->routes) || table_init(&e->t.keys) ||
         table_init(&e->owners) || table_init(&e->instances) || table_init(&e->tcounters) ||

@@ -46,16 +46,29 @@ static bool node_less(const heap_node *a, const heap_node *b)
     return a->at < b->at || (a->at == b->at && a->seq < b->seq);
 }
 
-/* Claims up to max fetchable tasks of the given topics, oldest fetchable
- * instant first across them, into r->tasks; stops early rather than pass
- * the fetch byte budget (the first task always fits: the budget is at
- * least the payload ceiling). A failure before the first task is claimed
- * is the fetch's own answer (r->status); after it, the fetch answers with
- * the tasks it has. Nonzero only when the turn failed. */
-static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_t max,
-                       uint64_t lock_ms, const char *worker_id, engine_reply *r)
+/* The bytes of the answers claimed by p leave with p (commit.c). */
+static void charge(engine *e, pending *p, uint64_t bytes)
 {
+    p->charged += bytes;
+    atomic_fetch_add(&e->fetch_inflight, bytes);
+}
+
+/* Claims up to max fetchable tasks of the given topics, oldest fetchable
+ * instant first across them, into p's reply; stops early rather than pass
+ * the fetch byte budget (the first task always fits: the budget is at
+ * least the payload ceiling), or the engine's budget for answers not yet
+ * handed over (then it claims nothing more until some have left: the
+ * first task always fits when none is in flight). A failure before the
+ * first task is claimed is the fetch's own answer (r->status); after it,
+ * the fetch answers with the tasks it has. Nonzero only when the turn
+ * failed. */
+static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_t max,
+                       uint64_t lock_ms, const char *worker_id, pending *p)
+{
+    engine_reply *r = p->reply;
     uint64_t now = e->t.now_ms, bytes = 0;
+    uint64_t flying = atomic_load(&e->fetch_inflight);
+    int rv_end = BERTH_OK;
     while (r->n_tasks < max) {
         heap_node *best = NULL;
         for (size_t i = 0; i < n_topics; i++) {
@@ -64,10 +77,16 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
                 best = x;
         }
         if (best == NULL)
-            return BERTH_OK;
+            break;
         task *t = container_of(best, task, ready);
         if (r->n_tasks > 0 && bytes + t->body_bytes > e->o.fetch_max_bytes)
-            return BERTH_OK;
+            break;
+        if ((flying > 0 || r->n_tasks > 0) &&
+            flying + bytes + t->body_bytes > e->o.fetch_inflight_max_bytes) {
+            e->fetch_blocked_at = flying; /* (claim_next_due) */
+            atomic_store(&e->fetch_blocked, true);
+            break;
+        }
 
         /* Everything that can fail comes before the task changes. */
         if (r->tasks == NULL && (r->tasks = reply_mem(r, max * sizeof(*r->tasks))) == NULL)
@@ -88,7 +107,7 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
                 else
                     reply_unavailable(&r->status, "reading a task failed");
             }
-            return BERTH_OK;
+            break;
         }
         /* A call's task also carries its call in reserved headers. */
         size_t nh = b->n_headers + (b->has_instance ? 2 : 0);
@@ -110,8 +129,10 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
         t->claims++;
         t->topic->tc->c.fetched++;
         state_task_reindex(e, t);
-        if ((rv = state_task_put(e, t)) != BERTH_OK)
-            return rv;
+        if ((rv = state_task_put(e, t)) != BERTH_OK) {
+            rv_end = rv;
+            break;
+        }
 
         engine_task *et = &r->tasks[r->n_tasks++];
         memset(et, 0, sizeof(*et));
@@ -137,12 +158,14 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
         et->lock_expires_at_ms = t->lock_expires_at_ms;
         et->created_at_ms = t->created_at_ms;
     }
-    return BERTH_OK;
+    charge(e, p, bytes);
+    return rv_end;
 
 no_memory:
     /* Never "no work": a fetch that claimed nothing says why. */
     if (r->n_tasks == 0)
         reply_no_memory(&r->status);
+    charge(e, p, bytes);
     return BERTH_OK;
 }
 
@@ -194,7 +217,7 @@ int claim_fetch(engine *e, pending *p)
     /* A topic with no struct has no tasks; NULL entries are skipped. */
     for (size_t i = 0; i < a->n_topics; i++)
         topics[i] = state_topic(e, a->topics[i], strlen(a->topics[i]), false);
-    int rv = claim_tasks(e, topics, a->n_topics, (uint32_t)max, lock_ms, a->worker_id, r);
+    int rv = claim_tasks(e, topics, a->n_topics, (uint32_t)max, lock_ms, a->worker_id, p);
     if (topics != stack)
         free(topics);
     /* Answered by the actor unless it becomes a waiter. */
@@ -230,7 +253,7 @@ int claim_wake(engine *e)
             waiter *w = l->w;
             engine_reply *r = w->p->reply;
             int rv = claim_tasks(e, w->topics, w->n_topics, w->max_tasks, w->lock_ms,
-                                 w->p->req.u.fetch.worker_id, r);
+                                 w->p->req.u.fetch.worker_id, w->p);
             if (rv != BERTH_OK) {
                 wait_answer(e, w); /* with the turn's failure */
                 return rv;
@@ -248,6 +271,13 @@ int claim_wake(engine *e)
 uint64_t claim_next_due(engine *e)
 {
     uint64_t due = wait_next_deadline(e);
+    /* Stopped on the budget for answers in flight: the fronts wait until
+     * some answers have left (the commit thread wakes the actor then). */
+    if (atomic_load(&e->fetch_blocked)) {
+        if (atomic_load(&e->fetch_inflight) >= e->fetch_blocked_at)
+            return due;
+        atomic_store(&e->fetch_blocked, false);
+    }
     heap_node *x;
     for (topic *tp = e->watched; tp != NULL; tp = tp->watch_next) {
         x = heap_min(&tp->ready);

@@ -114,6 +114,16 @@ static void send_pushes(engine *e, const staged_push *v, size_t n)
 static void deliver(engine *e, pending *p, engine_event *ev, size_t n_ev, bool durable)
 {
     struct committer *c = e->commit;
+    /* The fetch answers leave the engine: their bytes are off its budget,
+     * and a claim that stopped on it may go on. */
+    uint64_t freed = 0;
+    for (pending *q = p; q != NULL; q = q->next)
+        freed += q->charged;
+    if (freed > 0) {
+        atomic_fetch_sub(&e->fetch_inflight, freed);
+        if (atomic_exchange(&e->fetch_blocked, false))
+            c->wake(c->wake_arg);
+    }
     if (durable)
         for (size_t i = 0; i < n_ev; i++)
             e->o.on_event(e->o.event_ctx, &ev[i]);

@@ -236,6 +236,7 @@ typedef struct pending {
     void *arg;
     engine_reply *reply;
     struct waiter *waiter; /* set while a fetch waits */
+    uint64_t charged;      /* task bodies its answer holds (e->fetch_inflight) */
     uint64_t arrived_ms;   /* when its turn took it (fetch wait metrics) */
     struct pending *next;
 } pending;
@@ -359,6 +360,13 @@ struct engine {
     topic *idle;    /* topics that may have lost their last user this turn */
     uint64_t next_seq;
     uint64_t flight_seq; /* push sends so far: never reset, so a stale answer never matches */
+    /* Task bodies in fetch answers not yet handed over (the commit thread
+     * takes them off); a claim that would pass the budget stops and notes
+     * where it stood, so the actor does not spin on fronts it cannot take
+     * until answers have left (claim.c). */
+    atomic_uint_fast64_t fetch_inflight;
+    atomic_bool fetch_blocked;
+    uint64_t fetch_blocked_at;
     uint64_t n_poisoned;
     uint64_t n_waiters;
     uint64_t body_cache_used; /* bytes of task bodies held in memory */

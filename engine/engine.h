@@ -627,6 +627,10 @@ typedef struct engine_options {
     double backoff_jitter; /* 0..1: a pause is cut by up to this fraction */
     uint64_t dedup_horizon_ms;
     uint32_t payload_max_bytes;
+    /* Task bodies in fetch answers claimed and not yet handed to their
+     * done(), in all: past it, fetches claim nothing (they wait, or answer
+     * empty) until answers leave. At least fetch_max_bytes. */
+    uint64_t fetch_inflight_max_bytes;
     uint64_t fetch_max_bytes;  /* a fetch answers with fewer tasks rather than more
                                   bytes than this (always at least one task) */
     uint64_t body_cache_bytes; /* task bodies kept in memory (beyond: read from disk) */

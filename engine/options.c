@@ -29,6 +29,7 @@ void engine_options_default(engine_options *o)
     o->dedup_horizon_ms = 24ull * 3600 * 1000;
     o->payload_max_bytes = 1u << 20;
     o->fetch_max_bytes = 8u << 20;
+    o->fetch_inflight_max_bytes = 256u << 20;
     o->body_cache_bytes = 256u << 20;
     o->topics_max = 64;
     o->delivery_attempts = 20;
@@ -87,6 +88,9 @@ int engine_options_check(const engine_options *o, char *msg, size_t msglen)
           "backoff-jitter must be at least 0 and below 1");
     CHECK(o->dedup_horizon_ms > 0, "dedup-horizon-ms must be greater than zero");
     CHECK(o->payload_max_bytes > 0, "payload-max-bytes must be greater than zero");
+    CHECK(o->fetch_inflight_max_bytes >= o->fetch_max_bytes,
+          "fetch-inflight-max-bytes (%" PRIu64 ") must be at least fetch-max-bytes (%" PRIu64 ")",
+          o->fetch_inflight_max_bytes, o->fetch_max_bytes);
     CHECK(o->fetch_max_bytes >= o->payload_max_bytes,
           "fetch-max-bytes (%" PRIu64 ") must be at least payload-max-bytes (%u)",
           o->fetch_max_bytes, o->payload_max_bytes);

@@ -51,6 +51,9 @@ static const setting settings[] = {
     {"payload-max-bytes", S_U32, E(payload_max_bytes), "ceiling for a payload"},
     {"topics-max", S_U32, E(topics_max), "ceiling for the topics of one fetch"},
     {"body-cache-bytes", S_U64, E(body_cache_bytes), "task bodies kept in memory"},
+    {"fetch-inflight-max-bytes", S_U64, E(fetch_inflight_max_bytes),
+     "task bodies in fetch answers not yet handed to their connections, in all; past it "
+     "fetches wait (or answer empty)"},
     {"fetch-max-bytes", S_U64, E(fetch_max_bytes),
      "a fetch answers with fewer tasks rather than more bytes"},
     {"delivery-attempts", S_U32, E(delivery_attempts),

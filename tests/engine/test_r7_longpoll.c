@@ -289,3 +289,55 @@ Test(r7_longpoll, berthd_keeps_only_so_many_fetches_waiting_in_all)
         h_async_free(&a[i]);
     }
 }
+
+/* Answers claimed and not yet handed over are bounded in all: past the
+ * budget a fetch claims nothing, and a waiter is woken when answers leave,
+ * without polling (the clock never moves here). */
+Test(r7_longpoll, answers_in_flight_are_bounded_and_a_waiter_goes_on_when_they_leave)
+{
+    H.o.payload_max_bytes = 1000;
+    H.o.fetch_max_bytes = 4000;
+    H.o.fetch_inflight_max_bytes = 4000;
+    h_reopen();
+    char payload[901];
+    memset(payload, 'x', 900);
+    payload[900] = '\0';
+    for (int i = 0; i < 6; i++)
+        h_submit("t", payload, NULL);
+    engine_durable before;
+    engine_durability(H.e, &before);
+    engine_failpoint_set(H.e, ENGINE_FP_HOLD_SYNCS, 1); /* answers stay in the engine */
+    engine_request req = {.op = ENGINE_OP_FETCH};
+    req.u.fetch = (engine_fetch_args){.worker_id = "a",
+                                      .topics = T,
+                                      .n_topics = 1,
+                                      .has_max_tasks = true,
+                                      .max_tasks = 10,
+                                      .has_wait_ms = true};
+    h_async a, b, c;
+    h_exec_async(&req, &a);
+    h_wait_durability(before.appended + 1, 1);
+    /* (served, as the turns show: their answers wait for the sync too) */
+    engine_durable now;
+    engine_durability(H.e, &now);
+    req.u.fetch.worker_id = "b"; /* wait 0: answered at once, with nothing */
+    h_exec_async(&req, &b);
+    h_wait_turns(now.turns + 1);
+    req.u.fetch.worker_id = "c";
+    req.u.fetch.wait_ms = 5000;
+    h_exec_async(&req, &c);
+    h_wait_turns(now.turns + 2);
+    engine_failpoint_set(H.e, ENGINE_FP_HOLD_SYNCS, 0);
+    engine_reply *ra = h_async_wait(&a);
+    h_expect_ok(ra);
+    cr_assert_eq(ra->n_tasks, 4, "four bodies of ~950 bytes fit 4000");
+    engine_reply *rb = h_async_wait(&b);
+    h_expect_ok(rb);
+    cr_assert_eq(rb->n_tasks, 0, "the budget is spent while a's answer is in flight");
+    engine_reply *rc = h_async_wait(&c);
+    h_expect_ok(rc);
+    cr_assert_eq(rc->n_tasks, 2, "woken when the answers left, the clock unmoved");
+    h_async_free(&a);
+    h_async_free(&b);
+    h_async_free(&c);
+}
