@@ -236,11 +236,11 @@ static void conn_close(sp_conn *c)
     deadline_unlink(&s->frames, &c->frame);
     deadline_unlink(&s->idle, &c->idle);
     s->n_conns--;
-    atomic_fetch_sub(&s->open, 1);
     if (c->starved)
         s->n_starved--;
     pthread_mutex_lock(&c->mu);
     c->closed = true;
+    atomic_fetch_sub(&s->open, 1); /* (after: whoever sees it sees `closed` too) */
     epoll_ctl(s->efd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -1021,6 +1021,11 @@ int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out
     }
     *out = s;
     return BERTH_OK;
+}
+
+unsigned gw_sp_connections(const gw_sp *s)
+{
+    return atomic_load(&s->open);
 }
 
 const char *gw_sp_url(const gw_sp *s)

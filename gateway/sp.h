@@ -76,6 +76,9 @@ typedef struct gw_sp_limits {
 int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out, char *err,
                 size_t errlen);
 const char *gw_sp_url(const gw_sp *s);
+/* Connections open now (any thread). One that closed has answered its
+ * last requests as closed: their claimed tasks are handed back. */
+unsigned gw_sp_connections(const gw_sp *s);
 /* Call after engine_stop(): answers already handed to sockets are
  * flushed (2 s at most), then every connection closes. */
 void gw_sp_close(gw_sp *s);
