@@ -193,6 +193,8 @@ static int serve(gw_config *cfg)
         .tls = tls,
         .max_connections = 64,
         .idle_timeout_ms = cfg->idle_timeout_ms,
+        .frame_timeout_ms = cfg->frame_timeout_ms,
+        .buffers_max_bytes = 64u << 20,
         .codec = &gw_admin_codec,
         .codec_ctx = admin,
         .name = "admin",

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -85,11 +86,14 @@ typedef struct sp_req {
     sp_conn *c;
     uint8_t bt[SP_BACKTRACE_MAX];
     size_t bt_len;
-    gw_call call;
+    void *call; /* the codec's call, in mem */
+    _Alignas(max_align_t) unsigned char mem[];
 } sp_req;
 
 struct gw_sp {
     engine *e;
+    const gw_codec *codec; /* the surface's (call.h) */
+    const void *codec_ctx;
     size_t max_msg;
     uint64_t owners;    /* connections accepted: each one's engine owner id (loop thread) */
     int lfd, efd, wake; /* listener, epoll, eventfd */
@@ -384,7 +388,7 @@ static void req_answer(sp_req *r, nng_msg *m)
     pthread_mutex_unlock(&c->mu);
     if (m != NULL)
         nng_msg_free(m);
-    gw_call_release(&r->call);
+    c->s->codec->release(r->call);
     free(r);
     conn_unref(c);
 }
@@ -407,7 +411,7 @@ static void giveback_done(void *arg, engine_reply *r)
  * now rather than when their locks run out. */
 static void give_back(sp_req *r, const engine_reply *reply)
 {
-    const char *worker = r->call.ereq.u.fetch.worker_id;
+    const char *worker = ((gw_call *)r->call)->ereq.u.fetch.worker_id;
     size_t wl = worker != NULL ? strlen(worker) : 0;
     for (size_t i = 0; i < reply->n_tasks; i++) {
         sp_giveback *g = malloc(sizeof(*g) + wl + 1);
@@ -427,14 +431,15 @@ static void req_done(void *arg, engine_reply *reply)
 {
     sp_req *r = arg;
     nng_msg *m = NULL;
-    if (reply->op == ENGINE_OP_FETCH && reply->n_tasks > 0) {
+    const gw_codec *codec = r->c->s->codec;
+    if (reply->op == ENGINE_OP_FETCH && reply->n_tasks > 0 && codec == &gw_operate_codec) {
         pthread_mutex_lock(&r->c->mu);
         bool gone = r->c->closed || r->c->ending;
         pthread_mutex_unlock(&r->c->mu);
         if (gone)
             give_back(r, reply);
     }
-    if (gw_encode_reply(reply, &r->call.arena, &m) != BERTH_OK)
+    if (codec->encode(r->call, reply, &m) != BERTH_OK)
         m = NULL; /* closes the connection (req_answer) */
     engine_reply_free(reply);
     req_answer(r, m);
@@ -448,7 +453,8 @@ static void req_done(void *arg, engine_reply *reply)
  * SP_TTL words is dropped unanswered, and the connection goes on. */
 static bool conn_request(sp_conn *c, const uint8_t *p, size_t len)
 {
-    sp_req *r = calloc(1, sizeof(*r));
+    const gw_codec *codec = c->s->codec;
+    sp_req *r = calloc(1, sizeof(*r) + codec->call_size);
     if (r == NULL)
         return false; /* no memory to serve it: closing tells the client at once */
     /* The backtrace: 4-byte hops up to the request id, the one with its
@@ -467,26 +473,28 @@ static bool conn_request(sp_conn *c, const uint8_t *p, size_t len)
         if (p[r->bt_len - 4] & 0x80)
             break;
     }
-    gw_call_init(&r->call);
+    r->call = r->mem;
+    codec->init(r->call);
     r->c = c;
     atomic_fetch_add(&c->refs, 1);
     pthread_mutex_lock(&c->mu);
     c->inflight++;
     pthread_mutex_unlock(&c->mu);
     engine_status st;
-    r->call.peer_gone = c->hup;
-    int rv = gw_call_start(&r->call, c->s->e, c->owner, p + r->bt_len, len - r->bt_len,
-                           c->s->max_msg, req_done, r, &st);
+    if (codec == &gw_operate_codec)
+        ((gw_call *)r->call)->peer_gone = c->hup;
+    int rv = codec->start(c->s->codec_ctx, r->call, c->s->e, c->owner, p + r->bt_len,
+                          len - r->bt_len, c->s->max_msg, req_done, r, &st);
     if (rv == GW_CALL_DROPPED) {
         pthread_mutex_lock(&c->mu);
         c->inflight--;
         pthread_mutex_unlock(&c->mu);
-        gw_call_release(&r->call);
+        codec->release(r->call);
         free(r);
         conn_unref(c);
     } else if (rv != BERTH_OK) {
         nng_msg *m = NULL;
-        if (gw_encode_status(&st, &m) != BERTH_OK)
+        if (codec->encode_status(&st, &m) != BERTH_OK)
             m = NULL;
         req_answer(r, m);
     }
@@ -977,6 +985,8 @@ int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out
     if (s == NULL)
         return BERTH_ENOMEM;
     s->e = e;
+    s->codec = lim->codec ? lim->codec : &gw_operate_codec;
+    s->codec_ctx = lim->codec_ctx;
     size_t max_message_bytes = lim->max_message_bytes;
     s->max_conns = lim->max_connections;
     s->idle_ms = lim->idle_timeout_ms;

@@ -69,6 +69,9 @@ typedef struct gw_sp_limits {
                                    its first byte, or its connection is closed;
                                    0: never */
     uint64_t buffers_max_bytes; /* the memory budget (above); 0: SIZE_MAX */
+    /* The surface it serves (call.h): NULL is the operate surface's. */
+    const struct gw_codec *codec;
+    const void *codec_ctx;
 } gw_sp_limits;
 
 /* url: tcp://HOST:PORT (HOST may be empty or '*' for every address, or
