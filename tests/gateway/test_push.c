@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
+#include <nng/supplemental/tls/tls.h>
 
 #include "berth/v1/push.pb-c.h"
 #include "tests/support/daemon.h"
@@ -125,20 +126,14 @@ static void *serve(void *arg)
     return NULL;
 }
 
-/* Listens on port (0: any) and serves. */
+static void receiver_start_at(receiver *r, const char *url, nng_tls_config *tls, int outcome);
+
+/* Listens on port (0: any) of loopback and serves. */
 static void receiver_start(receiver *r, int port, int outcome)
 {
-    memset(r, 0, sizeof(*r));
-    pthread_mutex_init(&r->mu, NULL);
-    r->outcome = outcome;
-    cr_assert_eq(nng_rep0_open(&r->sock), 0);
-    cr_assert_eq(nng_socket_set_ms(r->sock, NNG_OPT_RECVTIMEO, 100), 0);
     char url[64];
     snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
-    nng_listener l;
-    cr_assert_eq(nng_listen(r->sock, url, &l, 0), 0, "listen %s", url);
-    cr_assert_eq(nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &r->port), 0);
-    pthread_create(&r->thread, NULL, serve, r);
+    receiver_start_at(r, url, NULL, outcome);
 }
 
 /* Stops serving. The socket is left open: with libnng 1.5.2 closing it
@@ -223,6 +218,41 @@ static char *submit(const char *topic, const char *payload)
     char *id = strdup(s->submit->id);
     w_free(s);
     return id;
+}
+
+/* Listens on url (tls: a server configuration, or NULL) and serves. */
+static void receiver_start_at(receiver *r, const char *url, nng_tls_config *tls, int outcome)
+{
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_init(&r->mu, NULL);
+    r->outcome = outcome;
+    cr_assert_eq(nng_rep0_open(&r->sock), 0);
+    cr_assert_eq(nng_socket_set_ms(r->sock, NNG_OPT_RECVTIMEO, 100), 0);
+    nng_listener l;
+    cr_assert_eq(nng_listener_create(&l, r->sock, url), 0, "%s", url);
+    if (tls != NULL)
+        cr_assert_eq(nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, tls), 0);
+    cr_assert_eq(nng_listener_start(l, 0), 0, "listen %s", url);
+    if (strncmp(url, "ipc://", 6) != 0)
+        cr_assert_eq(nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &r->port), 0);
+    pthread_create(&r->thread, NULL, serve, r);
+}
+
+static void deploy_transport(const char *id, const char *channel, const char *transport)
+{
+    Berth__V1__ChannelDecl c = BERTH__V1__CHANNEL_DECL__INIT, *cs[] = {&c};
+    c.name = (char *)channel;
+    c.transport = (char *)transport;
+    Berth__V1__DeployRequest d = BERTH__V1__DEPLOY_REQUEST__INIT;
+    d.id = (char *)id;
+    d.channels = cs;
+    d.n_channels = 1;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY;
+    req.deploy = &d;
+    Berth__V1__AdminResponse *r = admin(&req);
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK, "%s", r->status->message);
+    berth__v1__admin_response__free_unpacked(r, NULL);
 }
 
 /* ---- tests ---- */
@@ -381,4 +411,56 @@ DTest(push, a_receiver_that_cannot_be_dialled_says_why)
     cr_assert_eq(in->kind, BERTH__V1__INCIDENT__KIND__DELIVERY_POISONED);
     cr_assert(strstr(in->error->message, "cannot dial") != NULL, "%s", in->error->message);
     berth__v1__admin_response__free_unpacked(r, NULL);
+}
+
+DTest(push, receivers_over_ipc_and_over_tls_with_a_verified_certificate)
+{
+    /* ipc */
+    char path[64], url[96], transport[128];
+    snprintf(path, sizeof(path), "/tmp/berth-push-%d.sock", (int)getpid());
+    snprintf(url, sizeof(url), "ipc://%s", path);
+    receiver ipc;
+    receiver_start_at(&ipc, url, NULL, BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
+    snprintf(transport, sizeof(transport), "nng+req+ipc://%s", path);
+    deploy_transport("local", "by-ipc", transport);
+    free(submit("by-ipc", "over ipc"));
+    wait_seen(&ipc, 1);
+    cr_assert_str_eq(ipc.seen[0].payload, "over ipc");
+    receiver_stop(&ipc);
+
+    /* tls: berthd checks the receiver's certificate against --push-tls-ca */
+    char dir[] = "/tmp/berth-push-tls-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char cmd[1024], cert[96], key[96], both[96];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    snprintf(both, sizeof(both), "%s/both.pem", dir);
+    snprintf(cmd, sizeof(cmd),
+             "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+             "-addext subjectAltName=DNS:localhost -keyout %s -out %s >/dev/null 2>&1 && "
+             "cat %s %s > %s",
+             key, cert, cert, key, both);
+    cr_assert_eq(system(cmd), 0, "openssl could not make a test certificate");
+    bc_close(C);
+    bc_close(A);
+    d_cleanup(&D);
+    d_start(&D, (const char *const[]){"--push-tls-ca", cert, NULL});
+    C = d_client(&D);
+    char err[256];
+    cr_assert_eq(bc_open(D.admin, &A, err, sizeof(err)), BC_OK, "%s", err);
+    nng_tls_config *tls;
+    cr_assert_eq(nng_tls_config_alloc(&tls, NNG_TLS_MODE_SERVER), 0);
+    cr_assert_eq(nng_tls_config_cert_key_file(tls, both, NULL), 0);
+    receiver sec;
+    receiver_start_at(&sec, "tls+tcp://127.0.0.1:0", tls,
+                      BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
+    snprintf(transport, sizeof(transport), "nng+req+tls://localhost:%d", sec.port);
+    deploy_transport("secure", "by-tls", transport);
+    free(submit("by-tls", "over tls"));
+    wait_seen(&sec, 1);
+    cr_assert_str_eq(sec.seen[0].payload, "over tls");
+    wait_outbox_empty();
+    receiver_stop(&sec);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s %s", dir, path);
+    cr_assert_eq(system(cmd), 0);
 }
