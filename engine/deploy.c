@@ -228,6 +228,7 @@ void deploy_clear(engine *e)
     e->draining = NULL;
     deployment *im = &e->implicit;
     im->n_deliveries = im->n_poisoned = im->n_tasks = im->n_terminal = im->n_backoff = 0;
+    im->n_instances = 0;
 }
 
 /* ---- routing ---- */
@@ -470,6 +471,40 @@ static bool same_strings(char *const *a, size_t na, const char *const *b, size_t
     return true;
 }
 
+/* A retired version that nothing points at any more, and that a newer
+ * version of its id stands for in the listing. */
+static bool forgettable(engine *e, size_t i)
+{
+    const deployment *d = e->deps.v[i];
+    if (d->state != ENGINE_DEPLOYMENT_RETIRED || d->n_deliveries || d->n_tasks || d->n_instances)
+        return false;
+    for (size_t k = i + 1; k < e->deps.n; k++)
+        if (strcmp(e->deps.v[k]->id, d->id) == 0)
+            return true;
+    return false;
+}
+
+/* At the cap: the versions forgettable, oldest first, up to a tenth of
+ * the cap, leave memory and the store, so that a deploy after many others
+ * never fails for the history alone. */
+static void forget_some(engine *e)
+{
+    size_t kept = 0, dropped = 0;
+    for (size_t i = 0; i < e->deps.n; i++) {
+        deployment *d = e->deps.v[i];
+        if (dropped < ENGINE_DEPLOYMENTS_MAX / 10 && forgettable(e, i)) {
+            uint8_t key[STORE_DEPLOYMENT_KEY_LEN];
+            store_put_be32(key, d->number);
+            store_batch_delete(e->batch, STORE_CF_DEPLOYMENTS, key, sizeof(key));
+            dep_free(d);
+            dropped++;
+            continue;
+        }
+        e->deps.v[kept++] = d; /* (in order: numbers stay increasing) */
+    }
+    e->deps.n = kept;
+}
+
 /* d declares exactly cs (in order, pull spelt either way). */
 static bool declares_exactly(const deployment *d, const engine_channel *cs, size_t n)
 {
@@ -510,8 +545,12 @@ static int deploy_make(engine *e, const char *id, const engine_channel *cs, size
             return BERTH_OK;
         }
     }
+    if (e->deps.n >= ENGINE_DEPLOYMENTS_MAX)
+        forget_some(e);
     if (e->deps.n >= ENGINE_DEPLOYMENTS_MAX) {
-        reply_status(st, ENGINE_CODE_RESOURCE_EXHAUSTED, "%d deployment versions are kept already",
+        reply_status(st, ENGINE_CODE_RESOURCE_EXHAUSTED,
+                     "%d deployment versions are kept already, none of them retired and "
+                     "holding nothing",
                      ENGINE_DEPLOYMENTS_MAX);
         return BERTH_OK;
     }
@@ -662,6 +701,11 @@ void deploy_check(engine *e)
         assert(d->n_deliveries == nd && d->n_poisoned == np);
         assert(d->n_tasks == nt && d->n_terminal == nterm);
         assert(d->n_backoff == nb);
+        k = 0;
+        uint64_t ni = 0;
+        while ((in = table_next(&e->instances, &k)) != NULL)
+            ni += state_dep(e, in->chan) == d;
+        assert(d->n_instances == ni);
         for (size_t c = 0; c < d->n_chans; c++) {
             const push_lane *l = d->chans[c].lane;
             if (l == NULL)

@@ -338,6 +338,7 @@ void instance_turn_done(engine *e)
     for (size_t k = 0; k < e->t.ended.n; k++) {
         instance *i = e->t.ended.v[k];
         table_del(&e->instances, i->id, BERTH_ID_LEN);
+        state_dep(e, i->chan)->n_instances--;
         instance_free(i);
     }
     e->t.ended.n = 0;

@@ -223,6 +223,7 @@ static int index_all(engine *e)
     while ((inst = table_next(&e->instances, &i)) != NULL) {
         if (inst->timer.at != 0 && heap_push(&e->timers, &inst->timer) != BERTH_OK)
             return BERTH_ENOMEM;
+        state_dep(e, inst->chan)->n_instances++;
         if (inst->state == ENGINE_INSTANCE_BACKOFF)
             state_dep(e, inst->chan)->n_backoff++;
     }

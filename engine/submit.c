@@ -373,6 +373,7 @@ int submit_call(engine *e, pending *p)
     memcpy(i->current, d->id, BERTH_ID_LEN);
     if (table_put(&e->instances, i->id, BERTH_ID_LEN, i) != BERTH_OK)
         goto no_memory;
+    state_dep(e, i->chan)->n_instances++;
     /* From here a failure leaves the call half-applied: the turn fails. */
     int rv = i->has_retry ? instance_arm(e, i, now + i->timeout_ms) : BERTH_OK;
     if (rv == BERTH_OK)

@@ -445,3 +445,34 @@ Test(deploy, channels_given_at_open_are_a_deployment)
     cr_assert_eq(shown(ENGINE_BOOT_DEPLOYMENT, 2).state, ENGINE_DEPLOYMENT_LIVE,
                  "without channels at open, the deployment stays as it was");
 }
+
+/* Versions are kept up to ENGINE_DEPLOYMENTS_MAX; past it, retired ones
+ * that hold nothing and have a newer version are forgotten, oldest first,
+ * so deploys go on succeeding, and what still holds work is kept. */
+Test(deploy, deploys_go_on_past_the_cap_and_what_holds_work_is_kept)
+{
+    deploy("old", (const char *[]){"held", NULL});
+    h_submit("held", "p", NULL);
+    h_advance(0);
+    engine_task t;
+    char token[ENGINE_ID_STR];
+    h_fetch_one("w", "held", 0, &t, token);
+    engine_reply_free(h_fail(t.id, "w", token, "BROKEN")); /* terminal: kept */
+    deploy("old", (const char *[]){"other", NULL});        /* version 1 retires, holding it */
+    h_advance(0);
+    cr_assert_eq(shown("old", 1).state, ENGINE_DEPLOYMENT_RETIRED);
+    for (int i = 0; i < ENGINE_DEPLOYMENTS_MAX + 100; i++)
+        deploy("churn", (const char *[]){i % 2 ? "a" : "b", NULL});
+    engine_request req = {.op = ENGINE_OP_LIST_DEPLOYMENTS};
+    engine_reply *r = h_exec(&req);
+    h_expect_ok(r);
+    cr_assert_leq(r->n_deployments, ENGINE_DEPLOYMENTS_MAX);
+    engine_reply_free(r);
+    cr_assert_eq(shown("old", 1).terminal_tasks, 1, "a version that holds work is kept");
+    cr_assert_eq(shown("churn", ENGINE_DEPLOYMENTS_MAX + 100).state, ENGINE_DEPLOYMENT_LIVE);
+    h_reopen(); /* what was forgotten is gone from the store too */
+    r = h_exec(&req);
+    cr_assert_leq(r->n_deployments, ENGINE_DEPLOYMENTS_MAX);
+    engine_reply_free(r);
+    cr_assert_eq(shown("old", 1).terminal_tasks, 1);
+}
