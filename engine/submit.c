@@ -29,15 +29,34 @@
 #include "engine/turn.h"
 #include "store/err.h"
 
+static int dedup_lookup(engine *e, const uint8_t *skey, size_t sklen, uint8_t id[BERTH_ID_LEN]);
+static bool has_key(const engine_submit_args *a);
+
+/* A's idempotency key names a submit (call: a call) accepted before: a
+ * repeat, answered "duplicate" even when its channel takes nothing new
+ * any more. */
+static bool accepted_before(engine *e, const engine_submit_args *a, bool call)
+{
+    if (!has_key(a))
+        return false;
+    uint8_t key[STORE_CALL_KEY_MAX], id[BERTH_ID_LEN];
+    size_t len = call ? store_call_key(key, a->topic, a->idempotency_key)
+                      : store_submit_key(key, a->topic, a->idempotency_key);
+    return len > 0 && dedup_lookup(e, key, len, id) == BERTH_OK;
+}
+
 /* Field names are plain ("topic"); a batch prefixes the item's index to
  * them only when an item is rejected, off the hot path. */
-static bool submit_check(engine *e, const engine_submit_args *a, engine_status *st)
+static bool submit_check(engine *e, const engine_submit_args *a, bool call, engine_status *st)
 {
     if (!check_topic(a->topic, "topic", st))
         return false;
     (void)deploy_route(e, a->topic, st);
-    if (st->code != ENGINE_CODE_OK)
-        return false;
+    if (st->code != ENGINE_CODE_OK) {
+        if (!accepted_before(e, a, call))
+            return false;
+        memset(st, 0, sizeof(*st)); /* (the dedup step answers it) */
+    }
     if (a->payload_len > e->o.payload_max_bytes) {
         reply_over_ceiling(st, "payload", a->payload_len, e->o.payload_max_bytes);
         return false;
@@ -195,7 +214,7 @@ static void submit_one(engine *e, const engine_submit_args *a, engine_submitted 
 int submit_task(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
-    if (!submit_check(e, &p->req.u.submit, &r->status))
+    if (!submit_check(e, &p->req.u.submit, false, &r->status))
         return BERTH_OK;
     r->submitted = reply_mem(r, sizeof(*r->submitted));
     if (r->submitted == NULL) {
@@ -222,7 +241,7 @@ int submit_batch(engine *e, pending *p)
         return BERTH_OK;
     }
     for (size_t i = 0; i < n; i++) {
-        if (!submit_check(e, &items[i], &r->status)) {
+        if (!submit_check(e, &items[i], false, &r->status)) {
             name_item(&r->status, i);
             return BERTH_OK;
         }
@@ -329,7 +348,7 @@ int submit_call(engine *e, pending *p)
     }
     heap_node_init(&i->timer);
     i->max_attempts = 1;
-    if (!submit_check(e, &a->request, st) || (a->retry && !retry_check(e, a->retry, i, st)) ||
+    if (!submit_check(e, &a->request, true, st) || (a->retry && !retry_check(e, a->retry, i, st)) ||
         (r->submitted = reply_mem(r, sizeof(*r->submitted))) == NULL) {
         if (st->code == ENGINE_CODE_OK)
             reply_no_memory(st);

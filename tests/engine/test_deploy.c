@@ -476,3 +476,34 @@ Test(deploy, deploys_go_on_past_the_cap_and_what_holds_work_is_kept)
     engine_reply_free(r);
     cr_assert_eq(shown("old", 1).terminal_tasks, 1);
 }
+
+/* A producer's retry of a submit or a call accepted before is answered
+ * "duplicate" with the original id (R17), even once its channel takes
+ * nothing new; a new key is refused. */
+Test(deploy, a_repeat_of_an_accepted_submit_is_a_duplicate_on_a_draining_channel)
+{
+    deploy("d", (const char *[]){"t", NULL});
+    engine_reply *first = h_submit_key("t", "p", "order-1");
+    h_expect_ok(first);
+    engine_request req = {.op = ENGINE_OP_CALL};
+    req.u.call.request = (engine_submit_args){.topic = "t", .idempotency_key = "ask-1"};
+    engine_reply *call1 = h_exec(&req);
+    h_expect_ok(call1);
+    engine_reply_free(retire("d"));
+
+    engine_reply *again = h_submit_key("t", "p", "order-1");
+    h_expect_ok(again);
+    cr_assert(again->submitted[0].duplicate);
+    cr_assert_str_eq(again->submitted[0].id, first->submitted[0].id);
+    engine_reply *call2 = h_exec(&req);
+    h_expect_ok(call2);
+    cr_assert(call2->submitted[0].duplicate);
+    cr_assert_str_eq(call2->submitted[0].id, call1->submitted[0].id);
+    engine_reply *fresh = h_submit_key("t", "p", "order-2");
+    h_expect_code(fresh, ENGINE_CODE_FAILED_PRECONDITION);
+    engine_reply_free(first);
+    engine_reply_free(again);
+    engine_reply_free(call1);
+    engine_reply_free(call2);
+    engine_reply_free(fresh);
+}
