@@ -176,15 +176,8 @@ static int serve(gw_config *cfg)
         .buffers_max_bytes = cfg->buffers_max_bytes,
     };
     gw_server *server = NULL;
-    if (gw_server_start(e, &so, &server, err, sizeof(err)) != BERTH_OK) {
-        fprintf(stderr, "berthd: %s\n", err);
-        gw_push_stop(push);
-        engine_close(e);
-        gw_push_close(push, SHUTDOWN_SOCKET_MS);
-        gw_events_close(events);
-        gw_admin_close(admin);
-        return 1;
-    }
+    if (gw_server_start(e, &so, &server, err, sizeof(err)) != BERTH_OK)
+        goto close_engine;
     gw_server_options ao = {
         .url = cfg->admin_url,
         .max_message_bytes = ADMIN_MESSAGE_MAX,
@@ -200,30 +193,11 @@ static int serve(gw_config *cfg)
         .name = "admin",
     };
     gw_server *admin_server = NULL;
-    if (gw_server_start(e, &ao, &admin_server, err, sizeof(err)) != BERTH_OK) {
-        fprintf(stderr, "berthd: %s\n", err);
-        engine_stop(e);
-        gw_server_close(server);
-        gw_push_stop(push);
-        engine_close(e);
-        gw_push_close(push, SHUTDOWN_SOCKET_MS);
-        gw_events_close(events);
-        gw_admin_close(admin);
-        return 1;
-    }
+    if (gw_server_start(e, &ao, &admin_server, err, sizeof(err)) != BERTH_OK)
+        goto close_server;
     gw_metrics *metrics = NULL;
-    if (gw_metrics_start(e, cfg->metrics_url, &metrics, err, sizeof(err)) != BERTH_OK) {
-        fprintf(stderr, "berthd: %s\n", err);
-        engine_stop(e);
-        gw_server_close(admin_server);
-        gw_server_close(server);
-        gw_push_stop(push);
-        engine_close(e);
-        gw_push_close(push, SHUTDOWN_SOCKET_MS);
-        gw_events_close(events);
-        gw_admin_close(admin);
-        return 1;
-    }
+    if (gw_metrics_start(e, cfg->metrics_url, &metrics, err, sizeof(err)) != BERTH_OK)
+        goto close_admin_server;
     printf("berthd ready operate=%s admin=%s events=%s metrics=%s data=%s\n", gw_server_url(server),
            gw_server_url(admin_server), gw_events_url(events), gw_metrics_url(metrics),
            cfg->eng.data_dir);
@@ -253,4 +227,20 @@ static int serve(gw_config *cfg)
     if (tls != NULL)
         nng_tls_config_free(tls);
     return 0;
+
+    /* A server did not start: what started stops, in the reverse order. */
+close_admin_server:
+    engine_stop(e);
+    gw_server_close(admin_server);
+close_server:
+    engine_stop(e);
+    gw_server_close(server);
+close_engine:
+    fprintf(stderr, "berthd: %s\n", err);
+    gw_push_stop(push);
+    engine_close(e);
+    gw_push_close(push, SHUTDOWN_SOCKET_MS);
+    gw_events_close(events);
+    gw_admin_close(admin);
+    return 1;
 }

@@ -522,8 +522,7 @@ static bool push_setup(void)
 {
     nng_listener l;
     int port = 0;
-    if (nng_rep0_open(&push_sock) != 0 ||
-        nng_listen(push_sock, "tcp://127.0.0.1:0", &l, 0) != 0 ||
+    if (nng_rep0_open(&push_sock) != 0 || nng_listen(push_sock, "tcp://127.0.0.1:0", &l, 0) != 0 ||
         nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) != 0) {
         fprintf(stderr, "berth-bench: cannot listen for pushes\n");
         return false;

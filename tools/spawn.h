@@ -10,8 +10,8 @@
 #include <sys/types.h>
 
 typedef struct spawned_berthd {
-    pid_t pid;     /* 0: not running */
-    char dir[64];  /* its data directory */
+    pid_t pid;       /* 0: not running */
+    char dir[64];    /* its data directory */
     char url[256];   /* its operate URL, from its ready line */
     char admin[256]; /* its admin URL, likewise */
 } spawned_berthd;
