@@ -65,6 +65,7 @@ typedef struct receiver {
     int outcome;
     const char *result; /* DELIVERED with this result, if set */
     int delay_ms;       /* before each answer */
+    atomic_int pipes;   /* connections berthd has made to it */
     pthread_mutex_t mu;
     seen seen[SEEN_MAX];
     int n_seen;
@@ -127,6 +128,23 @@ static void *serve(void *arg)
 }
 
 static void receiver_start_at(receiver *r, const char *url, nng_tls_config *tls, int outcome);
+
+static void pipe_added(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+{
+    (void)pipe;
+    (void)ev;
+    atomic_fetch_add(&((receiver *)arg)->pipes, 1);
+}
+
+/* Waits until berthd has dialled r (its redial backs off up to 5 s). */
+static void wait_dialled(receiver *r)
+{
+    for (int i = 0; i < 1000 && atomic_load(&r->pipes) == 0; i++) {
+        struct timespec t = {0, 10 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    cr_assert_gt(atomic_load(&r->pipes), 0, "berthd never dialled the receiver again");
+}
 
 /* Listens on port (0: any) of loopback and serves. */
 static void receiver_start(receiver *r, int port, int outcome)
@@ -219,6 +237,7 @@ static void receiver_start_at(receiver *r, const char *url, nng_tls_config *tls,
     r->outcome = outcome;
     cr_assert_eq(nng_rep0_open(&r->sock), 0);
     cr_assert_eq(nng_socket_set_ms(r->sock, NNG_OPT_RECVTIMEO, 100), 0);
+    cr_assert_eq(nng_pipe_notify(r->sock, NNG_PIPE_EV_ADD_POST, pipe_added, r), 0);
     nng_listener l;
     cr_assert_eq(nng_listener_create(&l, r->sock, url), 0, "%s", url);
     if (tls != NULL)
@@ -289,6 +308,7 @@ DTest(push, a_receiver_that_is_down_poisons_the_delivery_and_an_operator_retries
 
     receiver r;
     receiver_start(&r, port, BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
+    wait_dialled(&r); /* else the retry may be spent before the redial */
     Berth__V1__RetryDeliveryRequest rd = BERTH__V1__RETRY_DELIVERY_REQUEST__INIT;
     rd.id = id;
     Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
