@@ -502,9 +502,7 @@ static void engine_free(engine *e)
     size_t i = 0;
     topic *tp;
     while ((tp = table_next(&e->topics, &i)) != NULL) {
-        heap_fini(&tp->ready);
-        heap_fini(&tp->locked);
-        heap_fini(&tp->backoff);
+        state_topic_fini(tp);
         free(tp->name);
         free(tp);
     }

@@ -23,17 +23,6 @@
 #include "engine/turn.h"
 #include "store/err.h"
 
-static engine_task_state state_of(const task *t, uint64_t now)
-{
-    if (t->terminal)
-        return ENGINE_TASK_TERMINAL;
-    if (t->has_lock && t->lock_expires_at_ms > now)
-        return ENGINE_TASK_LOCKED;
-    if (t->available_at_ms > now)
-        return ENGINE_TASK_BACKOFF;
-    return ENGINE_TASK_READY;
-}
-
 /* reply_strdup, remembering whether one found no memory. */
 static const char *dup(engine_reply *r, const char *s, bool *oom)
 {
@@ -61,7 +50,7 @@ static int info_of(engine *e, task *t, engine_reply *r, engine_task_info *i, boo
 {
     berth_id_format(t->id, i->id);
     i->topic = dup(r, t->topic->name, oom);
-    i->state = state_of(t, e->t.now_ms);
+    i->state = state_task_state(t, e->t.now_ms);
     i->worker_id = dup(r, t->worker_id, oom);
     i->lock_expires_at_ms = t->lock_expires_at_ms;
     i->available_at_ms = t->available_at_ms;
@@ -72,6 +61,7 @@ static int info_of(engine *e, task *t, engine_reply *r, engine_task_info *i, boo
     i->last_error.message = dup(r, t->err_message, oom);
     i->last_error.details = dup(r, t->err_details, oom);
     i->created_at_ms = t->created_at_ms;
+    i->priority = t->priority;
     store_body b;
     int rv = state_task_read_body(e, t, &b);
     if (rv == BERTH_OK) {
@@ -107,7 +97,7 @@ int admin_list_tasks(engine *e, pending *p)
                      &r->status) ||
         (want_topic != NULL && !check_topic(want_topic, "topic", &r->status)))
         return BERTH_OK;
-    if ((int)want < 0 || want > ENGINE_TASK_TERMINAL) {
+    if ((int)want < 0 || want > ENGINE_TASK_DELAYED) {
         reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT, "state: %d is not a task state",
                      (int)want);
         snprintf(r->status.field, sizeof(r->status.field), "state");
@@ -133,7 +123,7 @@ int admin_list_tasks(engine *e, pending *p)
     while (rv == BERTH_OK && r->n_infos < limit && budget-- > 0 &&
            (more = listing_next(e, &pos, &t, &seq))) {
         if (t == NULL || (want_topic && t->topic != only) ||
-            (want != 0 && state_of(t, e->t.now_ms) != want))
+            (want != 0 && state_task_state(t, e->t.now_ms) != want))
             continue;
         rv = info_of(e, t, r, &r->infos[r->n_infos++], &oom);
     }
@@ -169,20 +159,21 @@ int admin_retry_terminal(engine *e, pending *p)
     if (t == NULL)
         return BERTH_OK;
     uint64_t now = e->t.now_ms;
-    t->ready.at = now;
-    t->ready.seq = t->seq;
-    if (heap_push(&t->topic->ready, &t->ready) != BERTH_OK) {
-        reply_no_memory(st); /* nothing changed yet */
+    uint64_t was_available = t->available_at_ms, was_expiring = t->lock_expires_at_ms;
+    t->available_at_ms = now;
+    t->lock_expires_at_ms = now;
+    t->terminal = false;
+    if (state_task_index(e, t, now) != BERTH_OK) {
+        t->available_at_ms = was_available;
+        t->lock_expires_at_ms = was_expiring;
+        t->terminal = true;
+        reply_no_memory(st); /* nothing changed */
         return BERTH_OK;
     }
-    t->terminal = false;
     t->topic->n_terminal--;
     deployment *dep = state_dep(e, t->chan);
     dep->n_terminal--;
     t->retries_left = (uint32_t)retries;
-    t->available_at_ms = now;
-    t->lock_expires_at_ms = now;
-    state_task_reindex(e, t);
     int rv = deploy_hold(e, dep);
     if (rv == BERTH_OK)
         rv = state_task_put(e, t);
@@ -315,7 +306,7 @@ int admin_stats(engine *e, pending *p)
     while ((t = table_next(&e->tasks, &i)) != NULL) {
         s->tasks++;
         engine_topic_stats *ts = &r->topic_stats[t->topic->stats_slot];
-        switch (state_of(t, now)) {
+        switch (state_task_state(t, now)) {
         case ENGINE_TASK_READY:
             s->ready++;
             ts->ready++;
@@ -327,6 +318,10 @@ int admin_stats(engine *e, pending *p)
         case ENGINE_TASK_BACKOFF:
             s->backoff++;
             ts->backoff++;
+            break;
+        case ENGINE_TASK_DELAYED:
+            s->delayed++;
+            ts->delayed++;
             break;
         case ENGINE_TASK_TERMINAL:
             s->terminal++;
@@ -431,7 +426,8 @@ int admin_metrics(engine *e, pending *p)
         }
         ts->locked = tp->locked.n;
         ts->backoff = tp->backoff.n;
-        ts->ready = tp->ready.n - ts->locked - ts->backoff;
+        ts->delayed = tp->delayed.n;
+        ts->ready = tp->ready.n + tp->later.n - ts->locked - ts->backoff - ts->delayed;
         ts->terminal = tp->n_terminal;
         ts->waiting_fetches = tp->n_waiters;
     }

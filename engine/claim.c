@@ -2,13 +2,17 @@
  * claim.c — fetch-and-lock, waiting fetches, and doorbells (R5, R6, R7).
  *
  * THE CLAIM PREDICATE (R5)
- *   A task is fetchable when it is not terminal, its backoff has ended and
- *   it is unlocked or its lock has expired. Each topic keeps its
- *   non-terminal tasks in one heap keyed by the instant they become
- *   fetchable, max(available_at, lock_expires_at), so the predicate is
- *   "front.at <= now" and a claim takes from the front. An expired lock is
- *   not a state anyone cleans up: the task is simply at the front the
- *   instant its lock runs out. There is no sweeper.
+ *   A task is fetchable when it is not terminal, its delay or backoff has
+ *   ended and it is unlocked or its lock has expired. Each topic keeps its
+ *   non-terminal tasks in two orders (core.h): those not fetchable when
+ *   last placed in `later`, by the instant they become fetchable,
+ *   max(available_at, lock_expires_at); the fetchable ones in `ready`, most
+ *   urgent first (priority, then that instant, then submission). A claim
+ *   moves the front of `later` whose instant has come into `ready` and
+ *   takes the front of `ready`; a fetch of several topics takes the most
+ *   urgent front among them. An expired lock or an ended delay is not a
+ *   state anyone cleans up: the task simply moves the next time its topic
+ *   is claimed from. There is no sweeper.
  *
  * LONG POLLS (R7)
  *   A fetch that claims nothing and may wait becomes a waiter: linked into
@@ -41,11 +45,6 @@
 #include "engine/wait.h"
 #include "store/err.h"
 
-static bool node_less(const heap_node *a, const heap_node *b)
-{
-    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
-}
-
 /* The bytes of the answers claimed by p leave with p (commit.c). */
 static void charge(engine *e, pending *p, uint64_t bytes)
 {
@@ -53,8 +52,8 @@ static void charge(engine *e, pending *p, uint64_t bytes)
     atomic_fetch_add(&e->fetch_inflight, bytes);
 }
 
-/* Claims up to max fetchable tasks of the given topics, oldest fetchable
- * instant first across them, into p's reply; stops early rather than pass
+/* Claims up to max fetchable tasks of the given topics, most urgent first
+ * across them, into p's reply; stops early rather than pass
  * the fetch byte budget (the first task always fits: the budget is at
  * least the payload ceiling), or the engine's budget for answers not yet
  * handed over (then it claims nothing more until some have left: the
@@ -70,15 +69,14 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
     uint64_t flying = atomic_load(&e->fetch_inflight);
     int rv_end = BERTH_OK;
     while (r->n_tasks < max) {
-        heap_node *best = NULL;
+        task *t = NULL;
         for (size_t i = 0; i < n_topics; i++) {
-            heap_node *x = topics[i] ? heap_min(&topics[i]->ready) : NULL;
-            if (x != NULL && x->at <= now && (best == NULL || node_less(x, best)))
-                best = x;
+            task *x = topics[i] ? state_topic_front(topics[i], now) : NULL;
+            if (x != NULL && (t == NULL || heap_less(&x->ready, &t->ready)))
+                t = x;
         }
-        if (best == NULL)
+        if (t == NULL)
             break;
-        task *t = container_of(best, task, ready);
         if (r->n_tasks > 0 && bytes + t->body_bytes > e->o.fetch_max_bytes)
             break;
         if ((flying > 0 || r->n_tasks > 0) &&
@@ -157,6 +155,8 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
         berth_id_format(t->lock_token, et->lock_token);
         et->lock_expires_at_ms = t->lock_expires_at_ms;
         et->created_at_ms = t->created_at_ms;
+        et->priority = t->priority;
+        et->available_at_ms = t->available_at_ms;
     }
     charge(e, p, bytes);
     return rv_end;
@@ -231,8 +231,7 @@ int claim_fetch(engine *e, pending *p)
 
 static bool front_due(const topic *tp, uint64_t now)
 {
-    const heap_node *x = heap_min(&tp->ready);
-    return x != NULL && x->at <= now;
+    return state_topic_due(tp) <= now;
 }
 
 int claim_wake(engine *e)
@@ -278,11 +277,10 @@ uint64_t claim_next_due(engine *e)
             return due;
         atomic_store(&e->fetch_blocked, false);
     }
-    heap_node *x;
     for (topic *tp = e->watched; tp != NULL; tp = tp->watch_next) {
-        x = heap_min(&tp->ready);
-        if (x != NULL && x->at < due)
-            due = x->at;
+        uint64_t at = state_topic_due(tp);
+        if (at < due)
+            due = at;
     }
     return due;
 }

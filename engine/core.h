@@ -116,12 +116,21 @@ typedef struct topic {
     char *name; /* owned; the key in e->topics */
     size_t name_len;
     tcounter *tc; /* its counters (shared past metrics_topics_max) */
-    heap ready;   /* its non-terminal tasks by fetchable instant (R5) */
+    /* Its non-terminal tasks (R5), each in one of two orders: `ready`,
+     * those fetchable when last placed, most urgent first (priority, then
+     * fetchable instant, then seq); `later`, the others (delayed, backing
+     * off, locked) by the instant they become fetchable. A claim first
+     * moves the front of `later` that has become fetchable into `ready`
+     * (state_topic_front), so a task is fetchable the instant its time
+     * comes: nothing sweeps. Both arrays have room for every task of the
+     * topic, so a move never allocates. */
+    heap ready, later;
     /* For the gauges (metrics): its tasks under a live lock by the lock's
-     * end, and those backing off by the backoff's end. Entries whose
-     * instant has passed are dropped when the gauges are read (a lock that
-     * ran out is a ready task, with nobody to tell). */
-    heap locked, backoff;
+     * end, those backing off by the backoff's end, and those delayed (never
+     * fetched) by the delay's end. Entries whose instant has passed are
+     * dropped when the gauges are read (a lock that ran out is a ready
+     * task, with nobody to tell). */
+    heap locked, backoff, delayed;
     uint64_t n_terminal;   /* its terminal tasks (not in ready) */
     uint64_t n_deliveries; /* its outbox rows */
     wait_link *waiters;    /* fetches waiting on it, oldest first */
@@ -146,7 +155,8 @@ typedef struct task {
                                     NULL: read it from the store */
     bool has_instance;           /* a call's task: its completion correlates */
     const channel *chan;         /* its channel's declaration; NULL: the implicit one */
-    uint64_t available_at_ms;    /* not fetchable before (backoff end) */
+    uint64_t available_at_ms;    /* not fetchable before (its delay, a backoff's end) */
+    uint32_t priority;           /* lower first (Body.priority) */
     uint64_t lock_expires_at_ms; /* the lock is live while now < this */
     bool has_lock;               /* lock_token and worker_id are set */
     uint8_t lock_token[BERTH_ID_LEN];
@@ -157,7 +167,9 @@ typedef struct task {
     bool terminal;
     char *err_code, *err_message, *err_details; /* last failure, owned */
     /* in memory only */
-    heap_node ready;     /* in topic->ready unless terminal; .at = fetchable instant */
+    heap_node ready;     /* in topic->ready or ->later unless terminal; .at = fetchable
+                            instant (and .prio = priority in ready) */
+    bool later;          /* ... in topic->later */
     size_t lpos;         /* its entry in e->listing.v */
     struct gauge *gauge; /* while it is locked or backing off (state.c) */
 } task;
@@ -180,8 +192,10 @@ typedef struct delivery {
     bool poisoned;
     bool has_instance; /* a call's request: its instance */
     uint8_t instance_id[BERTH_ID_LEN];
-    const channel *chan; /* its channel's declaration (Body.deployment); NULL: implicit */
-    char *err_message;   /* last sink failure, owned */
+    const channel *chan;    /* its channel's declaration (Body.deployment); NULL: implicit */
+    uint32_t priority;      /* Body.priority, for its task */
+    uint64_t not_before_ms; /* Body.not_before_ms: its task's delay, a push's first send */
+    char *err_message;      /* last sink failure, owned */
     /* in memory only */
     bool has_state_row;
     heap_node due;   /* in e->outbox unless poisoned or waiting; .at = next attempt, or

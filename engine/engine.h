@@ -171,6 +171,14 @@ typedef struct engine_submit_args {
     size_t n_headers;
     const char *content_type;    /* NULL: none */
     const char *idempotency_key; /* NULL: no producer dedup */
+    /* When: not fetchable before not_before_ms (Unix ms), or delay_ms after
+     * acceptance; not both; at most delay_max_ms ahead. */
+    bool has_not_before_ms;
+    uint64_t not_before_ms;
+    bool has_delay_ms;
+    uint64_t delay_ms;
+    bool has_priority; /* omitted: priority_default; at most priority_max */
+    uint32_t priority;
 } engine_submit_args;
 
 /* A call's own retry policy (the second budget, DESIGN §3). Omitted
@@ -259,6 +267,7 @@ typedef enum engine_task_state {
     ENGINE_TASK_LOCKED = 2,
     ENGINE_TASK_BACKOFF = 3,
     ENGINE_TASK_TERMINAL = 4,
+    ENGINE_TASK_DELAYED = 5, /* never fetched, and its delay has not ended */
 } engine_task_state;
 
 typedef struct engine_request {
@@ -370,6 +379,8 @@ typedef struct engine_task {
     char lock_token[ENGINE_ID_STR];
     uint64_t lock_expires_at_ms;
     uint64_t created_at_ms;
+    uint32_t priority;
+    uint64_t available_at_ms; /* fetchable since: its delay's or backoff's end */
 } engine_task;
 
 typedef struct engine_task_info {
@@ -385,6 +396,7 @@ typedef struct engine_task_info {
     engine_error last_error;
     uint64_t created_at_ms;
     size_t payload_bytes;
+    uint32_t priority;
 } engine_task_info;
 
 typedef struct engine_incident {
@@ -401,6 +413,7 @@ typedef struct engine_stats {
     uint64_t ready;    /* fetchable now */
     uint64_t locked;   /* held by a live lock */
     uint64_t backoff;  /* waiting out a failure's pause */
+    uint64_t delayed;  /* never fetched, not fetchable yet */
     uint64_t terminal; /* failure budget spent; kept for an operator */
     uint64_t outbox_pending;
     uint64_t poisoned;
@@ -477,7 +490,7 @@ typedef struct engine_deployment {
 
 typedef struct engine_topic_stats {
     const char *topic;
-    uint64_t ready, locked, backoff, terminal;
+    uint64_t ready, locked, backoff, delayed, terminal;
     uint64_t waiting_fetches;
 } engine_topic_stats;
 
@@ -624,6 +637,9 @@ typedef struct engine_options {
     uint64_t retry_max_ms; /* ceiling for Fail's retry_in_ms */
     uint64_t backoff_initial_ms;
     uint64_t backoff_max_ms;
+    uint64_t delay_max_ms;     /* a submit's or call's delay, at most this ahead */
+    uint32_t priority_default; /* a submit's or call's priority when it names none */
+    uint32_t priority_max;
     double backoff_jitter; /* 0..1: a pause is cut by up to this fraction */
     uint64_t dedup_horizon_ms;
     uint32_t payload_max_bytes;

@@ -199,7 +199,7 @@ int guard_fail(engine *e, pending *p)
     if (t->retries_left == 0) {
         t->terminal = true;
         t->topic->tc->c.terminal++;
-        heap_remove(&t->topic->ready, &t->ready);
+        state_task_unindex(t);
         (void)state_task_gauge(e, t, now); /* out of the gauges: frees, never fails */
         t->topic->n_terminal++;
         state_dep(e, t->chan)->n_terminal++;

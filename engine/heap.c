@@ -9,9 +9,9 @@
 /* A node in run r has pos RUN_MARK(r); array indexes stay far below. */
 #define RUN_MARK(r) (SIZE_MAX - 1 - (size_t)(r))
 
-static bool less(const heap_node *a, const heap_node *b)
+static inline bool less(const heap_node *a, const heap_node *b)
 {
-    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+    return heap_less(a, b);
 }
 
 static bool in_run(const heap_node *x, size_t *r)
@@ -152,18 +152,32 @@ void heap_node_init(heap_node *x)
     *x = (heap_node){.pos = HEAP_ABSENT};
 }
 
+int heap_reserve(heap *h, size_t n)
+{
+    if (n <= h->cap)
+        return BERTH_OK;
+    size_t cap = h->cap ? h->cap * 2 : 16;
+    while (cap < n)
+        cap *= 2;
+    heap_node **v = mem_realloc(h->v, cap * sizeof(*v));
+    if (v == NULL)
+        return BERTH_ENOMEM;
+    h->v = v;
+    h->cap = cap;
+    return BERTH_OK;
+}
+
+void heap_push_reserved(heap *h, heap_node *x)
+{
+    place_node(h, x); /* (the array has room for every node held: see heap_reserve) */
+    h->n++;
+}
+
 int heap_push(heap *h, heap_node *x)
 {
-    if (h->n == h->cap) { /* room in the array for every node held */
-        size_t cap = h->cap ? h->cap * 2 : 16;
-        heap_node **v = mem_realloc(h->v, cap * sizeof(*v));
-        if (v == NULL)
-            return BERTH_ENOMEM;
-        h->v = v;
-        h->cap = cap;
-    }
-    place_node(h, x);
-    h->n++;
+    if (heap_reserve(h, h->n + 1) != BERTH_OK) /* room in the array for every node held */
+        return BERTH_ENOMEM;
+    heap_push_reserved(h, x);
     return BERTH_OK;
 }
 

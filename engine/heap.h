@@ -1,6 +1,6 @@
 /*
- * heap.h — an ordered index by (at, seq): an indexed binary min-heap,
- * plus a few sorted runs beside it.
+ * heap.h — an ordered index by (prio, at, seq): an indexed binary
+ * min-heap, plus a few sorted runs beside it.
  *
  * The engine's ordered indexes are all this shape: the per-topic ready
  * index (at = the instant a task becomes fetchable), the outbox due index
@@ -16,7 +16,8 @@
  *   or starts an empty run; only a node that fits no run goes into the
  *   heap. Appending, taking the first node of a run and unlinking one are
  *   O(1); the minimum is the least of the heap's root and the runs'
- *   first nodes. The order is the heap's: (at, seq), seq breaking ties.
+ *   first nodes. The order is the heap's: (prio, at, seq). Only a topic's
+ *   ready order sets prio (a task's priority); elsewhere it stays 0.
  */
 #ifndef BERTH_ENGINE_HEAP_H
 #define BERTH_ENGINE_HEAP_H
@@ -29,6 +30,7 @@
 #define HEAP_RUNS   4
 
 typedef struct heap_node {
+    uint32_t prio;                 /* first: lower first */
     uint64_t at;                   /* ms: the ordering instant */
     uint64_t seq;                  /* tiebreak: FIFO among equal instants */
     size_t pos;                    /* index in the heap's array, a run's mark, or HEAP_ABSENT */
@@ -46,6 +48,13 @@ typedef struct heap {
     heap_run run[HEAP_RUNS];
 } heap;
 
+static inline bool heap_less(const heap_node *a, const heap_node *b)
+{
+    if (a->prio != b->prio)
+        return a->prio < b->prio;
+    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+}
+
 void heap_init(heap *h);
 void heap_fini(heap *h);
 void heap_node_init(heap_node *x);
@@ -55,6 +64,10 @@ static inline bool heap_has(const heap_node *x)
 }
 /* BERTH_ENOMEM when the heap cannot grow. */
 int heap_push(heap *h, heap_node *x);
+/* Room for n nodes, so that pushes up to n never allocate (BERTH_ENOMEM:
+ * nothing changed); heap_push_reserved() is such a push. */
+int heap_reserve(heap *h, size_t n);
+void heap_push_reserved(heap *h, heap_node *x);
 void heap_remove(heap *h, heap_node *x);
 /* Restores order after x->at or x->seq changed. Never allocates: the
  * array always has room for every node held. */

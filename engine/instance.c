@@ -282,7 +282,8 @@ static int redrive(engine *e, instance *i)
     state_dep(e, i->chan)->n_backoff--;
     i->has_current = true;
     memcpy(i->current, d->id, BERTH_ID_LEN);
-    if ((rv = instance_arm(e, i, e->t.now_ms + i->timeout_ms)) != BERTH_OK)
+    if ((rv = instance_arm(e, i, state_delivery_starts(d, e->t.now_ms) + i->timeout_ms)) !=
+        BERTH_OK)
         return rv;
     return instance_put(e, i);
 }

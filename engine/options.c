@@ -26,6 +26,9 @@ void engine_options_default(engine_options *o)
     o->backoff_initial_ms = 1000;
     o->backoff_max_ms = 600000;
     o->backoff_jitter = 0.2;
+    o->delay_max_ms = 30ull * 24 * 3600 * 1000;
+    o->priority_default = 1024;
+    o->priority_max = UINT32_MAX;
     o->dedup_horizon_ms = 24ull * 3600 * 1000;
     o->payload_max_bytes = 1u << 20;
     o->fetch_max_bytes = 8u << 20;
@@ -75,6 +78,8 @@ int engine_options_check(const engine_options *o, char *msg, size_t msglen)
     CHECK_TIME(o->backoff_max_ms, "backoff-max-ms");
     CHECK_TIME(o->delivery_backoff_max_ms, "delivery-backoff-max-ms");
     CHECK_TIME(o->dedup_horizon_ms, "dedup-horizon-ms");
+    CHECK_TIME(o->delay_max_ms, "delay-max-ms");
+    CHECK_DEFAULT(o->priority_default, o->priority_max, "priority-default", "priority-max");
     CHECK(o->lock_default_ms > 0, "lock-default-ms must be greater than zero");
     CHECK_DEFAULT(o->lock_default_ms, o->lock_max_ms, "lock-default-ms", "lock-max-ms");
     CHECK_DEFAULT(o->wait_default_ms, o->wait_max_ms, "wait-default-ms", "wait-max-ms");

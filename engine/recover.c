@@ -64,7 +64,9 @@ static int load_task_body(load_ctx *c, uint64_t seq, const void *v, size_t vl)
     engine *e = c->e;
     /* Without a state row the task was never claimed. */
     topic *tp = state_topic(e, b.topic, strlen(b.topic), true);
-    task *t = tp ? state_task_new(e, b.id, tp, seq, b.created_at_ms, vl) : NULL;
+    task *t =
+        tp ? state_task_new(e, b.id, tp, seq, b.created_at_ms, vl, b.priority, b.not_before_ms)
+           : NULL;
     if (t == NULL) {
         store_body_clear(&b);
         return BERTH_ENOMEM;
@@ -133,8 +135,10 @@ static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t v
     d->created_at_ms = b.created_at_ms;
     d->has_instance = b.has_instance;
     memcpy(d->instance_id, b.instance_id, BERTH_ID_LEN);
+    d->priority = b.priority;
+    d->not_before_ms = b.not_before_ms;
     heap_node_init(&d->due);
-    d->due.at = b.created_at_ms;
+    d->due.at = state_delivery_due(d);
     d->due.seq = seq;
     store_body_clear(&b);
     if (table_put(&e->deliveries, d->id, BERTH_ID_LEN, d) != BERTH_OK) {
@@ -212,10 +216,7 @@ static int index_all(engine *e)
             dep->n_terminal++;
             continue;
         }
-        t->ready.at = state_fetchable_at(t);
-        t->ready.seq = t->seq;
-        if (heap_push(&t->topic->ready, &t->ready) != BERTH_OK ||
-            state_task_gauge(e, t, now) != BERTH_OK)
+        if (state_task_index(e, t, now) != BERTH_OK)
             return BERTH_ENOMEM;
     }
     i = 0;
@@ -388,9 +389,7 @@ void recover_clear(engine *e)
     size_t i = 0;
     topic *tp;
     while ((tp = table_next(&e->topics, &i)) != NULL) {
-        heap_fini(&tp->ready);
-        heap_fini(&tp->locked);
-        heap_fini(&tp->backoff);
+        state_topic_fini(tp);
         tp->n_terminal = 0;
     }
     heap_fini(&e->outbox);

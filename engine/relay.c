@@ -185,27 +185,24 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
         body = v.data;
         body_len = v.len;
     }
-    task *t = state_task_new(e, d->id, d->topic, d->seq, d->created_at_ms, body_len);
+    task *t = state_task_new(e, d->id, d->topic, d->seq, d->created_at_ms, body_len, d->priority,
+                             d->not_before_ms);
     if (t == NULL)
         goto oom;
-    if (table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK)
-        goto oom_free;
-    if (heap_push(&d->topic->ready, &t->ready) != BERTH_OK) {
-        table_del(&e->tasks, t->id, BERTH_ID_LEN);
-        goto oom_free;
-    }
     t->has_instance = d->has_instance;
     t->chan = d->chan;
-    berth_id_bytes *parked = d->fresh ? NULL : VEC_ADD(&e->t.parked);
-    if (!d->fresh && parked == NULL) {
-        heap_remove(&d->topic->ready, &t->ready);
+    if (table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK)
+        goto oom_free;
+    if (state_task_index(e, t, e->t.now_ms) != BERTH_OK) {
         table_del(&e->tasks, t->id, BERTH_ID_LEN);
         goto oom_free;
     }
-    if (listing_add(e, t) != BERTH_OK) {
+    berth_id_bytes *parked = d->fresh ? NULL : VEC_ADD(&e->t.parked);
+    if ((!d->fresh && parked == NULL) || listing_add(e, t) != BERTH_OK) {
         if (parked != NULL)
             e->t.parked.n--;
-        heap_remove(&d->topic->ready, &t->ready);
+        state_task_unindex(t);
+        state_task_gauge_drop(t);
         table_del(&e->tasks, t->id, BERTH_ID_LEN);
         goto oom_free;
     }
@@ -240,7 +237,7 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
     return SINK_DELIVERED;
 
 oom_free:
-    free(t);
+    state_task_free(e, t); /* (its gauge too, if it had one) */
 oom:
     store_value_free(&v);
     *reason = "park failed: out of memory";

@@ -64,12 +64,14 @@ topic *state_topic(engine *e, const char *name, size_t len, bool create)
     t->name_len = len;
     heap_init(&t->locked);
     heap_init(&t->backoff);
+    heap_init(&t->delayed);
     if ((t->tc = state_counters(e, t->name, len)) == NULL) {
         free(t->name);
         free(t);
         return NULL;
     }
     heap_init(&t->ready);
+    heap_init(&t->later);
     if (table_put(&e->topics, t->name, len, t) != BERTH_OK) {
         free(t->name);
         free(t);
@@ -80,8 +82,8 @@ topic *state_topic(engine *e, const char *name, size_t len, bool create)
 
 static bool topic_unused(const topic *tp)
 {
-    return tp->ready.n == 0 && tp->n_terminal == 0 && tp->n_deliveries == 0 && tp->n_waiters == 0 &&
-           !tp->rung;
+    return tp->ready.n == 0 && tp->later.n == 0 && tp->n_terminal == 0 && tp->n_deliveries == 0 &&
+           tp->n_waiters == 0 && !tp->rung;
 }
 
 void state_topic_maybe_idle(engine *e, topic *tp)
@@ -108,24 +110,92 @@ void state_topics_reap(engine *e, bool all)
         if (!topic_unused(tp))
             continue;
         table_del(&e->topics, tp->name, tp->name_len);
-        heap_fini(&tp->ready);
-        heap_fini(&tp->locked);
-        heap_fini(&tp->backoff);
+        state_topic_fini(tp);
         free(tp->name);
         free(tp);
     }
 }
 
+void state_topic_fini(topic *tp)
+{
+    heap_fini(&tp->ready);
+    heap_fini(&tp->later);
+    heap_fini(&tp->locked);
+    heap_fini(&tp->backoff);
+    heap_fini(&tp->delayed);
+}
+
+/* Puts t, in neither order, into the one its fetchable instant says at
+ * now (the arrays have room: state_task_index). */
+static void place(task *t, uint64_t now)
+{
+    topic *tp = t->topic;
+    t->ready.at = state_fetchable_at(t);
+    t->later = t->ready.at > now;
+    t->ready.prio = t->later ? 0 : t->priority;
+    heap_push_reserved(t->later ? &tp->later : &tp->ready, &t->ready);
+}
+
+int state_task_index(engine *e, task *t, uint64_t now)
+{
+    topic *tp = t->topic;
+    size_t n = tp->ready.n + tp->later.n + 1;
+    if (heap_reserve(&tp->ready, n) != BERTH_OK || heap_reserve(&tp->later, n) != BERTH_OK)
+        return BERTH_ENOMEM;
+    if (state_task_gauge(e, t, now) != BERTH_OK)
+        return BERTH_ENOMEM;
+    place(t, now);
+    return BERTH_OK;
+}
+
+void state_task_unindex(task *t)
+{
+    if (heap_has(&t->ready))
+        heap_remove(t->later ? &t->topic->later : &t->topic->ready, &t->ready);
+}
+
 void state_task_reindex(engine *e, task *t)
 {
-    t->ready.at = state_fetchable_at(t);
-    if (heap_has(&t->ready))
-        heap_fix(&t->topic->ready, &t->ready);
+    if (heap_has(&t->ready)) {
+        state_task_unindex(t);
+        place(t, e->t.now_ms);
+    }
     if (state_task_gauge(e, t, e->t.now_ms) != BERTH_OK)
         turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory keeping the gauges");
 }
 
-static void gauge_drop(task *t)
+task *state_topic_front(topic *tp, uint64_t now)
+{
+    heap_node *x;
+    while ((x = heap_min(&tp->later)) != NULL && x->at <= now) {
+        task *t = container_of(x, task, ready);
+        heap_remove(&tp->later, x);
+        place(t, now);
+    }
+    x = heap_min(&tp->ready);
+    return x != NULL ? container_of(x, task, ready) : NULL;
+}
+
+uint64_t state_topic_due(const topic *tp)
+{
+    if (tp->ready.n > 0)
+        return 0;
+    const heap_node *x = heap_min(&tp->later);
+    return x != NULL ? x->at : UINT64_MAX;
+}
+
+engine_task_state state_task_state(const task *t, uint64_t now)
+{
+    if (t->terminal)
+        return ENGINE_TASK_TERMINAL;
+    if (t->has_lock && t->lock_expires_at_ms > now)
+        return ENGINE_TASK_LOCKED;
+    if (t->available_at_ms > now)
+        return t->claims == 0 ? ENGINE_TASK_DELAYED : ENGINE_TASK_BACKOFF;
+    return ENGINE_TASK_READY;
+}
+
+void state_task_gauge_drop(task *t)
 {
     gauge *g = t->gauge;
     if (g == NULL)
@@ -141,12 +211,21 @@ int state_task_gauge(engine *e, task *t, uint64_t now)
     (void)e;
     heap *want = NULL;
     uint64_t at = 0;
-    if (!t->terminal && t->has_lock && t->lock_expires_at_ms > now) {
+    switch (state_task_state(t, now)) {
+    case ENGINE_TASK_LOCKED:
         want = &t->topic->locked;
         at = t->lock_expires_at_ms;
-    } else if (!t->terminal && t->available_at_ms > now) {
+        break;
+    case ENGINE_TASK_BACKOFF:
         want = &t->topic->backoff;
         at = t->available_at_ms;
+        break;
+    case ENGINE_TASK_DELAYED:
+        want = &t->topic->delayed;
+        at = t->available_at_ms;
+        break;
+    default:
+        break;
     }
     gauge *g = t->gauge;
     if (g != NULL && g->in == want) {
@@ -154,7 +233,7 @@ int state_task_gauge(engine *e, task *t, uint64_t now)
         heap_fix(want, &g->n);
         return BERTH_OK;
     }
-    gauge_drop(t);
+    state_task_gauge_drop(t);
     if (want == NULL)
         return BERTH_OK;
     if ((g = mem_alloc(sizeof(*g))) == NULL)
@@ -190,6 +269,7 @@ void state_gauges_settle(engine *e, uint64_t now)
     while ((tp = table_next(&e->topics, &i)) != NULL) {
         settle(&tp->locked, now);
         settle(&tp->backoff, now);
+        settle(&tp->delayed, now);
     }
 }
 
@@ -240,15 +320,14 @@ void state_task_delete(engine *e, task *t)
      * row; deleting one that is absent would be harmless anyway. */
     store_row_key(key, t->seq, STORE_KIND_STATE);
     store_batch_delete(e->batch, STORE_CF_TASKS, key, sizeof(key));
-    if (heap_has(&t->ready))
-        heap_remove(&t->topic->ready, &t->ready);
+    state_task_unindex(t);
     deployment *dep = state_dep(e, t->chan);
     dep->n_tasks--;
     if (t->terminal) {
         t->topic->n_terminal--;
         dep->n_terminal--;
     }
-    gauge_drop(t);
+    state_task_gauge_drop(t);
     listing_drop(e, t);
     topic *tp = t->topic;
     table_del(&e->tasks, t->id, BERTH_ID_LEN);
@@ -320,7 +399,8 @@ void state_random(engine *e, void *out, size_t n)
 }
 
 task *state_task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t seq,
-                     uint64_t created_at_ms, size_t body_bytes)
+                     uint64_t created_at_ms, size_t body_bytes, uint32_t priority,
+                     uint64_t not_before_ms)
 {
     task *t = mem_calloc(1, sizeof(*t));
     if (t == NULL)
@@ -330,10 +410,10 @@ task *state_task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint6
     t->seq = seq;
     t->created_at_ms = created_at_ms;
     t->body_bytes = (uint32_t)body_bytes;
-    t->available_at_ms = created_at_ms;
+    t->available_at_ms = not_before_ms > created_at_ms ? not_before_ms : created_at_ms;
+    t->priority = priority;
     t->retries_left = e->o.retries;
     heap_node_init(&t->ready);
-    t->ready.at = state_fetchable_at(t);
     t->ready.seq = seq;
     return t;
 }
@@ -396,8 +476,10 @@ int state_delivery_new(engine *e, topic *tp, const channel *chan, store_body *b,
     d->created_at_ms = e->t.now_ms;
     d->has_instance = b->has_instance;
     memcpy(d->instance_id, b->instance_id, BERTH_ID_LEN);
+    d->priority = b->priority;
+    d->not_before_ms = b->not_before_ms;
     heap_node_init(&d->due);
-    d->due.at = d->created_at_ms;
+    d->due.at = state_delivery_due(d);
     d->due.seq = d->seq;
     memcpy(b->id, d->id, BERTH_ID_LEN);
     b->seq = d->seq;
@@ -564,7 +646,10 @@ void state_check(engine *e)
         assert(t->terminal == !heap_has(&t->ready));
         if (heap_has(&t->ready)) {
             assert(t->ready.at == state_fetchable_at(t));
-            assert(heap_holds(&t->topic->ready, &t->ready));
+            assert(heap_holds(t->later ? &t->topic->later : &t->topic->ready, &t->ready));
+            /* in the ready order only once fetchable, and by its priority */
+            assert(t->later || (t->ready.at <= e->t.now_ms && t->ready.prio == t->priority));
+            assert(!t->later || t->ready.prio == 0);
         }
         assert(!t->has_lock || t->worker_id != NULL);
     }
@@ -576,8 +661,10 @@ void state_check(engine *e)
     while ((tp = table_next(&e->topics, &i)) != NULL) {
         assert(!topic_unused(tp)); /* reaped at the end of every turn */
         n_deliveries += tp->n_deliveries;
-        assert(heap_valid(&tp->ready));
-        n_ready += tp->ready.n;
+        assert(heap_valid(&tp->ready) && heap_valid(&tp->later));
+        assert(tp->ready.cap >= tp->ready.n + tp->later.n &&
+               tp->later.cap >= tp->ready.n + tp->later.n); /* a move never allocates */
+        n_ready += tp->ready.n + tp->later.n;
         n_terminal += tp->n_terminal;
         assert((tp->n_waiters > 0) == (tp->waiters != NULL));
     }

@@ -34,13 +34,30 @@ static inline uint64_t state_fetchable_at(const task *t)
 {
     return t->available_at_ms > t->lock_expires_at_ms ? t->available_at_ms : t->lock_expires_at_ms;
 }
-/* Re-keys t in its topic's ready index after its times changed, and
- * places it in the gauges' locked or backoff heap (turn_fail when that
- * finds no memory). */
+/* A topic's orders (core.h): state_task_index() puts t, in neither, into
+ * the one it belongs to at now and into the gauges (BERTH_ENOMEM: nothing
+ * changed); state_task_unindex() takes it out of its order (terminal, or
+ * gone). state_task_reindex() moves t where it belongs after its times
+ * changed, and places it in the gauges (turn_fail when that finds no
+ * memory); a move between the orders never allocates. */
+int state_task_index(engine *e, task *t, uint64_t now);
+void state_task_unindex(task *t);
 void state_task_reindex(engine *e, task *t);
+/* The task a claim of tp takes first at now, the most urgent fetchable one
+ * (NULL: none), after moving every task that has become fetchable out of
+ * tp's later order: the claim predicate of R5, with no sweeper. */
+task *state_topic_front(topic *tp, uint64_t now);
+/* When tp next has a fetchable task: 0 if it has one now (as last
+ * placed), UINT64_MAX if none is coming. */
+uint64_t state_topic_due(const topic *tp);
+void state_topic_fini(topic *tp);
+/* t's state as listings and gauges show it at now. */
+engine_task_state state_task_state(const task *t, uint64_t now);
 /* Places t in the gauges' heaps as it stands at now (also when it went
  * terminal, and at load). BERTH_ENOMEM. */
 int state_task_gauge(engine *e, task *t, uint64_t now);
+/* Takes t out of the gauges. */
+void state_task_gauge_drop(task *t);
 /* Drops the gauges' entries whose instant has passed: then each topic's
  * locked.n and backoff.n are exact. */
 void state_gauges_settle(engine *e, uint64_t now);
@@ -48,11 +65,12 @@ void state_gauges_settle(engine *e, uint64_t now);
 int state_task_put(engine *e, task *t);
 /* Deletes t's rows in the batch and frees it. */
 void state_task_delete(engine *e, task *t);
-/* A task as the pull sink parks it: ready since created_at_ms, the whole
- * failure budget, never claimed, not yet in any index or table. NULL: no
- * memory. */
+/* A task as the pull sink parks it: fetchable from created_at_ms or its
+ * delay's end (not_before_ms, 0: none), the whole failure budget, never
+ * claimed, not yet in any index or table. NULL: no memory. */
 task *state_task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint64_t seq,
-                     uint64_t created_at_ms, size_t body_bytes);
+                     uint64_t created_at_ms, size_t body_bytes, uint32_t priority,
+                     uint64_t not_before_ms);
 void state_task_free(engine *e, task *t);
 /* Keeps t's encoded body in memory: takes `owned` (allocated, len bytes;
  * freed on failure) or else copies `bytes`. Past the cache budget a body
@@ -74,6 +92,19 @@ task *state_task_find(engine *e, const char *id_str, const char *field, engine_s
  * caller's), due now, fresh (its outbox row is written at the end of the
  * turn unless it is parked first). BERTH_ENOMEM: nothing changed. */
 int state_delivery_new(engine *e, topic *tp, const channel *chan, store_body *body, delivery **out);
+/* When d's task becomes fetchable (a push: when d is first sent): its
+ * delay's end, or now. A call's attempt times out from here. */
+static inline uint64_t state_delivery_starts(const delivery *d, uint64_t now)
+{
+    return d->not_before_ms > now ? d->not_before_ms : now;
+}
+/* When a new d is first due: a push waits out its delay in the outbox;
+ * the pull sink parks at once (its task carries the delay). */
+static inline uint64_t state_delivery_due(const delivery *d)
+{
+    bool push = d->chan != NULL && d->chan->lane != NULL;
+    return push ? state_delivery_starts(d, d->created_at_ms) : d->created_at_ms;
+}
 /* Withdraws d (or forgets it, delivered): its rows go from the batch (or are never written, if
  * fresh), it leaves every index and is freed. */
 void state_delivery_delete(engine *e, delivery *d);

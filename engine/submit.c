@@ -31,6 +31,7 @@
 
 static int dedup_lookup(engine *e, const uint8_t *skey, size_t sklen, uint8_t id[BERTH_ID_LEN]);
 static bool has_key(const engine_submit_args *a);
+static bool when_check(engine *e, const engine_submit_args *a, engine_status *st);
 
 /* A's idempotency key names a submit (call: a call) accepted before: a
  * repeat, answered "duplicate" even when its channel takes nothing new
@@ -43,6 +44,28 @@ static bool accepted_before(engine *e, const engine_submit_args *a, bool call)
     size_t len = call ? store_call_key(key, a->topic, a->idempotency_key)
                       : store_submit_key(key, a->topic, a->idempotency_key);
     return len > 0 && dedup_lookup(e, key, len, id) == BERTH_OK;
+}
+
+/* When and how urgently (R6): a delay or an instant, not both, at most
+ * delay_max_ms ahead; a priority at most priority_max. An instant already
+ * past is "now". */
+static bool when_check(engine *e, const engine_submit_args *a, engine_status *st)
+{
+    uint64_t v;
+    if (a->has_not_before_ms && a->has_delay_ms) {
+        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT,
+                     "delay_ms: give not_before_ms or delay_ms, not both");
+        snprintf(st->field, sizeof(st->field), "delay_ms");
+        return false;
+    }
+    if (a->has_not_before_ms && a->not_before_ms > e->t.now_ms + e->o.delay_max_ms) {
+        reply_over_ceiling(st, "not_before_ms", a->not_before_ms, e->t.now_ms + e->o.delay_max_ms);
+        return false;
+    }
+    return check_bound(a->has_delay_ms, a->delay_ms, 0, e->o.delay_max_ms, true, "delay_ms", &v,
+                       st) &&
+           check_bound(a->has_priority, a->priority, e->o.priority_default, e->o.priority_max, true,
+                       "priority", &v, st);
 }
 
 /* Field names are plain ("topic"); a batch prefixes the item's index to
@@ -61,7 +84,7 @@ static bool submit_check(engine *e, const engine_submit_args *a, bool call, engi
         reply_over_ceiling(st, "payload", a->payload_len, e->o.payload_max_bytes);
         return false;
     }
-    return check_headers(a->headers, a->n_headers, "headers", st) &&
+    return when_check(e, a, st) && check_headers(a->headers, a->n_headers, "headers", st) &&
            check_text(a->content_type, ENGINE_CONTENT_TYPE_MAX, false, "content_type", st) &&
            check_text(a->idempotency_key, BERTH_IDEM_KEY_MAX, false, "idempotency_key", st);
 }
@@ -160,11 +183,15 @@ static int dedup(engine *e, const uint8_t *skey, size_t sklen, engine_submitted 
 
 /* The Body a submit or a call's first attempt carries; hs holds the
  * headers' storage. */
-static store_body body_of(const engine_submit_args *a, store_header *hs)
+static store_body body_of(engine *e, const engine_submit_args *a, store_header *hs)
 {
     for (size_t i = 0; i < a->n_headers; i++)
         hs[i] = (store_header){a->headers[i].name, a->headers[i].value};
+    uint64_t now = e->t.now_ms;
+    uint64_t at = a->has_delay_ms ? now + a->delay_ms : a->has_not_before_ms ? a->not_before_ms : 0;
     return (store_body){
+        .priority = a->has_priority ? a->priority : e->o.priority_default,
+        .not_before_ms = at > now ? at : 0,
         .topic = a->topic,
         .payload = a->payload,
         .payload_len = a->payload_len,
@@ -191,7 +218,7 @@ static void submit_one(engine *e, const engine_submit_args *a, engine_submitted 
         return;
     topic *tp = state_topic(e, a->topic, strlen(a->topic), true);
     store_header hs[ENGINE_HEADERS_MAX];
-    store_body b = body_of(a, hs);
+    store_body b = body_of(e, a, hs);
     delivery *d;
     const channel *chan = deploy_route(e, a->topic, st); /* (checked: not refused) */
     if (tp == NULL || state_delivery_new(e, tp, chan, &b, &d) != BERTH_OK) {
@@ -376,7 +403,7 @@ int submit_call(engine *e, pending *p)
         i->dedup_key_len = cklen;
     topic *tp = state_topic(e, a->request.topic, strlen(a->request.topic), true);
     store_header hs[ENGINE_HEADERS_MAX];
-    store_body b = body_of(&a->request, hs);
+    store_body b = body_of(e, &a->request, hs);
     b.has_instance = true;
     memcpy(b.instance_id, i->id, BERTH_ID_LEN);
     b.call_attempt = 1;
@@ -394,7 +421,9 @@ int submit_call(engine *e, pending *p)
         goto no_memory;
     state_dep(e, i->chan)->n_instances++;
     /* From here a failure leaves the call half-applied: the turn fails. */
-    int rv = i->has_retry ? instance_arm(e, i, now + i->timeout_ms) : BERTH_OK;
+    /* An attempt's time runs from when its task is fetchable (its delay). */
+    int rv =
+        i->has_retry ? instance_arm(e, i, state_delivery_starts(d, now) + i->timeout_ms) : BERTH_OK;
     if (rv == BERTH_OK)
         rv = instance_put(e, i);
     if (rv != BERTH_OK) {

@@ -468,6 +468,8 @@ static void task_info_to_wire(const engine_task_info *t, Berth__V1__TaskInfo *w,
     w->created_at_ms = t->created_at_ms;
     w->has_payload_bytes = 1;
     w->payload_bytes = (uint32_t)t->payload_bytes;
+    w->has_priority = 1;
+    w->priority = t->priority;
 }
 
 /* d as the wire shows it, its arrays from a; false: no memory. */
@@ -688,6 +690,8 @@ static int admin_encode(void *call, const engine_reply *r, nng_msg **out)
             berth__v1__topic_stats__init(&v[i]);
             v[i].topic = (char *)t->topic;
             v[i].has_ready = v[i].has_locked = v[i].has_backoff = v[i].has_terminal = 1;
+            v[i].has_delayed = 1;
+            v[i].delayed = t->delayed;
             v[i].ready = t->ready;
             v[i].locked = t->locked;
             v[i].backoff = t->backoff;

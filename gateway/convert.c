@@ -87,6 +87,12 @@ static void submit_from(const Berth__V1__SubmitRequest *m, engine_submit_args *s
     s->n_headers = m->n_headers;
     s->content_type = m->content_type;
     s->idempotency_key = m->idempotency_key;
+    s->has_not_before_ms = m->has_not_before_ms;
+    s->not_before_ms = m->not_before_ms;
+    s->has_delay_ms = m->has_delay_ms;
+    s->delay_ms = m->delay_ms;
+    s->has_priority = m->has_priority;
+    s->priority = m->priority;
 }
 
 static engine_guard guard_from(const char *task_id, const char *worker_id, const char *token)
@@ -131,6 +137,12 @@ static void call_from(const Berth__V1__CallRequest *m, engine_call_args *c, gw_a
     s->n_headers = m->n_headers;
     s->content_type = m->content_type;
     s->idempotency_key = m->idempotency_key;
+    s->has_not_before_ms = m->has_not_before_ms;
+    s->not_before_ms = m->not_before_ms;
+    s->has_delay_ms = m->has_delay_ms;
+    s->delay_ms = m->delay_ms;
+    s->has_priority = m->has_priority;
+    s->priority = m->priority;
     c->retry = NULL;
     const Berth__V1__RetryPolicy *p = m->retry;
     if (p == NULL)
@@ -371,6 +383,10 @@ static Berth__V1__Task *task_to_wire(const engine_task *t, gw_arena *a, bool *ok
     w->lock_expires_at_ms = t->lock_expires_at_ms;
     w->has_created_at_ms = 1;
     w->created_at_ms = t->created_at_ms;
+    w->has_priority = 1;
+    w->priority = t->priority;
+    w->has_available_at_ms = 1;
+    w->available_at_ms = t->available_at_ms;
     return w;
 }
 

@@ -135,9 +135,9 @@ static void exposition(FILE *f, const engine_reply *r)
     family(f, "berth_tasks", "gauge", "Tasks by topic and state.");
     for (size_t i = 0; i < r->n_topic_stats; i++) {
         const engine_topic_stats *t = &r->topic_stats[i];
-        static const char *const state[] = {"ready", "locked", "backoff", "terminal"};
-        const uint64_t v[] = {t->ready, t->locked, t->backoff, t->terminal};
-        for (int k = 0; k < 4; k++) {
+        static const char *const state[] = {"ready", "locked", "backoff", "terminal", "delayed"};
+        const uint64_t v[] = {t->ready, t->locked, t->backoff, t->terminal, t->delayed};
+        for (int k = 0; k < 5; k++) {
             fprintf(f, "berth_tasks{topic=\"");
             label(f, t->topic);
             fprintf(f, "\",state=\"%s\"} %" PRIu64 "\n", state[k], v[k]);

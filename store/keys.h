@@ -14,11 +14,15 @@
  *   change in this comment.
  *
  *   Version 2 writes calls (instances, timers, call keys in submit_keys).
- *   Version 3 writes deployments (the deployments family). Neither was
- *   written by the version before, so an older store is upgraded by
- *   rewriting its format key. Adding an optional field to a record in
- *   proto/berth/v1/store.proto is not a format change (proto2 skips
- *   unknown fields and absent optionals take their defaults).
+ *   Version 3 writes deployments (the deployments family). Version 4
+ *   writes a task's priority and delay into its Body (a Body without them
+ *   is priority 1024, fetchable at once); a version-3 build would skip
+ *   them and hand delayed tasks out early, so it must refuse these
+ *   stores. None of this was written by the version before, so an older
+ *   store is upgraded by rewriting its format key. Adding an optional
+ *   field to a record in proto/berth/v1/store.proto that an older build
+ *   may safely ignore is not a format change (proto2 skips unknown fields
+ *   and absent optionals take their defaults).
  *
  * IDS AND SEQUENCES
  *   Task, delivery and incident ids are 16 bytes (BERTH_ID_LEN). Task and
@@ -105,7 +109,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BERTH_FORMAT_VERSION 3u
+#define BERTH_FORMAT_VERSION 4u
 
 #define BERTH_ID_LEN       16
 #define BERTH_ID_STR_LEN   32 /* hex digits, without the terminating NUL */

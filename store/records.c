@@ -167,6 +167,10 @@ int store_body_encode(const store_body *r, store_buf *out)
     m.created_at_ms = r->created_at_ms;
     m.has_deployment = r->deployment != 0;
     m.deployment = r->deployment;
+    m.has_priority = r->priority != STORE_PRIORITY_ABSENT;
+    m.priority = r->priority;
+    m.has_not_before_ms = r->not_before_ms != 0;
+    m.not_before_ms = r->not_before_ms;
     int rv = pack(&m.base, out);
     headers_release(&hs);
     return rv;
@@ -199,6 +203,8 @@ int store_body_decode(const void *buf, size_t len, store_body *out)
     out->seq = m->seq;
     out->created_at_ms = m->created_at_ms;
     out->deployment = m->deployment;
+    out->priority = m->has_priority ? m->priority : STORE_PRIORITY_ABSENT;
+    out->not_before_ms = m->not_before_ms;
     out->owner = m;
     return BERTH_OK;
 }

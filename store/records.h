@@ -60,8 +60,14 @@ typedef struct store_body {
     uint64_t seq;             /* FIFO tiebreak and row key; unique within one store */
     uint64_t created_at_ms;   /* when the producer's submit was accepted */
     uint32_t deployment;      /* the deployment whose channel took it; 0: the implicit one */
+    uint32_t priority;        /* lower first; a row without one has STORE_PRIORITY_ABSENT */
+    uint64_t not_before_ms;   /* not fetchable (a push: not sent) before; 0: at once */
     void *owner;
 } store_body;
+
+/* The priority of a Body row that names none (rows written before
+ * priorities, and every row of that priority: it is not written). */
+#define STORE_PRIORITY_ABSENT 1024u
 
 typedef struct store_task_state {
     uint64_t available_at_ms; /* a failure's backoff ends here */

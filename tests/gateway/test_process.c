@@ -236,6 +236,8 @@ Test(process, contradictory_settings_are_refused_at_boot)
     expect_refused((const char *const[]){"--call-timeout-max-ms", "0", NULL},
                    "call-timeout-max-ms");
     expect_refused((const char *const[]){"--call-attempts-max", "0", NULL}, "call-attempts-max");
+    expect_refused((const char *const[]){"--priority-max", "10", NULL}, "priority-default");
+    expect_refused((const char *const[]){"--delay-max-ms", "2000000000000", NULL}, "delay-max-ms");
     expect_refused((const char *const[]){"--instance-retention-ms", "0", NULL},
                    "instance-retention-ms");
     expect_refused((const char *const[]){"--buffers-max-bytes", "1048576", NULL},
@@ -275,6 +277,33 @@ Test(process, a_config_file_configures_and_flags_win_over_it)
     w_free(f);
     bc_close(c);
     unlink(path);
+}
+
+Test(process, the_priority_settings_bound_and_default_a_submit_s_priority)
+{
+    d_start(&D, (const char *const[]){"--priority-max", "10", "--priority-default", "5", NULL});
+    bc *c = d_client(&D);
+    Berth__V1__SubmitRequest s = BERTH__V1__SUBMIT_REQUEST__INIT;
+    s.topic = "prio";
+    s.has_priority = 1;
+    s.priority = 11;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT;
+    req.submit = &s;
+    Berth__V1__Response *r = w_call(c, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
+    cr_assert_str_eq(r->status->field, "priority");
+    cr_assert_eq(r->status->limit, 10);
+    w_free(r);
+    s.priority = 10;
+    w_free(w_call(c, &req, 0));
+    w_free(w_submit(c, "prio", "p", NULL));
+    Berth__V1__Response *f = w_fetch(c, "w", "prio", 2, 0, 0);
+    cr_assert_eq(f->fetch->n_tasks, 2);
+    cr_assert_eq(f->fetch->tasks[0]->priority, 5, "the operator's default goes first");
+    cr_assert_eq(f->fetch->tasks[1]->priority, 10);
+    w_free(f);
+    bc_close(c);
 }
 
 Test(process, operate_over_tls_with_a_verified_certificate)

@@ -65,6 +65,33 @@ Test(store_records, body_with_many_headers_and_an_instance)
     store_buf_fini(&buf);
 }
 
+Test(store_records, a_body_keeps_its_priority_and_delay_and_an_old_one_has_the_defaults)
+{
+    store_body in = {.topic = "t", .priority = 0, .not_before_ms = 1798135200000ull};
+    memset(in.id, 1, BERTH_ID_LEN);
+    store_buf buf = {0};
+    cr_assert_eq(store_body_encode(&in, &buf), BERTH_OK);
+    store_body out;
+    cr_assert_eq(store_body_decode(buf.data, buf.len, &out), BERTH_OK);
+    cr_assert_eq(out.priority, 0, "0 is a priority, not an absence");
+    cr_assert_eq(out.not_before_ms, 1798135200000ull);
+    store_body_clear(&out);
+    /* A row written before priorities (or at 1024) carries neither field. */
+    in.priority = STORE_PRIORITY_ABSENT;
+    in.not_before_ms = 0;
+    size_t without;
+    cr_assert_eq(store_body_encode(&in, &buf), BERTH_OK);
+    without = buf.len;
+    cr_assert_eq(store_body_decode(buf.data, buf.len, &out), BERTH_OK);
+    cr_assert_eq(out.priority, 1024);
+    cr_assert_eq(out.not_before_ms, 0);
+    store_body_clear(&out);
+    in.priority = 7;
+    cr_assert_eq(store_body_encode(&in, &buf), BERTH_OK);
+    cr_assert_gt(buf.len, without, "a priority other than 1024 is written");
+    store_buf_fini(&buf);
+}
+
 Test(store_records, task_state_round_trips)
 {
     store_task_state in = {.available_at_ms = 5,
