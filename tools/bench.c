@@ -6,6 +6,7 @@
  *               [--fetch-batch F] [--complete-batch C] [--payload BYTES]
  *               [--topics K] [--lock-ms MS] [--json] [--csv FILE]
  *               [--client direct|nng] [--calls] [--push [--admin URL]]
+ *               [--priorities K] [--delay-ms D]
  *
  * P producer threads submit (submit_batch when B > 1), W worker threads
  * long-poll fetch up to F tasks and complete them (complete_batch of up to
@@ -14,6 +15,10 @@
  * second successful completion a duplicate; either, or any refused request,
  * makes the exit status non-zero. Latency is per task, submit acknowledged
  * → complete acknowledged (e2e), and per fetch, sent → answered.
+ *
+ * --priorities K spreads the tasks over priorities 0 to K-1; --delay-ms D
+ * delays every other task by 0 to D ms (spread evenly by its index). The
+ * e2e latency of a delayed task includes its delay.
  *
  * --calls: the producers are callers. Each makes one call at a time and
  * awaits it; workers answer each call with a result that names it (its
@@ -72,6 +77,8 @@ typedef struct cfg {
     uint64_t tasks;    /* 0: run for duration_s */
     double duration_s; /* 0: run until `tasks` are done */
     uint32_t producers, workers, submit_batch, fetch_batch, complete_batch, topics;
+    uint32_t priorities; /* 0: every task at the default */
+    uint64_t delay_ms;   /* every other task delayed by up to this */
     uint32_t payload;
     uint64_t lock_ms;
     bool json;
@@ -171,6 +178,14 @@ static void *producer(void *arg)
             items[i].has_payload = 1;
             items[i].payload.data = p;
             items[i].payload.len = C.payload;
+            if (C.priorities > 0) {
+                items[i].has_priority = 1;
+                items[i].priority = (uint32_t)(idx[i] % C.priorities);
+            }
+            if (C.delay_ms > 0 && idx[i] % 2 == 1) {
+                items[i].has_delay_ms = 1;
+                items[i].delay_ms = (idx[i] * 2654435761u) % (C.delay_ms + 1);
+            }
             ip[i] = &items[i];
         }
         Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
@@ -645,7 +660,8 @@ static void usage(FILE *f)
                "                   [--producers P] [--workers W] [--submit-batch B]\n"
                "                   [--fetch-batch F] [--complete-batch C] [--payload BYTES]\n"
                "                   [--topics K] [--lock-ms MS] [--json] [--csv FILE]\n"
-               "                   [--client direct|nng] [--calls] [--push [--admin URL]]\n");
+               "                   [--client direct|nng] [--calls] [--push [--admin URL]]\n"
+               "                   [--priorities K] [--delay-ms D]\n");
 }
 
 static bool num(const char *s, uint64_t *out)
@@ -713,6 +729,10 @@ int main(int argc, char **argv)
                 C.topics = (uint32_t)n;
             else if (strcmp(a, "--lock-ms") == 0)
                 C.lock_ms = n;
+            else if (strcmp(a, "--priorities") == 0 && n <= UINT32_MAX)
+                C.priorities = (uint32_t)n;
+            else if (strcmp(a, "--delay-ms") == 0)
+                C.delay_ms = n;
             else {
                 fprintf(stderr, "berth-bench: unknown or out-of-range option %s\n", a);
                 return 2;
@@ -879,16 +899,17 @@ int main(int argc, char **argv)
                "\"fetch_wait_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
                "\"errors\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"duplicates\":%" PRIu64 ","
                "\"producers\":%u,\"workers\":%u,\"submit_batch\":%u,\"fetch_batch\":%u,"
-               "\"complete_batch\":%u,\"payload\":%u,\"topics\":%u}\n",
+               "\"complete_batch\":%u,\"payload\":%u,\"topics\":%u,\"priorities\":%u,"
+               "\"delay_ms\":%" PRIu64 "}\n",
                n, secs, secs > 0 ? (double)(n - lost) / secs : 0,
                submit_secs > 0 ? n / submit_secs : 0, pe.p50, pe.p90, pe.p99, pe.max, pf.p50,
                pf.p90, pf.p99, pf.max, errs, lost, dups, C.producers, C.workers, C.submit_batch,
-               C.fetch_batch, C.complete_batch, C.payload, C.topics);
+               C.fetch_batch, C.complete_batch, C.payload, C.topics, C.priorities, C.delay_ms);
     } else {
         printf("berth-bench: %u producers (batch %u), %u workers (fetch %u, complete %u), "
-               "%u-byte payloads, %u topic(s)\n",
+               "%u-byte payloads, %u topic(s), %u priorities, half delayed up to %" PRIu64 " ms\n",
                C.producers, C.submit_batch, C.workers, C.fetch_batch, C.complete_batch, C.payload,
-               C.topics);
+               C.topics, C.priorities, C.delay_ms);
         printf("  tasks          %12" PRIu64 "\n", n);
         printf("  seconds        %12.3f\n", secs);
         printf("  tasks/s        %12.1f   (submit %0.1f/s)\n",

@@ -32,6 +32,7 @@
 
 #include "tools/client.h"
 #include "tools/top.h"
+#include "tools/when.h"
 
 enum {
     EX_OK = 0,
@@ -54,6 +55,9 @@ typedef struct opts {
     const char *pos[256];
     int npos;
     const char *worker, *token, *content_type, *key, *result, *code, *message, *details;
+    const char *delay, *at; /* a submit's or call's --delay DURATION, --at RFC3339 */
+    bool has_priority;
+    uint64_t priority;
     const char *tls_ca, *tls_server_name;
     bool tls_insecure;
     const char *hnames[MAX_HEADERS], *hvalues[MAX_HEADERS];
@@ -275,6 +279,40 @@ static int need(const char *what, const char *v)
 
 /* ---- commands ---- */
 
+/* When and how urgently (--delay, --at, --priority), checked here so
+ * that a typo is a usage error, not a request. */
+typedef struct when {
+    bool has_delay, has_at, has_priority;
+    uint64_t delay_ms, at_ms;
+    uint32_t priority;
+} when;
+
+static int when_of(const opts *o, when *w)
+{
+    char err[200];
+    memset(w, 0, sizeof(*w));
+    if (o->delay != NULL && o->at != NULL) {
+        fprintf(stderr, "berth: give --delay or --at, not both\n");
+        return EX_USAGE;
+    }
+    if (o->delay != NULL &&
+        !(w->has_delay = when_duration_ms(o->delay, &w->delay_ms, err, sizeof(err)))) {
+        fprintf(stderr, "berth: --delay %s\n", err);
+        return EX_USAGE;
+    }
+    if (o->at != NULL && !(w->has_at = when_instant_ms(o->at, &w->at_ms, err, sizeof(err)))) {
+        fprintf(stderr, "berth: --at %s\n", err);
+        return EX_USAGE;
+    }
+    if (o->has_priority && o->priority > UINT32_MAX) {
+        fprintf(stderr, "berth: --priority is at most %" PRIu32 "\n", UINT32_MAX);
+        return EX_USAGE;
+    }
+    w->has_priority = o->has_priority;
+    w->priority = (uint32_t)o->priority;
+    return EX_OK;
+}
+
 static int cmd_submit(opts *o)
 {
     if (o->npos < 1 || o->npos > 2) {
@@ -299,11 +337,23 @@ static int cmd_submit(opts *o)
     s.headers = hp;
     s.content_type = (char *)o->content_type;
     s.idempotency_key = (char *)o->key;
+    when w;
+    int ex = when_of(o, &w);
+    if (ex != EX_OK) {
+        free(payload);
+        return ex;
+    }
+    s.has_delay_ms = w.has_delay;
+    s.delay_ms = w.delay_ms;
+    s.has_not_before_ms = w.has_at;
+    s.not_before_ms = w.at_ms;
+    s.has_priority = w.has_priority;
+    s.priority = w.priority;
     Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
     req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT;
     req.submit = &s;
     Berth__V1__Response *r;
-    int ex = call(o, &req, 0, &r);
+    ex = call(o, &req, 0, &r);
     free(payload);
     if (ex != EX_OK)
         return ex;
@@ -327,8 +377,9 @@ static void print_task_json(const Berth__V1__Task *t)
     json_cstr(stdout, t->topic);
     printf(",\"attempt\":%u,\"retries_left\":%u,\"lock_token\":", t->attempt, t->retries_left);
     json_cstr(stdout, t->lock_token);
-    printf(",\"lock_expires_at_ms\":%" PRIu64 ",\"created_at_ms\":%" PRIu64, t->lock_expires_at_ms,
-           t->created_at_ms);
+    printf(",\"lock_expires_at_ms\":%" PRIu64 ",\"created_at_ms\":%" PRIu64
+           ",\"priority\":%u,\"available_at_ms\":%" PRIu64,
+           t->lock_expires_at_ms, t->created_at_ms, t->priority, t->available_at_ms);
     if (t->content_type) {
         printf(",\"content_type\":");
         json_cstr(stdout, t->content_type);
@@ -486,6 +537,18 @@ static int cmd_call(opts *o)
     c.content_type = (char *)o->content_type;
     c.idempotency_key = (char *)o->key;
     c.retry = o->has_timeout ? &retry : NULL;
+    when w;
+    int wex = when_of(o, &w);
+    if (wex != EX_OK) {
+        free(payload);
+        return wex;
+    }
+    c.has_delay_ms = w.has_delay;
+    c.delay_ms = w.delay_ms;
+    c.has_not_before_ms = w.has_at;
+    c.not_before_ms = w.at_ms;
+    c.has_priority = w.has_priority;
+    c.priority = w.priority;
     Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
     req.method_case = BERTH__V1__REQUEST__METHOD_CALL;
     req.call = &c;
@@ -866,8 +929,9 @@ static int admin_call(const opts *o, Berth__V1__AdminRequest *req, Berth__V1__Ad
 
 static const char *task_state_name(int s)
 {
-    static const char *const names[] = {"UNSPECIFIED", "READY", "LOCKED", "BACKOFF", "TERMINAL"};
-    return s >= 0 && s <= 4 ? names[s] : "UNKNOWN";
+    static const char *const names[] = {"UNSPECIFIED", "READY",    "LOCKED",
+                                        "BACKOFF",     "TERMINAL", "DELAYED"};
+    return s >= 0 && s <= 5 ? names[s] : "UNKNOWN";
 }
 
 static void print_error_json(const char *name, const Berth__V1__Error *e)
@@ -892,9 +956,10 @@ static void print_task_info_json(const Berth__V1__TaskInfo *t)
     printf(",\"state\":\"%s\",\"worker_id\":", task_state_name(t->state));
     json_cstr(stdout, t->worker_id);
     printf(",\"lock_expires_at_ms\":%" PRIu64 ",\"available_at_ms\":%" PRIu64
-           ",\"attempt\":%u,\"retries_left\":%u,\"created_at_ms\":%" PRIu64 ",\"payload_bytes\":%u",
+           ",\"attempt\":%u,\"retries_left\":%u,\"created_at_ms\":%" PRIu64 ",\"payload_bytes\":%u"
+           ",\"priority\":%u",
            t->lock_expires_at_ms, t->available_at_ms, t->attempt, t->retries_left, t->created_at_ms,
-           t->payload_bytes);
+           t->payload_bytes, t->priority);
     print_error_json("last_error", t->last_error);
     putchar('}');
 }
@@ -909,8 +974,9 @@ static void print_task_info(const opts *o, const Berth__V1__TaskInfo *t)
     }
     printf("id             %s\ntopic          %s\nstate          %s\n", t->id ? t->id : "",
            t->topic ? t->topic : "", task_state_name(t->state));
-    printf("attempt        %u\nretries left   %u\npayload bytes  %u\n", t->attempt, t->retries_left,
-           t->payload_bytes);
+    printf("attempt        %u\nretries left   %u\npayload bytes  %u\npriority       %u\n",
+           t->attempt, t->retries_left, t->payload_bytes, t->priority);
+    printf("available at   %" PRIu64 " (Unix ms)\n", t->available_at_ms);
     if (t->worker_id)
         printf("worker         %s (lock until %" PRIu64 ")\n", t->worker_id, t->lock_expires_at_ms);
     if (t->last_error)
@@ -1019,11 +1085,12 @@ static int admin_tasks(opts *o)
     l.topic = (char *)o->topic;
     if (o->state != NULL) {
         int s = 0;
-        for (int k = 1; k <= 4 && s == 0; k++)
+        for (int k = 1; k <= 5 && s == 0; k++)
             if (strcasecmp(o->state, task_state_name(k)) == 0)
                 s = k;
         if (s == 0) {
-            fprintf(stderr, "berth admin tasks: --state is ready, locked, backoff or terminal\n");
+            fprintf(stderr, "berth admin tasks: --state is ready, delayed, locked, backoff or "
+                            "terminal\n");
             return EX_USAGE;
         }
         l.has_state = 1;
@@ -1347,19 +1414,21 @@ static int cmd_stats(opts *o)
             const Berth__V1__TopicStats *t = st->topics[i];
             printf("%s{\"topic\":", i ? "," : "");
             json_cstr(stdout, t->topic);
-            printf(",\"ready\":%" PRIu64 ",\"locked\":%" PRIu64 ",\"backoff\":%" PRIu64
-                   ",\"terminal\":%" PRIu64 ",\"waiting_fetches\":%" PRIu64 "}",
-                   t->ready, t->locked, t->backoff, t->terminal, t->waiting_fetches);
+            printf(",\"ready\":%" PRIu64 ",\"delayed\":%" PRIu64 ",\"locked\":%" PRIu64
+                   ",\"backoff\":%" PRIu64 ",\"terminal\":%" PRIu64 ",\"waiting_fetches\":%" PRIu64
+                   "}",
+                   t->ready, t->delayed, t->locked, t->backoff, t->terminal, t->waiting_fetches);
         }
         printf("]}\n");
     } else {
-        printf("%-32s %10s %10s %10s %10s %8s\n", "topic", "ready", "locked", "backoff", "terminal",
-               "waiting");
+        printf("%-32s %10s %10s %10s %10s %10s %8s\n", "topic", "ready", "delayed", "locked",
+               "backoff", "terminal", "waiting");
         for (size_t i = 0; i < st->n_topics; i++) {
             const Berth__V1__TopicStats *t = st->topics[i];
-            printf("%-32s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8" PRIu64 "\n",
-                   t->topic ? t->topic : "", t->ready, t->locked, t->backoff, t->terminal,
-                   t->waiting_fetches);
+            printf("%-32s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
+                   " %8" PRIu64 "\n",
+                   t->topic ? t->topic : "", t->ready, t->delayed, t->locked, t->backoff,
+                   t->terminal, t->waiting_fetches);
         }
         printf("tasks %" PRIu64 "  outbox pending %" PRIu64 "  poisoned %" PRIu64
                "  waiting fetches %" PRIu64 "\n",
@@ -1377,15 +1446,20 @@ static int cmd_top(opts *o)
 static const command commands[] = {
     {"submit", cmd_submit,
      "berth submit TOPIC [PAYLOAD | -] [--header NAME=VALUE]... [--content-type CT] [--key KEY]\n"
+     "             [--delay DURATION | --at TIME] [--priority N]\n"
      "  Hands berthd a task; prints its id once it is on disk. '-' reads the payload from\n"
-     "  stdin. --key is an idempotency key: a repeat returns the original id.\n"},
+     "  stdin. --key is an idempotency key: a repeat returns the original id. --delay 10m\n"
+     "  (ms, s, m, h, d; 1h30m) or --at 2026-12-24T18:00:00Z (RFC 3339) holds it back\n"
+     "  until then; --priority N: lower is fetched first (default 1024).\n"},
     {"call", cmd_call,
      "berth call TOPIC [PAYLOAD | -] [--timeout-ms MS [--attempts N]] [--await [--wait-ms MS]]\n"
      "           [--header NAME=VALUE]... [--content-type CT] [--key KEY]\n"
+     "           [--delay DURATION | --at TIME] [--priority N]\n"
      "  Hands berthd a call and prints its instance id once it is on disk; with --await,\n"
      "  waits for its outcome and prints the worker's result (exit 0), its refusal or the\n"
      "  call's failure (exit 3), or that it still waits (exit 5). --timeout-ms is each\n"
-     "  attempt's timeout: past it the call is tried again, up to N attempts in all.\n"},
+     "  attempt's timeout: past it the call is tried again, up to N attempts in all.\n"
+     "  --delay, --at and --priority as for submit (a timeout runs from --delay's end).\n"},
     {"await", cmd_await,
      "berth await INSTANCE_ID [--wait-ms MS]\n"
      "  Waits up to MS for a call to end and prints it as berth call --await does.\n"},
@@ -1412,7 +1486,7 @@ static const command commands[] = {
     {"admin", cmd_admin,
      "berth admin task ID | retry ID [--retries N] | discard ID | retry-delivery ID\n"
      "            | incidents [--limit N] [--after ID] | checkpoint DIR\n"
-     "            | tasks [--topic T] [--state ready|locked|backoff|terminal] [--limit N]\n"
+     "            | tasks [--topic T] [--state ready|delayed|locked|backoff|terminal] [--limit N]\n"
      "                    [--after NEXT]\n"
      "            | deploy ID --channel NAME[,transport=pull][,reply-max-bytes=N]\n"
      "                                  [,content-types=A|B] [--channel ...]\n"
@@ -1523,6 +1597,9 @@ int main(int argc, char **argv)
         STR_OPT("--token", token)
         STR_OPT("--content-type", content_type)
         STR_OPT("--key", key)
+        STR_OPT("--delay", delay)
+        STR_OPT("--at", at)
+        NUM_OPT("--priority", priority, has_priority)
         STR_OPT("--result", result)
         STR_OPT("--code", code)
         STR_OPT("--message", message)

@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 
 #include "tests/support/daemon.h"
+#include "tools/when.h"
 
 static daemon_proc D;
 
@@ -162,4 +163,88 @@ DTest(cli, deploy_list_and_retire_deployments)
                  "a deploy needs its channels");
     cr_assert_eq(
         run(out, sizeof(out), "--admin %s admin deploy web --channel 'a,colour=red'", D.admin), 2);
+}
+
+DTest(cli, submit_later_and_first)
+{
+    char out[4096];
+    cr_assert_eq(run(out, sizeof(out), "submit jobs late --delay 1h"), 0);
+    cr_assert_eq(run(out, sizeof(out), "submit jobs normal"), 0);
+    cr_assert_eq(run(out, sizeof(out), "submit jobs urgent --priority 1"), 0);
+    cr_assert_eq(run(out, sizeof(out), "submit jobs past --at 2020-01-01T00:00:00Z --priority 2"),
+                 0);
+    cr_assert_eq(run(out, sizeof(out), "--json fetch jobs --worker w --wait-ms 0 --max 10"), 0);
+    const char *u = strstr(out, "\"payload\":\"urgent\""), *p = strstr(out, "\"payload\":\"past\""),
+               *n = strstr(out, "\"payload\":\"normal\"");
+    cr_assert(u && p && n && u < p && p < n, "most urgent first: %s", out);
+    cr_assert(strstr(out, "\"priority\":1,") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"payload\":\"late\"") == NULL, "an hour early: %s", out);
+
+    /* Refused by berthd (exit 3, the field named) or by the CLI (usage, 2). */
+    cr_assert_eq(run(out, sizeof(out), "--json submit jobs x --delay 31d"), 3);
+    cr_assert(strstr(out, "\"field\":\"delay_ms\"") != NULL, "%s", out);
+    cr_assert_eq(run(out, sizeof(out), "--json submit jobs x --at 2999-01-01T00:00:00Z"), 3);
+    cr_assert(strstr(out, "\"field\":\"not_before_ms\"") != NULL, "%s", out);
+    cr_assert_eq(run(out, sizeof(out), "submit jobs x --delay 10"), 2, "a unit is required");
+    cr_assert_eq(run(out, sizeof(out), "submit jobs x --at tomorrow"), 2);
+    cr_assert_eq(run(out, sizeof(out), "submit jobs x --delay 1s --at 2030-01-01T00:00:00Z"), 2);
+    cr_assert_eq(run(out, sizeof(out), "submit jobs x --priority 4294967296"), 2);
+}
+
+Test(when, durations)
+{
+    static const struct {
+        const char *s;
+        uint64_t ms;
+    } ok[] = {{"0", 0},        {"1500ms", 1500}, {"10s", 10000},           {"10m", 600000},
+              {"2h", 7200000}, {"1d", 86400000}, {"1h30m", 5400000},       {"1m1ms", 60001},
+              {"0s", 0},       {"90m", 5400000}, {"1d2h3m4s5ms", 93784005}};
+    char err[200];
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        uint64_t v = 1;
+        cr_assert(when_duration_ms(ok[i].s, &v, err, sizeof(err)), "%s: %s", ok[i].s, err);
+        cr_assert_eq(v, ok[i].ms, "%s: %llu", ok[i].s, (unsigned long long)v);
+    }
+    static const char *const bad[] = {"",    "10",  "m",   "10x",   "-1s", "1.5s",
+                                      "1h ", " 1h", "1hm", "10ms5", "s10", "99999999999999999999d"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint64_t v;
+        cr_assert_not(when_duration_ms(bad[i], &v, err, sizeof(err)), "\"%s\" taken", bad[i]);
+        cr_assert_gt(strlen(err), 0);
+    }
+}
+
+Test(when, instants)
+{
+    static const struct {
+        const char *s;
+        uint64_t ms;
+    } ok[] = {
+        {"1970-01-01T00:00:00Z", 0},
+        {"2026-12-24T18:00:00Z", 1798135200000ull},
+        {"2026-12-24T19:00:00+01:00", 1798135200000ull},
+        {"2026-12-24T13:30:00-04:30", 1798135200000ull},
+        {"2026-12-24t18:00:00.25z", 1798135200250ull},
+        {"2026-12-24 18:00:00.123456Z", 1798135200123ull},
+        {"2024-02-29T00:00:00Z", 1709164800000ull},
+        {"2000-02-29T23:59:59Z", 951868799000ull},
+    };
+    char err[200];
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        uint64_t v = 1;
+        cr_assert(when_instant_ms(ok[i].s, &v, err, sizeof(err)), "%s: %s", ok[i].s, err);
+        cr_assert_eq(v, ok[i].ms, "%s: %llu", ok[i].s, (unsigned long long)v);
+    }
+    static const char *const bad[] = {
+        "2026-12-24T18:00:00",      "2026-12-24",           "2026-13-01T00:00:00Z",
+        "2026-02-29T00:00:00Z",     "1900-02-29T00:00:00Z", "2026-12-24T24:00:00Z",
+        "2026-12-24T18:60:00Z",     "2026-12-24T18:00:60Z", "2026-12-24T18:00:00.Z",
+        "2026-12-24T18:00:00+1:00", "26-12-24T18:00:00Z",   "2026-12-24T18:00:00Zjunk",
+        "1969-12-31T23:59:59Z",     "2026-04-31T00:00:00Z", "tomorrow",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint64_t v;
+        cr_assert_not(when_instant_ms(bad[i], &v, err, sizeof(err)), "\"%s\" taken", bad[i]);
+        cr_assert_gt(strlen(err), 0);
+    }
 }
