@@ -426,7 +426,7 @@ int admin_metrics(engine *e, pending *p)
         }
         ts->locked = tp->locked.n;
         ts->backoff = tp->backoff.n;
-        ts->delayed = tp->delayed.n;
+        ts->delayed = tp->n_later_unfetched;
         ts->ready = tp->ready.n + tp->later.n - ts->locked - ts->backoff - ts->delayed;
         ts->terminal = tp->n_terminal;
         ts->waiting_fetches = tp->n_waiters;

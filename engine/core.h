@@ -126,11 +126,14 @@ typedef struct topic {
      * topic, so a move never allocates. */
     heap ready, later;
     /* For the gauges (metrics): its tasks under a live lock by the lock's
-     * end, those backing off by the backoff's end, and those delayed (never
-     * fetched) by the delay's end. Entries whose instant has passed are
-     * dropped when the gauges are read (a lock that ran out is a ready
-     * task, with nobody to tell). */
-    heap locked, backoff, delayed;
+     * end, and those backing off by the backoff's end. Entries whose
+     * instant has passed are dropped when the gauges are read (a lock that
+     * ran out is a ready task, with nobody to tell). The delayed ones are
+     * the tasks never fetched in `later` (a delayed task is in no gauge
+     * heap): reading the gauges first moves what has come due out of
+     * `later`. */
+    heap locked, backoff;
+    uint64_t n_later_unfetched;
     uint64_t n_terminal;   /* its terminal tasks (not in ready) */
     uint64_t n_deliveries; /* its outbox rows */
     wait_link *waiters;    /* fetches waiting on it, oldest first */
@@ -151,12 +154,12 @@ typedef struct task {
     uint64_t seq;                /* FIFO tiebreak (Body.seq) */
     uint64_t created_at_ms;      /* submit accepted */
     uint32_t body_bytes;         /* encoded Body size, for a fetch's byte budget */
+    uint32_t priority;           /* lower first (Body.priority) */
     uint8_t *body;               /* the encoded Body, owned, while the body cache has room;
                                     NULL: read it from the store */
     bool has_instance;           /* a call's task: its completion correlates */
     const channel *chan;         /* its channel's declaration; NULL: the implicit one */
     uint64_t available_at_ms;    /* not fetchable before (its delay, a backoff's end) */
-    uint32_t priority;           /* lower first (Body.priority) */
     uint64_t lock_expires_at_ms; /* the lock is live while now < this */
     bool has_lock;               /* lock_token and worker_id are set */
     uint8_t lock_token[BERTH_ID_LEN];
@@ -165,11 +168,11 @@ typedef struct task {
     uint32_t retries_left;
     uint32_t failures;
     bool terminal;
+    bool later; /* (in memory only) its place is in topic->later, not ->ready */
     char *err_code, *err_message, *err_details; /* last failure, owned */
     /* in memory only */
     heap_node ready;     /* in topic->ready or ->later unless terminal; .at = fetchable
                             instant (and .prio = priority in ready) */
-    bool later;          /* ... in topic->later */
     size_t lpos;         /* its entry in e->listing.v */
     struct gauge *gauge; /* while it is locked or backing off (state.c) */
 } task;

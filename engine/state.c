@@ -64,7 +64,6 @@ topic *state_topic(engine *e, const char *name, size_t len, bool create)
     t->name_len = len;
     heap_init(&t->locked);
     heap_init(&t->backoff);
-    heap_init(&t->delayed);
     if ((t->tc = state_counters(e, t->name, len)) == NULL) {
         free(t->name);
         free(t);
@@ -122,7 +121,7 @@ void state_topic_fini(topic *tp)
     heap_fini(&tp->later);
     heap_fini(&tp->locked);
     heap_fini(&tp->backoff);
-    heap_fini(&tp->delayed);
+    tp->n_later_unfetched = 0;
 }
 
 /* Puts t, in neither order, into the one its fetchable instant says at
@@ -134,6 +133,7 @@ static void place(task *t, uint64_t now)
     t->later = t->ready.at > now;
     t->ready.prio = t->later ? 0 : t->priority;
     heap_push_reserved(t->later ? &tp->later : &tp->ready, &t->ready);
+    tp->n_later_unfetched += t->later && t->claims == 0;
 }
 
 int state_task_index(engine *e, task *t, uint64_t now)
@@ -150,8 +150,11 @@ int state_task_index(engine *e, task *t, uint64_t now)
 
 void state_task_unindex(task *t)
 {
-    if (heap_has(&t->ready))
-        heap_remove(t->later ? &t->topic->later : &t->topic->ready, &t->ready);
+    if (!heap_has(&t->ready))
+        return;
+    topic *tp = t->topic;
+    heap_remove(t->later ? &tp->later : &tp->ready, &t->ready);
+    tp->n_later_unfetched -= t->later && t->claims == 0;
 }
 
 void state_task_reindex(engine *e, task *t)
@@ -164,15 +167,21 @@ void state_task_reindex(engine *e, task *t)
         turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory keeping the gauges");
 }
 
-task *state_topic_front(topic *tp, uint64_t now)
+/* Moves what has become fetchable out of tp's later order. */
+static void promote(topic *tp, uint64_t now)
 {
     heap_node *x;
     while ((x = heap_min(&tp->later)) != NULL && x->at <= now) {
         task *t = container_of(x, task, ready);
-        heap_remove(&tp->later, x);
+        state_task_unindex(t);
         place(t, now);
     }
-    x = heap_min(&tp->ready);
+}
+
+task *state_topic_front(topic *tp, uint64_t now)
+{
+    promote(tp, now);
+    heap_node *x = heap_min(&tp->ready);
     return x != NULL ? container_of(x, task, ready) : NULL;
 }
 
@@ -220,11 +229,7 @@ int state_task_gauge(engine *e, task *t, uint64_t now)
         want = &t->topic->backoff;
         at = t->available_at_ms;
         break;
-    case ENGINE_TASK_DELAYED:
-        want = &t->topic->delayed;
-        at = t->available_at_ms;
-        break;
-    default:
+    default: /* (a delayed task is counted by its place in `later`) */
         break;
     }
     gauge *g = t->gauge;
@@ -269,7 +274,7 @@ void state_gauges_settle(engine *e, uint64_t now)
     while ((tp = table_next(&e->topics, &i)) != NULL) {
         settle(&tp->locked, now);
         settle(&tp->backoff, now);
-        settle(&tp->delayed, now);
+        promote(tp, now); /* then n_later_unfetched counts the delayed */
     }
 }
 
@@ -641,6 +646,7 @@ void state_check(engine *e)
 #ifdef BERTH_CHECKS
     size_t i = 0;
     task *t;
+    uint64_t n_unfetched = 0; /* tasks never fetched in a later order */
     while ((t = table_next(&e->tasks, &i)) != NULL) {
         assert(t->topic != NULL);
         assert(t->terminal == !heap_has(&t->ready));
@@ -652,6 +658,7 @@ void state_check(engine *e)
             assert(!t->later || t->ready.prio == 0);
         }
         assert(!t->has_lock || t->worker_id != NULL);
+        n_unfetched += heap_has(&t->ready) && t->later && t->claims == 0;
     }
     i = 0;
     topic *tp;
@@ -665,10 +672,12 @@ void state_check(engine *e)
         assert(tp->ready.cap >= tp->ready.n + tp->later.n &&
                tp->later.cap >= tp->ready.n + tp->later.n); /* a move never allocates */
         n_ready += tp->ready.n + tp->later.n;
+        n_unfetched -= tp->n_later_unfetched;
         n_terminal += tp->n_terminal;
         assert((tp->n_waiters > 0) == (tp->waiters != NULL));
     }
     assert(n_ready + n_terminal == e->tasks.n);
+    assert(n_unfetched == 0); /* each topic's count of them sums to it */
     i = 0;
     delivery *d;
     uint64_t n_poisoned = 0;

@@ -58,8 +58,10 @@ engine_task_state state_task_state(const task *t, uint64_t now);
 int state_task_gauge(engine *e, task *t, uint64_t now);
 /* Takes t out of the gauges. */
 void state_task_gauge_drop(task *t);
-/* Drops the gauges' entries whose instant has passed: then each topic's
- * locked.n and backoff.n are exact. */
+/* Drops the gauges' entries whose instant has passed, and moves the
+ * tasks that have come due out of each topic's later order: then each
+ * topic's locked.n, backoff.n and n_later_unfetched (its delayed tasks)
+ * are exact. */
 void state_gauges_settle(engine *e, uint64_t now);
 /* Writes t's TaskState row into the turn's batch (turn_fail on error). */
 int state_task_put(engine *e, task *t);

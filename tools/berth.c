@@ -313,6 +313,27 @@ static int when_of(const opts *o, when *w)
     return EX_OK;
 }
 
+/* when_of() into a SubmitRequest or a CallRequest m (the same fields);
+ * EX_OK or the usage error, printed. */
+#define WHEN_INTO(o, m)                                                                            \
+    when_into(o, &(m)->has_delay_ms, &(m)->delay_ms, &(m)->has_not_before_ms, &(m)->not_before_ms, \
+              &(m)->has_priority, &(m)->priority)
+
+static int when_into(const opts *o, protobuf_c_boolean *has_delay, uint64_t *delay,
+                     protobuf_c_boolean *has_at, uint64_t *at, protobuf_c_boolean *has_priority,
+                     uint32_t *priority)
+{
+    when w;
+    int ex = when_of(o, &w);
+    *has_delay = w.has_delay;
+    *delay = w.delay_ms;
+    *has_at = w.has_at;
+    *at = w.at_ms;
+    *has_priority = w.has_priority;
+    *priority = w.priority;
+    return ex;
+}
+
 static int cmd_submit(opts *o)
 {
     if (o->npos < 1 || o->npos > 2) {
@@ -337,18 +358,11 @@ static int cmd_submit(opts *o)
     s.headers = hp;
     s.content_type = (char *)o->content_type;
     s.idempotency_key = (char *)o->key;
-    when w;
-    int ex = when_of(o, &w);
+    int ex = WHEN_INTO(o, &s);
     if (ex != EX_OK) {
         free(payload);
         return ex;
     }
-    s.has_delay_ms = w.has_delay;
-    s.delay_ms = w.delay_ms;
-    s.has_not_before_ms = w.has_at;
-    s.not_before_ms = w.at_ms;
-    s.has_priority = w.has_priority;
-    s.priority = w.priority;
     Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
     req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT;
     req.submit = &s;
@@ -537,18 +551,11 @@ static int cmd_call(opts *o)
     c.content_type = (char *)o->content_type;
     c.idempotency_key = (char *)o->key;
     c.retry = o->has_timeout ? &retry : NULL;
-    when w;
-    int wex = when_of(o, &w);
+    int wex = WHEN_INTO(o, &c);
     if (wex != EX_OK) {
         free(payload);
         return wex;
     }
-    c.has_delay_ms = w.has_delay;
-    c.delay_ms = w.delay_ms;
-    c.has_not_before_ms = w.has_at;
-    c.not_before_ms = w.at_ms;
-    c.has_priority = w.has_priority;
-    c.priority = w.priority;
     Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
     req.method_case = BERTH__V1__REQUEST__METHOD_CALL;
     req.call = &c;

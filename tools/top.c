@@ -23,7 +23,7 @@
 
 typedef struct top_topic {
     char name[208];
-    double state[4]; /* ready, locked, backoff, terminal */
+    double state[5]; /* ready, delayed, locked, backoff, terminal */
     double completed, failed;
 } top_topic;
 
@@ -145,8 +145,9 @@ static void parse(const char *text, frame *f)
             top_topic *t = has_topic ? topic_of(f, topic) : NULL;
             if (strncmp(l, "berth_tasks{", 12) == 0 && t &&
                 label_of(l, "state", state, sizeof(state))) {
-                static const char *const names[] = {"ready", "locked", "backoff", "terminal"};
-                for (int k = 0; k < 4; k++)
+                static const char *const names[] = {"ready", "delayed", "locked", "backoff",
+                                                    "terminal"};
+                for (int k = 0; k < 5; k++)
                     if (strcmp(state, names[k]) == 0)
                         t->state[k] = v;
             } else if (strncmp(l, "berth_tasks_completed_total{", 28) == 0 && t) {
@@ -210,16 +211,16 @@ int berth_top(const char *url, long count, bool tty)
         if (tty)
             printf("\033[H\033[2J");
         printf("berth top  %s  (every second; Ctrl-C stops)\n", url);
-        printf("%-32s %9s %9s %9s %9s %10s %10s\n", "topic", "ready", "locked", "backoff",
-               "terminal", "done/s", "failed/s");
+        printf("%-32s %9s %9s %9s %9s %9s %10s %10s\n", "topic", "ready", "delayed", "locked",
+               "backoff", "terminal", "done/s", "failed/s");
         for (size_t i = 0; i < now.n; i++) {
             const top_topic *t = &now.t[i];
             const top_topic *p = NULL;
             for (size_t k = 0; have_prev && k < prev.n && p == NULL; k++)
                 if (strcmp(prev.t[k].name, t->name) == 0)
                     p = &prev.t[k];
-            printf("%-32s %9.0f %9.0f %9.0f %9.0f", t->name, t->state[0], t->state[1], t->state[2],
-                   t->state[3]);
+            printf("%-32s %9.0f %9.0f %9.0f %9.0f %9.0f", t->name, t->state[0], t->state[1],
+                   t->state[2], t->state[3], t->state[4]);
             if (p != NULL)
                 printf(" %10.1f %10.1f\n", t->completed - p->completed, t->failed - p->failed);
             else

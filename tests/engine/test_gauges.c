@@ -11,7 +11,7 @@
 TestSuite(gauges, .init = h_setup, .fini = h_teardown);
 
 typedef struct counts {
-    uint64_t ready, locked, backoff, terminal;
+    uint64_t ready, locked, backoff, terminal, delayed;
 } counts;
 
 static counts find(const engine_reply *r, const char *topic)
@@ -20,7 +20,8 @@ static counts find(const engine_reply *r, const char *topic)
     for (size_t i = 0; i < r->n_topic_stats; i++)
         if (strcmp(r->topic_stats[i].topic, topic) == 0)
             c = (counts){r->topic_stats[i].ready, r->topic_stats[i].locked,
-                         r->topic_stats[i].backoff, r->topic_stats[i].terminal};
+                         r->topic_stats[i].backoff, r->topic_stats[i].terminal,
+                         r->topic_stats[i].delayed};
     return c;
 }
 
@@ -34,13 +35,14 @@ static void agree(int step)
     for (int k = 0; k < 2; k++) {
         counts w = find(walk, topics[k]), g = find(kept, topics[k]);
         cr_assert(w.ready == g.ready && w.locked == g.locked && w.backoff == g.backoff &&
-                      w.terminal == g.terminal,
-                  "step %d topic %s: walked %llu/%llu/%llu/%llu, kept %llu/%llu/%llu/%llu "
-                  "(ready/locked/backoff/terminal)",
+                      w.terminal == g.terminal && w.delayed == g.delayed,
+                  "step %d topic %s: walked %llu/%llu/%llu/%llu/%llu, kept "
+                  "%llu/%llu/%llu/%llu/%llu (ready/locked/backoff/terminal/delayed)",
                   step, topics[k], (unsigned long long)w.ready, (unsigned long long)w.locked,
                   (unsigned long long)w.backoff, (unsigned long long)w.terminal,
-                  (unsigned long long)g.ready, (unsigned long long)g.locked,
-                  (unsigned long long)g.backoff, (unsigned long long)g.terminal);
+                  (unsigned long long)w.delayed, (unsigned long long)g.ready,
+                  (unsigned long long)g.locked, (unsigned long long)g.backoff,
+                  (unsigned long long)g.terminal, (unsigned long long)g.delayed);
     }
     engine_reply_free(walk);
     engine_reply_free(kept);
@@ -59,8 +61,18 @@ Test(gauges, kept_counts_agree_with_a_walk_through_random_work)
     for (int step = 0; step < 3000; step++) {
         uint32_t op = randombytes_uniform(10);
         const char *topic = randombytes_uniform(2) ? "a" : "b";
-        if (op < 3) {
+        if (op < 2) {
             h_submit(topic, "p", NULL);
+        } else if (op < 3) { /* delayed, up to 2 s */
+            engine_request q = {.op = ENGINE_OP_SUBMIT};
+            q.u.submit = (engine_submit_args){.topic = topic,
+                                              .payload = (const uint8_t *)"d",
+                                              .payload_len = 1,
+                                              .has_delay_ms = true,
+                                              .delay_ms = randombytes_uniform(2000)};
+            engine_reply *r = h_exec(&q);
+            h_expect_ok(r);
+            engine_reply_free(r);
         } else if (op < 5) {
             engine_reply *r =
                 h_fetch("w", topic, 1 + randombytes_uniform(4), 100 + randombytes_uniform(3000));

@@ -179,6 +179,12 @@ DTest(cli, submit_later_and_first)
     cr_assert(u && p && n && u < p && p < n, "most urgent first: %s", out);
     cr_assert(strstr(out, "\"priority\":1,") != NULL, "%s", out);
     cr_assert(strstr(out, "\"payload\":\"late\"") == NULL, "an hour early: %s", out);
+    cr_assert_eq(run(out, sizeof(out), "--admin %s --json admin tasks --state delayed", D.admin),
+                 0);
+    cr_assert(strstr(out, "\"state\":\"DELAYED\"") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"priority\":1024") != NULL, "%s", out);
+    cr_assert_eq(run(out, sizeof(out), "--admin %s --json stats", D.admin), 0);
+    cr_assert(strstr(out, "\"delayed\":1,") != NULL, "%s", out);
 
     /* Refused by berthd (exit 3, the field named) or by the CLI (usage, 2). */
     cr_assert_eq(run(out, sizeof(out), "--json submit jobs x --delay 31d"), 3);

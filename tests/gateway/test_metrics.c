@@ -153,6 +153,21 @@ DTest(metrics, counters_move_by_exactly_what_was_done)
     cr_assert_eq(value(body, "berth_tasks{topic=\"count\",state=\"terminal\"}"), 1);
     cr_assert_eq(value(body, "berth_tasks{topic=\"count\",state=\"ready\"}"), 0);
     cr_assert_eq(value(body, "berth_tasks{topic=\"count\",state=\"backoff\"}"), 0);
+    cr_assert_eq(value(body, "berth_tasks{topic=\"count\",state=\"delayed\"}"), 0);
+    free(body);
+
+    /* A delayed task is counted as such until its instant. */
+    Berth__V1__SubmitRequest later = BERTH__V1__SUBMIT_REQUEST__INIT;
+    later.topic = "count";
+    later.has_delay_ms = 1;
+    later.delay_ms = 3600000;
+    Berth__V1__Request lr = BERTH__V1__REQUEST__INIT;
+    lr.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT;
+    lr.submit = &later;
+    w_free(w_call(C, &lr, 0));
+    cr_assert_eq(http_get("/metrics", &body), 200);
+    cr_assert_eq(value(body, "berth_tasks{topic=\"count\",state=\"delayed\"}"), 1);
+    cr_assert_eq(value(body, "berth_tasks{topic=\"count\",state=\"ready\"}"), 0);
     free(body);
 
     /* A call, resolved. */
