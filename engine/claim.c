@@ -39,6 +39,7 @@
 #include "engine/check.h"
 #include "engine/claim.h"
 #include "engine/deploy.h"
+#include "engine/guard.h"
 #include "engine/reply.h"
 #include "engine/state.h"
 #include "engine/turn.h"
@@ -193,6 +194,10 @@ static bool fetch_check(engine *e, const engine_fetch_args *a, uint64_t *max, ui
             return false;
         }
     }
+    if (a->n_completes > e->o.batch_max) {
+        reply_over_ceiling(st, "completes", a->n_completes, e->o.batch_max);
+        return false;
+    }
     return check_bound(a->has_max_tasks, a->max_tasks, e->o.batch_default, e->o.batch_max, false,
                        "max_tasks", max, st) &&
            check_bound(a->has_lock_ms, a->lock_ms, e->o.lock_default_ms, e->o.lock_max_ms, false,
@@ -208,6 +213,12 @@ int claim_fetch(engine *e, pending *p)
     uint64_t max, lock_ms, wait_ms;
     if (!fetch_check(e, a, &max, &lock_ms, &wait_ms, &r->status))
         return BERTH_OK;
+    /* A fused fetch: its completions first, in this turn (so in its sync,
+     * before any wait), each with its own status; then the claim, which
+     * cannot hand back a task just completed (it is gone, or held). */
+    int rv = guard_complete_items(e, a->completes, a->n_completes, r);
+    if (rv != BERTH_OK || r->status.code != ENGINE_CODE_OK)
+        return rv;
     topic *stack[64] = {0};
     topic **topics = a->n_topics <= 64 ? stack : mem_calloc(a->n_topics, sizeof(*topics));
     if (topics == NULL) {
@@ -217,7 +228,7 @@ int claim_fetch(engine *e, pending *p)
     /* A topic with no struct has no tasks; NULL entries are skipped. */
     for (size_t i = 0; i < a->n_topics; i++)
         topics[i] = state_topic(e, a->topics[i], strlen(a->topics[i]), false);
-    int rv = claim_tasks(e, topics, a->n_topics, (uint32_t)max, lock_ms, a->worker_id, p);
+    rv = claim_tasks(e, topics, a->n_topics, (uint32_t)max, lock_ms, a->worker_id, p);
     if (topics != stack)
         free(topics);
     /* Answered by the actor unless it becomes a waiter. */

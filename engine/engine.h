@@ -220,6 +220,10 @@ typedef struct engine_fetch_args {
     uint64_t lock_ms;
     bool has_wait_ms; /* wait_ms 0: answer at once */
     uint64_t wait_ms;
+    /* Completions applied before the claim, in the same turn (at most
+     * batch_max); their statuses are the reply's statuses, in order. */
+    const struct engine_complete_args *completes;
+    size_t n_completes;
 } engine_fetch_args;
 
 /* What every lock-guarded request names: it matches only the live lock. */
@@ -504,7 +508,8 @@ typedef struct engine_reply {
     /* FETCH */
     engine_task *tasks;
     size_t n_tasks;
-    /* COMPLETE_BATCH: one per item, in order */
+    /* COMPLETE_BATCH: one per item, in order; FETCH: one per completion
+     * it carried */
     engine_status *statuses;
     size_t n_statuses;
     /* COMPLETE: intake absorbed it as a repeat (none in this version: a

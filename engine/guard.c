@@ -141,6 +141,24 @@ int guard_complete(engine *e, pending *p)
     return complete_one(e, &p->req.u.complete, &p->reply->status);
 }
 
+int guard_complete_items(engine *e, const engine_complete_args *items, size_t n, engine_reply *r)
+{
+    if (n == 0)
+        return BERTH_OK;
+    r->statuses = reply_mem(r, n * sizeof(*r->statuses));
+    if (r->statuses == NULL) {
+        reply_no_memory(&r->status);
+        return BERTH_OK;
+    }
+    r->n_statuses = n;
+    for (size_t i = 0; i < n; i++) {
+        int rv = complete_one(e, &items[i], &r->statuses[i]);
+        if (rv != BERTH_OK)
+            return rv;
+    }
+    return BERTH_OK;
+}
+
 int guard_complete_batch(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
@@ -154,18 +172,7 @@ int guard_complete_batch(engine *e, pending *p)
         reply_over_ceiling(&r->status, "items", n, e->o.batch_max);
         return BERTH_OK;
     }
-    r->statuses = reply_mem(r, n * sizeof(*r->statuses));
-    if (r->statuses == NULL) {
-        reply_no_memory(&r->status);
-        return BERTH_OK;
-    }
-    r->n_statuses = n;
-    for (size_t i = 0; i < n; i++) {
-        int rv = complete_one(e, &p->req.u.complete_batch.items[i], &r->statuses[i]);
-        if (rv != BERTH_OK)
-            return rv;
-    }
-    return BERTH_OK;
+    return guard_complete_items(e, p->req.u.complete_batch.items, n, r);
 }
 
 int guard_fail(engine *e, pending *p)

@@ -77,6 +77,18 @@ HEADERS_FROM(submit_headers, Berth__V1__SubmitRequest__HeadersEntry)
 HEADERS_FROM(result_headers, Berth__V1__Result__HeadersEntry)
 HEADERS_FROM(call_headers, Berth__V1__CallRequest__HeadersEntry)
 
+/* When and how urgently: the same fields in a SubmitRequest and a
+ * CallRequest. */
+#define WHEN_FROM(m, s)                                                                            \
+    do {                                                                                           \
+        (s)->has_not_before_ms = (m)->has_not_before_ms;                                           \
+        (s)->not_before_ms = (m)->not_before_ms;                                                   \
+        (s)->has_delay_ms = (m)->has_delay_ms;                                                     \
+        (s)->delay_ms = (m)->delay_ms;                                                             \
+        (s)->has_priority = (m)->has_priority;                                                     \
+        (s)->priority = (m)->priority;                                                             \
+    } while (0)
+
 static void submit_from(const Berth__V1__SubmitRequest *m, engine_submit_args *s, gw_arena *a,
                         bool *ok)
 {
@@ -87,12 +99,7 @@ static void submit_from(const Berth__V1__SubmitRequest *m, engine_submit_args *s
     s->n_headers = m->n_headers;
     s->content_type = m->content_type;
     s->idempotency_key = m->idempotency_key;
-    s->has_not_before_ms = m->has_not_before_ms;
-    s->not_before_ms = m->not_before_ms;
-    s->has_delay_ms = m->has_delay_ms;
-    s->delay_ms = m->delay_ms;
-    s->has_priority = m->has_priority;
-    s->priority = m->priority;
+    WHEN_FROM(m, s);
 }
 
 static engine_guard guard_from(const char *task_id, const char *worker_id, const char *token)
@@ -127,6 +134,17 @@ static void complete_from(const Berth__V1__CompleteRequest *m, engine_complete_a
     c->result = r;
 }
 
+static engine_complete_args *completes_from(Berth__V1__CompleteRequest *const *m, size_t n,
+                                            gw_arena *a, bool *ok)
+{
+    engine_complete_args *items = NULL;
+    if (n > 0 && (items = gw_arena_alloc(a, n * sizeof(*items))) == NULL)
+        *ok = false;
+    for (size_t i = 0; *ok && i < n; i++)
+        complete_from(m[i], &items[i], a, ok);
+    return items;
+}
+
 static void call_from(const Berth__V1__CallRequest *m, engine_call_args *c, gw_arena *a, bool *ok)
 {
     engine_submit_args *s = &c->request;
@@ -137,12 +155,7 @@ static void call_from(const Berth__V1__CallRequest *m, engine_call_args *c, gw_a
     s->n_headers = m->n_headers;
     s->content_type = m->content_type;
     s->idempotency_key = m->idempotency_key;
-    s->has_not_before_ms = m->has_not_before_ms;
-    s->not_before_ms = m->not_before_ms;
-    s->has_delay_ms = m->has_delay_ms;
-    s->delay_ms = m->delay_ms;
-    s->has_priority = m->has_priority;
-    s->priority = m->priority;
+    WHEN_FROM(m, s);
     c->retry = NULL;
     const Berth__V1__RetryPolicy *p = m->retry;
     if (p == NULL)
@@ -205,6 +218,8 @@ int gw_request_from_wire(const Berth__V1__Request *in, engine_request *out, gw_a
             .lock_ms = m->lock_ms,
             .has_wait_ms = m->has_wait_ms,
             .wait_ms = m->wait_ms,
+            .completes = completes_from(m->completes, m->n_completes, a, &ok),
+            .n_completes = m->n_completes,
         };
         break;
     }
@@ -215,12 +230,7 @@ int gw_request_from_wire(const Berth__V1__Request *in, engine_request *out, gw_a
     case BERTH__V1__REQUEST__METHOD_COMPLETE_BATCH: {
         const Berth__V1__CompleteBatchRequest *m = in->complete_batch;
         out->op = ENGINE_OP_COMPLETE_BATCH;
-        engine_complete_args *items = NULL;
-        if (m->n_items > 0 && (items = gw_arena_alloc(a, m->n_items * sizeof(*items))) == NULL)
-            ok = false;
-        for (size_t i = 0; ok && i < m->n_items; i++)
-            complete_from(m->items[i], &items[i], a, &ok);
-        out->u.complete_batch.items = items;
+        out->u.complete_batch.items = completes_from(m->items, m->n_items, a, &ok);
         out->u.complete_batch.n = m->n_items;
         break;
     }
@@ -344,6 +354,18 @@ static void *alloc_n(gw_arena *a, size_t n, size_t size, bool *ok)
     void *p = gw_arena_alloc(a, n * size);
     if (p == NULL)
         *ok = false;
+    return p;
+}
+
+/* The reply's statuses (a complete_batch's, a fused fetch's). */
+static Berth__V1__Status **statuses_to_wire(const engine_reply *r, gw_arena *a, bool *ok)
+{
+    Berth__V1__Status *sts = alloc_n(a, r->n_statuses, sizeof(*sts), ok);
+    Berth__V1__Status **p = alloc_n(a, r->n_statuses, sizeof(*p), ok);
+    for (size_t i = 0; *ok && i < r->n_statuses; i++) {
+        gw_status_to_wire(&r->statuses[i], &sts[i]);
+        p[i] = &sts[i];
+    }
     return p;
 }
 
@@ -489,6 +511,8 @@ int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out)
         for (size_t i = 0; ok && i < r->n_tasks; i++)
             fetch.tasks[i] = task_to_wire(&r->tasks[i], a, &ok);
         fetch.n_tasks = ok ? r->n_tasks : 0;
+        fetch.complete_statuses = statuses_to_wire(r, a, &ok);
+        fetch.n_complete_statuses = ok ? r->n_statuses : 0;
         break;
     case ENGINE_OP_COMPLETE:
         resp.method_case = BERTH__V1__RESPONSE__METHOD_COMPLETE;
@@ -499,12 +523,7 @@ int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out)
     case ENGINE_OP_COMPLETE_BATCH: {
         resp.method_case = BERTH__V1__RESPONSE__METHOD_COMPLETE_BATCH;
         resp.complete_batch = &compb;
-        Berth__V1__Status *sts = alloc_n(a, r->n_statuses, sizeof(*sts), &ok);
-        compb.statuses = alloc_n(a, r->n_statuses, sizeof(*compb.statuses), &ok);
-        for (size_t i = 0; ok && i < r->n_statuses; i++) {
-            gw_status_to_wire(&r->statuses[i], &sts[i]);
-            compb.statuses[i] = &sts[i];
-        }
+        compb.statuses = statuses_to_wire(r, a, &ok);
         compb.n_statuses = ok ? r->n_statuses : 0;
         break;
     }

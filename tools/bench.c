@@ -6,15 +6,16 @@
  *               [--fetch-batch F] [--complete-batch C] [--payload BYTES]
  *               [--topics K] [--lock-ms MS] [--json] [--csv FILE]
  *               [--client direct|nng] [--calls] [--push [--admin URL]]
- *               [--priorities K] [--delay-ms D]
+ *               [--priorities K] [--delay-ms D] [--no-fused]
  *
  * P producer threads submit (submit_batch when B > 1), W worker threads
- * long-poll fetch up to F tasks and complete them (complete_batch of up to
- * C). Each payload carries its task's index, so the bench checks that every
- * task was completed exactly once: a task never completed is a loss, a
- * second successful completion a duplicate; either, or any refused request,
- * makes the exit status non-zero. Latency is per task, submit acknowledged
- * → complete acknowledged (e2e), and per fetch, sent → answered.
+ * long-poll fetch up to F tasks and complete them with their next fetch
+ * (the client library's worker loop: one round trip per batch), or with
+ * --no-fused in requests of their own (complete_batch of up to C, or
+ * complete when C is 1) between fetches. Each payload carries its task's index, so the bench checks
+ * that every task was completed exactly once: a task never completed is a loss, a second successful
+ * completion a duplicate; either, or any refused request, makes the exit status non-zero. Latency
+ * is per task, submit acknowledged → complete acknowledged (e2e), and per fetch, sent → answered.
  *
  * --priorities K spreads the tasks over priorities 0 to K-1; --delay-ms D
  * delays every other task by 0 to D ms (spread evenly by its index). The
@@ -68,6 +69,7 @@
 #include "tools/client.h"
 #include "tools/samples.h"
 #include "tools/spawn.h"
+#include "tools/worker.h"
 
 #define MAX_TOPICS 64
 
@@ -86,6 +88,7 @@ typedef struct cfg {
     bool nng_client; /* --client nng: nng's REQ socket, not a direct connection */
     bool calls;      /* --calls: producers call and await; workers answer */
     bool push;       /* --push: the topics are push channels to the bench's receiver */
+    bool separate;   /* --no-fused: completions in requests of their own, not on fetches */
     const char *admin;
 } cfg;
 
@@ -399,6 +402,103 @@ static bool all_done(void)
            atomic_load(&completed) + atomic_load(&errors) >= atomic_load(&submitted);
 }
 
+/* ---- the fused worker: the client library's loop (tools/worker.h) ---- */
+
+/* A worker's completions on their way, in the order they were handed to
+ * the loop (statuses come back in that order). */
+typedef struct fused {
+    worker *w;
+    pending_completion *v;
+    size_t head, n, cap;
+    atomic_bool stop;
+} fused;
+
+static void fused_work(void *ctx, const Berth__V1__Task *task, bc_work *out)
+{
+    fused *f = ctx;
+    uint64_t index;
+    if (task->payload.len < sizeof(index)) {
+        count_error("a task without its index", NULL, BC_OK);
+        return;
+    }
+    memcpy(&index, task->payload.data, sizeof(index));
+    if (index >= cap) {
+        count_error("a task index out of range", NULL, BC_OK);
+        return;
+    }
+    if (f->head + f->n == f->cap) { /* (compacted first; grown if still full) */
+        memmove(f->v, f->v + f->head, f->n * sizeof(*f->v));
+        f->head = 0;
+        if (f->n == f->cap) {
+            size_t c = f->cap ? f->cap * 2 : 256;
+            pending_completion *v = realloc(f->v, c * sizeof(*v));
+            if (v == NULL)
+                abort();
+            f->v = v;
+            f->cap = c;
+        }
+    }
+    pending_completion *pc = &f->v[f->head + f->n++];
+    pc->task = index;
+    snprintf(pc->id, sizeof(pc->id), "%s", task->id);
+    memcpy(pc->answer, &index, sizeof(index));
+    pc->answer[sizeof(index)] = 'R';
+    if (C.calls) {
+        out->has_result = true;
+        out->result = pc->answer;
+        out->result_len = sizeof(pc->answer);
+    }
+}
+
+static void fused_status(void *ctx, const char *task_id, const Berth__V1__Status *st)
+{
+    fused *f = ctx;
+    uint64_t at = now_ns();
+    /* In order: the first waiting one, unless a task without its index
+     * was skipped. */
+    for (size_t i = 0; i < f->n; i++) {
+        pending_completion *pc = &f->v[f->head + i];
+        if (strcmp(pc->id, task_id ? task_id : "") != 0)
+            continue;
+        if (st != NULL && st->code == BERTH__V1__CODE__OK)
+            record_completion(pc->task, at);
+        else
+            count_error("completion", NULL, BC_OK);
+        f->v[f->head + i] = f->v[f->head]; /* (the head takes its place: found by id) */
+        f->head++;
+        f->n--;
+        return;
+    }
+}
+
+static void fused_fetch(void *ctx, uint64_t ns)
+{
+    fused *f = ctx;
+    sample_add(&f->w->fetch_wait, ns);
+    atomic_store(&f->stop, atomic_load(&stop_all) || all_done());
+}
+
+static void fused_main(worker *w, bc *c, const char *wid, char *const *topics)
+{
+    fused f = {.w = w};
+    bc_worker bw = {.worker_id = wid,
+                    .topics = topics,
+                    .n_topics = C.topics,
+                    .max_tasks = C.fetch_batch,
+                    .lock_ms = C.lock_ms,
+                    .wait_ms = 200, /* short: the loop also watches for the end */
+                    .timeout_ms = 30000,
+                    .work = fused_work,
+                    .on_status = fused_status,
+                    .on_fetch = fused_fetch,
+                    .ctx = &f,
+                    .stop = &f.stop};
+    atomic_store(&f.stop, atomic_load(&stop_all) || all_done());
+    if (bc_worker_run(c, &bw) != BC_OK)
+        count_error("the worker loop", NULL, BC_EINVAL);
+    free(f.v);
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -415,6 +515,11 @@ static void *worker_main(void *arg)
     for (uint32_t k = 0; k < C.topics; k++) {
         snprintf(names[k], sizeof(names[k]), "bench-%u", k);
         topics[k] = names[k];
+    }
+    if (!C.separate) {
+        fused_main(w, c, wid, topics);
+        bc_close(c);
+        return NULL;
     }
     pending_completion *pc = calloc(C.complete_batch, sizeof(*pc));
     size_t npc = 0;
@@ -661,7 +766,7 @@ static void usage(FILE *f)
                "                   [--fetch-batch F] [--complete-batch C] [--payload BYTES]\n"
                "                   [--topics K] [--lock-ms MS] [--json] [--csv FILE]\n"
                "                   [--client direct|nng] [--calls] [--push [--admin URL]]\n"
-               "                   [--priorities K] [--delay-ms D]\n");
+               "                   [--priorities K] [--delay-ms D] [--no-fused]\n");
 }
 
 static bool num(const char *s, uint64_t *out)
@@ -698,6 +803,8 @@ int main(int argc, char **argv)
             C.calls = true;
         } else if (strcmp(a, "--push") == 0) {
             C.push = true;
+        } else if (strcmp(a, "--no-fused") == 0) {
+            C.separate = true;
         } else if (strcmp(a, "--admin") == 0 && v) {
             C.admin = argv[++i];
         } else if (strcmp(a, "--operate") == 0 && v) {
@@ -900,16 +1007,18 @@ int main(int argc, char **argv)
                "\"errors\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"duplicates\":%" PRIu64 ","
                "\"producers\":%u,\"workers\":%u,\"submit_batch\":%u,\"fetch_batch\":%u,"
                "\"complete_batch\":%u,\"payload\":%u,\"topics\":%u,\"priorities\":%u,"
-               "\"delay_ms\":%" PRIu64 "}\n",
+               "\"delay_ms\":%" PRIu64 ",\"shape\":\"%s\"}\n",
                n, secs, secs > 0 ? (double)(n - lost) / secs : 0,
                submit_secs > 0 ? n / submit_secs : 0, pe.p50, pe.p90, pe.p99, pe.max, pf.p50,
                pf.p90, pf.p99, pf.max, errs, lost, dups, C.producers, C.workers, C.submit_batch,
-               C.fetch_batch, C.complete_batch, C.payload, C.topics, C.priorities, C.delay_ms);
+               C.fetch_batch, C.complete_batch, C.payload, C.topics, C.priorities, C.delay_ms,
+               C.separate ? "separate" : "fused");
     } else {
-        printf("berth-bench: %u producers (batch %u), %u workers (fetch %u, complete %u), "
+        printf("berth-bench: %u producers (batch %u), %u workers (fetch %u, complete %s), "
                "%u-byte payloads, %u topic(s), %u priorities, half delayed up to %" PRIu64 " ms\n",
-               C.producers, C.submit_batch, C.workers, C.fetch_batch, C.complete_batch, C.payload,
-               C.topics, C.priorities, C.delay_ms);
+               C.producers, C.submit_batch, C.workers, C.fetch_batch,
+               C.separate ? "separately" : "on the next fetch", C.payload, C.topics, C.priorities,
+               C.delay_ms);
         printf("  tasks          %12" PRIu64 "\n", n);
         printf("  seconds        %12.3f\n", secs);
         printf("  tasks/s        %12.1f   (submit %0.1f/s)\n",

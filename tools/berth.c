@@ -72,6 +72,8 @@ typedef struct opts {
     const char *after, *topic, *state;
     const char *channels[256]; /* deploy: --channel, repeatable */
     int nchannels;
+    char *completes[256]; /* fetch: --complete ID:TOKEN, repeatable (cut in place) */
+    int ncompletes;
     bool has_retries, has_limit;
     uint64_t retries, limit;
 } opts;
@@ -608,6 +610,23 @@ static int cmd_fetch(opts *o)
     f.lock_ms = o->lock_ms;
     f.has_wait_ms = o->has_wait;
     f.wait_ms = o->wait_ms;
+    /* --complete ID:TOKEN: completed by this fetch, before it claims. */
+    Berth__V1__CompleteRequest cs[256], *cp[256];
+    for (int i = 0; i < o->ncompletes; i++) {
+        char *colon = strchr(o->completes[i], ':');
+        if (colon == NULL) {
+            fprintf(stderr, "berth fetch: --complete ID:TOKEN (a task's id and lock token)\n");
+            return EX_USAGE;
+        }
+        *colon = '\0';
+        berth__v1__complete_request__init(&cs[i]);
+        cs[i].task_id = o->completes[i];
+        cs[i].worker_id = (char *)o->worker;
+        cs[i].lock_token = colon + 1;
+        cp[i] = &cs[i];
+    }
+    f.completes = cp;
+    f.n_completes = (size_t)o->ncompletes;
     Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
     req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
     req.fetch = &f;
@@ -621,6 +640,7 @@ static int cmd_fetch(opts *o)
         return ex;
     const Berth__V1__FetchResponse *fr = r->fetch;
     size_t n = fr ? fr->n_tasks : 0;
+    size_t nst = fr ? fr->n_complete_statuses : 0;
     if (o->json) {
         printf("{\"tasks\":[");
         for (size_t i = 0; i < n; i++) {
@@ -628,8 +648,21 @@ static int cmd_fetch(opts *o)
                 putchar(',');
             print_task_json(fr->tasks[i]);
         }
+        printf("],\"complete_statuses\":[");
+        for (size_t i = 0; i < nst; i++) {
+            if (i)
+                putchar(',');
+            print_status_json(stdout, fr->complete_statuses[i]);
+        }
         printf("]}\n");
     } else {
+        for (size_t i = 0; i < nst; i++) {
+            const Berth__V1__Status *st = fr->complete_statuses[i];
+            if (st->code != BERTH__V1__CODE__OK)
+                fprintf(stderr, "berth fetch: completing %s: %s: %s [verdict %s]\n", cs[i].task_id,
+                        code_name(st->code), st->message ? st->message : "",
+                        st->has_verdict && st->verdict ? verdict_name(st->verdict) : "none");
+        }
         if (isatty(STDOUT_FILENO))
             printf("# id\tlock_token\ttopic\tattempt\tpayload\n");
         for (size_t i = 0; i < n; i++) {
@@ -1472,8 +1505,11 @@ static const command commands[] = {
      "  Waits up to MS for a call to end and prints it as berth call --await does.\n"},
     {"fetch", cmd_fetch,
      "berth fetch TOPIC... --worker ID [--max N] [--lock-ms MS] [--wait-ms MS]\n"
+     "            [--complete ID:TOKEN]...\n"
      "  Claims up to N tasks and locks each; waits up to MS for work (long poll).\n"
-     "  Prints one line per task: id, lock token, topic, attempt, payload (tab-separated).\n"},
+     "  Prints one line per task: id, lock token, topic, attempt, payload (tab-separated).\n"
+     "  --complete first completes a task you hold (no result), in the same round trip;\n"
+     "  a completion refused is told on stderr (--json: complete_statuses).\n"},
     {"complete", cmd_complete,
      "berth complete TASK_ID --worker ID --token TOKEN [--result DATA | -] [--content-type CT]\n"
      "  Completes a task you hold. Without --result the original payload is re-delivered.\n"},
@@ -1592,6 +1628,17 @@ int main(int argc, char **argv)
                 return EX_USAGE;
             }
             o.channels[o.nchannels++] = v;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--complete") == 0) {
+            if (v == NULL)
+                goto missing;
+            if (o.ncompletes == (int)(sizeof(o.completes) / sizeof(o.completes[0]))) {
+                fprintf(stderr, "berth: too many --complete\n");
+                return EX_USAGE;
+            }
+            o.completes[o.ncompletes++] = argv[i + 1];
             i++;
             continue;
         }

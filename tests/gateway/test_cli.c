@@ -165,6 +165,25 @@ DTest(cli, deploy_list_and_retire_deployments)
         run(out, sizeof(out), "--admin %s admin deploy web --channel 'a,colour=red'", D.admin), 2);
 }
 
+DTest(cli, fetch_completes_what_it_names_in_the_same_round_trip)
+{
+    char out[4096], id[64], tok[64];
+    cr_assert_eq(run(out, sizeof(out), "submit fu one"), 0);
+    cr_assert_eq(run(out, sizeof(out), "submit fu two"), 0);
+    cr_assert_eq(run(out, sizeof(out), "fetch fu --worker w --wait-ms 0 --max 1"), 0);
+    cr_assert_eq(sscanf(out, "%63s\t%63s", id, tok), 2, "%s", out);
+    cr_assert_eq(
+        run(out, sizeof(out), "--json fetch fu --worker w --wait-ms 0 --complete %s:%s", id, tok),
+        0);
+    cr_assert(strstr(out, "\"complete_statuses\":[{\"code\":0,") != NULL, "%s", out);
+    cr_assert(strstr(out, "\"payload\":\"two\"") != NULL, "%s", out);
+    cr_assert_eq(
+        run(out, sizeof(out), "--json fetch fu --worker w --wait-ms 0 --complete %s:%s", id, tok),
+        0, "the fetch itself is fine");
+    cr_assert(strstr(out, "\"verdict\":\"NOT_FOUND\"") != NULL, "completed already: %s", out);
+    cr_assert_eq(run(out, sizeof(out), "fetch fu --worker w --complete nocolon"), 2);
+}
+
 DTest(cli, submit_later_and_first)
 {
     char out[4096];

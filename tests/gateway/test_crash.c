@@ -366,3 +366,96 @@ DTest(crash, calls_survive_kills_and_each_resolves_with_its_own_result)
     bc_close(c);
     cr_assert_eq(CL.foreign, 0, "a task that is not a call's, or a payload nobody sent");
 }
+
+/* ---- a fused fetch's completions, applied before it waits ---- */
+
+typedef struct waiting_fetch {
+    bc *c;
+    const char *id, *token;
+    int rv; /* the round trip's: the kill cuts it off */
+} waiting_fetch;
+
+static void *fetch_carrying(void *arg)
+{
+    waiting_fetch *wf = arg;
+    Berth__V1__CompleteRequest cr = BERTH__V1__COMPLETE_REQUEST__INIT, *cs[] = {&cr};
+    cr.task_id = (char *)wf->id;
+    cr.worker_id = "w";
+    cr.lock_token = (char *)wf->token;
+    char *topics[] = {"fused"};
+    Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
+    f.worker_id = "w";
+    f.topics = topics;
+    f.n_topics = 1;
+    f.has_wait_ms = 1;
+    f.wait_ms = 25000;
+    f.completes = cs;
+    f.n_completes = 1;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
+    req.fetch = &f;
+    Berth__V1__Response *r = NULL;
+    wf->rv = bc_call(wf->c, &req, 40000, &r);
+    if (r != NULL)
+        berth__v1__response__free_unpacked(r, NULL);
+    return NULL;
+}
+
+static uint64_t waiting_fetches(bc *a)
+{
+    Berth__V1__StatsRequest s = BERTH__V1__STATS_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_STATS;
+    req.stats = &s;
+    Berth__V1__AdminResponse *r = NULL;
+    cr_assert_eq(bc_admin_call(a, &req, NULL, 0, 10000, &r), BC_OK);
+    uint64_t n = r->stats ? r->stats->waiting_fetches : 0;
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    return n;
+}
+
+DTest(crash, a_fetch_s_completions_survive_a_kill_while_it_waits)
+{
+    d_start(&D, NULL);
+    bc *c = d_client(&D), *w = d_client(&D), *a;
+    char err[256];
+    cr_assert_eq(bc_open(D.admin, &a, err, sizeof(err)), BC_OK, "%s", err);
+    w_free(w_submit(c, "fused", "done-before-the-wait", NULL));
+    Berth__V1__Response *f = w_fetch(c, "w", "fused", 1, 60000, 0);
+    cr_assert_eq(f->fetch->n_tasks, 1);
+    waiting_fetch wf = {
+        .c = w, .id = f->fetch->tasks[0]->id, .token = f->fetch->tasks[0]->lock_token};
+    pthread_t th;
+    pthread_create(&th, NULL, fetch_carrying, &wf);
+    /* The fetch waits (nothing else to claim): its completion was in the
+     * turn before, and stats is answered after that turn's sync. */
+    for (int i = 0; i < 500 && waiting_fetches(a) == 0; i++) {
+        struct timespec t = {0, 10 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    cr_assert_eq(waiting_fetches(a), 1);
+    d_signal(&D, SIGKILL);
+    pthread_join(th, NULL);
+    cr_assert_neq(wf.rv, BC_OK, "the kill cut the waiting fetch off");
+    char id[33];
+    snprintf(id, sizeof(id), "%s", wf.id);
+    bc_close(w);
+    bc_close(a);
+    bc_close(c);
+    w_free(f);
+
+    d_restart(&D);
+    cr_assert_eq(bc_open(D.admin, &a, err, sizeof(err)), BC_OK, "%s", err);
+    Berth__V1__GetTaskRequest g = BERTH__V1__GET_TASK_REQUEST__INIT;
+    g.id = id;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_GET_TASK;
+    req.get_task = &g;
+    Berth__V1__AdminResponse *r = NULL;
+    cr_assert_eq(bc_admin_call(a, &req, NULL, 0, 10000, &r), BC_OK);
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__NOT_FOUND,
+                 "completed for good before the wait (status %d: %s)", r->status->code,
+                 r->status->message);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    bc_close(a);
+}

@@ -3,11 +3,16 @@
  * in a loop. The shape every worker has, in any language with protobuf
  * and an nng binding:
  *
- *   fetch(topics, max_tasks, wait_ms)  → tasks, each locked for you
- *   for each task: do the work, then complete(id, worker, lock_token)
- *                  or fail(...) to be retried later, or refuse(...) to end it
- *   a verdict on complete (LOCK_LOST, LOCK_HELD, TERMINAL, NOT_FOUND) means:
- *   stop working on that task; never retry the completion.
+ *   fetch(topics, max_tasks, wait_ms, completes)  → tasks, each locked for you
+ *   for each task: do the work, then complete it with the next fetch
+ *                  (its `completes`), or fail(...) to be retried later,
+ *                  or refuse(...) to end it
+ *   a verdict on a completion (LOCK_LOST, LOCK_HELD, TERMINAL, NOT_FOUND)
+ *   means: stop working on that task; never retry the completion.
+ *
+ * The loop is the client library's (tools/worker.h): one round trip per
+ * batch of tasks, the completions of one batch riding on the fetch of the
+ * next.
  *
  * A task that belongs to a call (Task.instance_id is set) is answered the
  * same way: the completion's result is what the caller's await_call
@@ -17,43 +22,58 @@
  *   berth-worker-example [--operate URL] [--worker ID] TOPIC...
  */
 #include <ctype.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tools/client.h"
+#include "tools/worker.h"
+
+static atomic_bool stopping;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    atomic_store(&stopping, true);
+}
+
+typedef struct example {
+    uint8_t *answer; /* the last call's answer (the loop copies it) */
+} example;
 
 /* The work: a call gets an answer (its payload in upper case); a task's
  * completion carries none (the original payload is re-delivered). */
-static int complete(bc *c, const char *worker, const Berth__V1__Task *t)
+static void work(void *ctx, const Berth__V1__Task *t, bc_work *out)
 {
-    Berth__V1__CompleteRequest cr = BERTH__V1__COMPLETE_REQUEST__INIT;
-    cr.task_id = t->id;
-    cr.worker_id = (char *)worker;
-    cr.lock_token = t->lock_token;
-    Berth__V1__Result res = BERTH__V1__RESULT__INIT;
-    uint8_t *answer = NULL;
-    if (t->instance_id != NULL && (answer = malloc(t->payload.len + 1)) != NULL) {
-        for (size_t i = 0; i < t->payload.len; i++)
-            answer[i] = (uint8_t)toupper(t->payload.data[i]);
-        res.has_payload = 1;
-        res.payload.data = answer;
-        res.payload.len = t->payload.len;
-        res.content_type = t->content_type;
-        cr.result = &res;
+    example *x = ctx;
+    printf("%s %s%s%s attempt %u: %.*s\n", t->topic, t->id, t->instance_id ? " call " : "",
+           t->instance_id ? t->instance_id : "", t->attempt, (int)t->payload.len,
+           (const char *)t->payload.data);
+    fflush(stdout);
+    if (t->instance_id == NULL)
+        return; /* complete, no result */
+    free(x->answer);
+    if ((x->answer = malloc(t->payload.len + 1)) == NULL) {
+        out->outcome = BC_FAIL; /* retried later */
+        out->code = "OUT_OF_MEMORY";
+        return;
     }
-    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
-    req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE;
-    req.complete = &cr;
-    Berth__V1__Response *r;
-    int rv = bc_call(c, &req, 0, &r);
-    free(answer);
-    if (rv != BC_OK)
-        return rv; /* unknown outcome: the lock will lapse and the task return */
-    if (r->status->code != BERTH__V1__CODE__OK)
-        fprintf(stderr, "complete %s refused: %s\n", t->id, r->status->message);
-    berth__v1__response__free_unpacked(r, NULL);
-    return BC_OK;
+    for (size_t i = 0; i < t->payload.len; i++)
+        x->answer[i] = (uint8_t)toupper(t->payload.data[i]);
+    out->has_result = true;
+    out->result = x->answer;
+    out->result_len = t->payload.len;
+    out->content_type = t->content_type;
+}
+
+static void on_status(void *ctx, const char *task_id, const Berth__V1__Status *st)
+{
+    (void)ctx;
+    if (st == NULL)
+        fprintf(stderr, "%s: berthd unreachable; its lock will lapse\n", task_id ? task_id : "");
+    else if (st->code != BERTH__V1__CODE__OK)
+        fprintf(stderr, "%s refused: %s\n", task_id ? task_id : "", st->message ? st->message : "");
 }
 
 int main(int argc, char **argv)
@@ -79,36 +99,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return 4;
     }
-    for (;;) {
-        Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
-        f.worker_id = (char *)worker;
-        f.topics = topics;
-        f.n_topics = n;
-        f.has_max_tasks = 1;
-        f.max_tasks = 10;
-        f.has_wait_ms = 1;
-        f.wait_ms = 20000; /* the long poll: answered at once when work is parked */
-        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
-        req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
-        req.fetch = &f;
-        Berth__V1__Response *r;
-        if (bc_call(c, &req, 30000, &r) != BC_OK) {
-            fprintf(stderr, "berthd unreachable; retrying\n");
-            continue;
-        }
-        if (r->status->code != BERTH__V1__CODE__OK) {
-            fprintf(stderr, "fetch refused: %s\n", r->status->message);
-            berth__v1__response__free_unpacked(r, NULL);
-            return 3;
-        }
-        for (size_t i = 0; i < r->fetch->n_tasks; i++) {
-            const Berth__V1__Task *t = r->fetch->tasks[i];
-            printf("%s %s%s%s attempt %u: %.*s\n", t->topic, t->id, t->instance_id ? " call " : "",
-                   t->instance_id ? t->instance_id : "", t->attempt, (int)t->payload.len,
-                   (const char *)t->payload.data);
-            fflush(stdout);
-            complete(c, worker, t); /* the work would happen before this */
-        }
-        berth__v1__response__free_unpacked(r, NULL);
-    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    example x = {0};
+    bc_worker w = {.worker_id = worker,
+                   .topics = topics,
+                   .n_topics = n,
+                   .max_tasks = 10,
+                   .wait_ms = 20000, /* the long poll: answered at once when work is parked */
+                   .work = work,
+                   .on_status = on_status,
+                   .ctx = &x,
+                   .stop = &stopping};
+    int rv = bc_worker_run(c, &w); /* until a signal: then its last completions go */
+    free(x.answer);
+    bc_close(c);
+    free(topics);
+    return rv == BC_OK ? 0 : 3;
 }
