@@ -398,7 +398,8 @@ struct engine {
     uint64_t reopen_backoff_ms;
     uint64_t syncs_past; /* syncs made before the last reopen */
     turn t;
-    engine_stats counters; /* turns, commits_failed */
+    engine_stats counters;    /* turns, commits_failed */
+    engine_recovery recovery; /* set by engine_open, read-only after */
 
     atomic_int fp_park; /* ENGINE_FP_PARK: parks left to fail */
 };

@@ -778,6 +778,14 @@ typedef struct engine_durable {
     uint32_t syncs_held; /* syncs waiting at ENGINE_FP_HOLD_SYNCS */
 } engine_durable;
 void engine_durability(engine *e, engine_durable *out);
+
+/* What engine_open() found and how long it took: opening the store (its
+ * log replayed) and rebuilding memory from it. */
+typedef struct engine_recovery {
+    uint64_t store_ms, rebuild_ms;
+    uint64_t tasks, deliveries, instances;
+} engine_recovery;
+void engine_recovery_get(const engine *e, engine_recovery *out);
 /* Holds the actor between turns (true), so that requests queued meanwhile
  * share the next turn; false releases it. */
 void engine_hold(engine *e, bool hold);

@@ -198,6 +198,14 @@ static int serve(gw_config *cfg)
     gw_metrics *metrics = NULL;
     if (gw_metrics_start(e, cfg->metrics_url, &metrics, err, sizeof(err)) != BERTH_OK)
         goto close_admin_server;
+    engine_recovery rec;
+    engine_recovery_get(e, &rec);
+    fprintf(stderr,
+            "berthd: recovered %" PRIu64 " tasks, %" PRIu64 " deliveries and %" PRIu64
+            " calls in %" PRIu64 " ms (store opened in %" PRIu64 " ms, memory rebuilt in %" PRIu64
+            " ms)\n",
+            rec.tasks, rec.deliveries, rec.instances, rec.store_ms + rec.rebuild_ms, rec.store_ms,
+            rec.rebuild_ms);
     printf("berthd ready operate=%s admin=%s events=%s metrics=%s data=%s\n", gw_server_url(server),
            gw_server_url(admin_server), gw_events_url(events), gw_metrics_url(metrics),
            cfg->eng.data_dir);

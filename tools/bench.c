@@ -6,7 +6,7 @@
  *               [--fetch-batch F] [--complete-batch C] [--payload BYTES]
  *               [--topics K] [--lock-ms MS] [--json] [--csv FILE]
  *               [--client direct|nng] [--calls] [--push [--admin URL]]
- *               [--priorities K] [--delay-ms D] [--no-fused]
+ *               [--priorities K] [--delay-ms D] [--no-fused] [--preload N]
  *
  * P producer threads submit (submit_batch when B > 1), W worker threads
  * long-poll fetch up to F tasks and complete them with their next fetch
@@ -20,6 +20,11 @@
  * --priorities K spreads the tasks over priorities 0 to K-1; --delay-ms D
  * delays every other task by 0 to D ms (spread evenly by its index). The
  * e2e latency of a delayed task includes its delay.
+ *
+ * --preload N first submits N tasks to the topic bench-backlog, which no
+ * worker fetches, then runs the scenario beside that backlog, and reports
+ * the spawned berthd's resident memory and data directory after the
+ * preload and at the end.
  *
  * --calls: the producers are callers. Each makes one call at a time and
  * awaits it; workers answer each call with a result that names it (its
@@ -57,6 +62,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -71,7 +77,8 @@
 #include "tools/spawn.h"
 #include "tools/worker.h"
 
-#define MAX_TOPICS 64
+#define MAX_TOPICS    64
+#define BACKLOG_TOPIC "bench-backlog"
 
 typedef struct cfg {
     const char *operate;
@@ -85,10 +92,11 @@ typedef struct cfg {
     uint64_t lock_ms;
     bool json;
     const char *csv;
-    bool nng_client; /* --client nng: nng's REQ socket, not a direct connection */
-    bool calls;      /* --calls: producers call and await; workers answer */
-    bool push;       /* --push: the topics are push channels to the bench's receiver */
-    bool separate;   /* --no-fused: completions in requests of their own, not on fetches */
+    bool nng_client;  /* --client nng: nng's REQ socket, not a direct connection */
+    bool calls;       /* --calls: producers call and await; workers answer */
+    bool push;        /* --push: the topics are push channels to the bench's receiver */
+    bool separate;    /* --no-fused: completions in requests of their own, not on fetches */
+    uint64_t preload; /* tasks submitted to BACKLOG_TOPIC (never fetched) before the run */
     const char *admin;
 } cfg;
 
@@ -104,6 +112,7 @@ static _Atomic uint64_t *resolved_ns; /* --calls: the await that saw its outcome
 static atomic_uint_fast64_t next_task, submitted, completed, errors, duplicates;
 static atomic_uint_fast64_t resolved, wrong_results;
 static atomic_bool producers_done, stop_all;
+static spawned_berthd spawned; /* --spawn */
 static uint64_t t0_ns;
 
 static uint64_t now_ns(void)
@@ -402,6 +411,105 @@ static bool all_done(void)
            atomic_load(&completed) + atomic_load(&errors) >= atomic_load(&submitted);
 }
 
+/* ---- --preload: a backlog nobody fetches ---- */
+
+static atomic_uint_fast64_t preloaded;
+
+static void *preloader(void *arg)
+{
+    (void)arg;
+    bc *c;
+    char err[256];
+    if (open_client(&c, err, sizeof(err)) != BC_OK) {
+        fprintf(stderr, "berth-bench: %s\n", err);
+        atomic_fetch_add(&errors, 1);
+        return NULL;
+    }
+    enum { B = 1000 }; /* berthd's default --batch-max */
+    uint8_t *payload = calloc(1, C.payload);
+    Berth__V1__SubmitRequest items[B], *ip[B];
+    for (size_t i = 0; i < B; i++) {
+        berth__v1__submit_request__init(&items[i]);
+        items[i].topic = BACKLOG_TOPIC;
+        items[i].has_payload = 1;
+        items[i].payload.data = payload;
+        items[i].payload.len = C.payload;
+        ip[i] = &items[i];
+    }
+    memset(payload, 'b', C.payload);
+    for (;;) {
+        uint64_t first = atomic_fetch_add(&preloaded, B);
+        if (first >= C.preload)
+            break;
+        Berth__V1__SubmitBatchRequest sb = BERTH__V1__SUBMIT_BATCH_REQUEST__INIT;
+        sb.n_items = C.preload - first < B ? C.preload - first : B;
+        sb.items = ip;
+        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+        req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT_BATCH;
+        req.submit_batch = &sb;
+        Berth__V1__Response *r = NULL;
+        int rv = bc_call(c, &req, 60000, &r);
+        if (rv != BC_OK || r->status == NULL || r->status->code != BERTH__V1__CODE__OK)
+            count_error("preload", r, rv);
+        if (r != NULL)
+            berth__v1__response__free_unpacked(r, NULL);
+    }
+    free(payload);
+    bc_close(c);
+    return NULL;
+}
+
+static uint64_t du_total;
+
+static int du_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)path;
+    (void)f;
+    if (flag == FTW_F)
+        du_total += (uint64_t)st->st_blocks * 512;
+    return 0;
+}
+
+/* The spawned berthd's resident memory and data directory, in MiB (-1:
+ * not known: berthd was not spawned). */
+static void measure(double *rss_mib, double *data_mib)
+{
+    *rss_mib = *data_mib = -1;
+    if (spawned.pid <= 0)
+        return;
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)spawned.pid);
+    FILE *f = fopen(path, "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            *rss_mib = atof(line + 6) / 1024.0;
+    if (f != NULL)
+        fclose(f);
+    du_total = 0;
+    if (nftw(spawned.dir, du_one, 16, FTW_PHYS) == 0)
+        *data_mib = (double)du_total / (1024.0 * 1024.0);
+}
+
+static double preload_secs, rss_preloaded, data_preloaded, rss_end, data_end;
+
+static void preload(void)
+{
+    if (C.preload == 0)
+        return;
+    uint64_t t = now_ns();
+    pthread_t th[8];
+    for (int i = 0; i < 8; i++)
+        pthread_create(&th[i], NULL, preloader, NULL);
+    for (int i = 0; i < 8; i++)
+        pthread_join(th[i], NULL);
+    preload_secs = (double)(now_ns() - t) / 1e9;
+    measure(&rss_preloaded, &data_preloaded);
+    fprintf(stderr,
+            "berth-bench: preloaded %" PRIu64 " tasks in %.1f s: berthd RSS %.0f MiB, data %.0f "
+            "MiB\n",
+            C.preload, preload_secs, rss_preloaded, data_preloaded);
+}
+
 /* ---- the fused worker: the client library's loop (tools/worker.h) ---- */
 
 /* A worker's completions on their way, in the order they were handed to
@@ -686,8 +794,6 @@ static bool push_setup(void)
 
 /* ---- berthd for --spawn ---- */
 
-static spawned_berthd spawned;
-
 /* Stops the spawned berthd; false unless it exited 0. */
 static bool stop_berthd(void)
 {
@@ -766,7 +872,7 @@ static void usage(FILE *f)
                "                   [--fetch-batch F] [--complete-batch C] [--payload BYTES]\n"
                "                   [--topics K] [--lock-ms MS] [--json] [--csv FILE]\n"
                "                   [--client direct|nng] [--calls] [--push [--admin URL]]\n"
-               "                   [--priorities K] [--delay-ms D] [--no-fused]\n");
+               "                   [--priorities K] [--delay-ms D] [--no-fused] [--preload N]\n");
 }
 
 static bool num(const char *s, uint64_t *out)
@@ -805,6 +911,8 @@ int main(int argc, char **argv)
             C.push = true;
         } else if (strcmp(a, "--no-fused") == 0) {
             C.separate = true;
+        } else if (strcmp(a, "--preload") == 0 && num(v, &n)) {
+            C.preload = n, i++;
         } else if (strcmp(a, "--admin") == 0 && v) {
             C.admin = argv[++i];
         } else if (strcmp(a, "--operate") == 0 && v) {
@@ -885,6 +993,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    preload();
     t0_ns = now_ns();
     pthread_t *pt = calloc(C.producers, sizeof(*pt)), prog;
     worker *ws = calloc(C.workers, sizeof(*ws));
@@ -919,6 +1028,7 @@ int main(int argc, char **argv)
         pthread_join(ws[i].th, NULL);
     if (tty)
         pthread_join(prog, NULL);
+    measure(&rss_end, &data_end);
     if (!stop_berthd())
         atomic_fetch_add(&errors, 1);
 
@@ -1007,12 +1117,15 @@ int main(int argc, char **argv)
                "\"errors\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"duplicates\":%" PRIu64 ","
                "\"producers\":%u,\"workers\":%u,\"submit_batch\":%u,\"fetch_batch\":%u,"
                "\"complete_batch\":%u,\"payload\":%u,\"topics\":%u,\"priorities\":%u,"
-               "\"delay_ms\":%" PRIu64 ",\"shape\":\"%s\"}\n",
+               "\"delay_ms\":%" PRIu64 ",\"shape\":\"%s\",\"preload\":%" PRIu64
+               ",\"preload_s\":%.1f,\"rss_mib\":{\"preloaded\":%.1f,\"end\":%.1f},"
+               "\"data_mib\":{\"preloaded\":%.1f,\"end\":%.1f}}\n",
                n, secs, secs > 0 ? (double)(n - lost) / secs : 0,
                submit_secs > 0 ? n / submit_secs : 0, pe.p50, pe.p90, pe.p99, pe.max, pf.p50,
                pf.p90, pf.p99, pf.max, errs, lost, dups, C.producers, C.workers, C.submit_batch,
                C.fetch_batch, C.complete_batch, C.payload, C.topics, C.priorities, C.delay_ms,
-               C.separate ? "separate" : "fused");
+               C.separate ? "separate" : "fused", C.preload, preload_secs, rss_preloaded, rss_end,
+               data_preloaded, data_end);
     } else {
         printf("berth-bench: %u producers (batch %u), %u workers (fetch %u, complete %s), "
                "%u-byte payloads, %u topic(s), %u priorities, half delayed up to %" PRIu64 " ms\n",

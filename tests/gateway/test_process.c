@@ -48,6 +48,16 @@ Test(process, kill_9_right_after_acknowledged_submits_loses_none)
     Berth__V1__Response *f = w_fetch(c, "w", "durable", 1000, 0, 0);
     w_expect_code(f, BERTH__V1__CODE__OK);
     cr_assert_eq(f->fetch->n_tasks, N, "every acknowledged submit survived kill -9");
+    /* berthd says what it rebuilt, and how long that took. */
+    char log[8192] = "";
+    FILE *lf = fopen(D.stderr_path, "r");
+    cr_assert_not_null(lf);
+    size_t got = fread(log, 1, sizeof(log) - 1, lf);
+    log[got] = '\0';
+    fclose(lf);
+    const char *line = strstr(log, "berthd: recovered 300 tasks, 0 deliveries and 0 calls in ");
+    cr_assert_not_null(line, "%s", log);
+    cr_assert_not_null(strstr(line, "ms (store opened in "), "%s", line);
     for (int i = 0; i < N; i++) {
         bool found = false;
         for (size_t k = 0; k < f->fetch->n_tasks && !found; k++)
