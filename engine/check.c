@@ -95,6 +95,20 @@ bool check_error(const engine_error *err, engine_status *st)
            check_text(err->details, ENGINE_ERROR_DETAILS_MAX, false, "error.details", st);
 }
 
+bool check_items(size_t n, uint64_t max, engine_status *st)
+{
+    if (n == 0) {
+        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "items: at least one is required");
+        snprintf(st->field, sizeof(st->field), "items");
+        return false;
+    }
+    if (n > max) {
+        reply_over_ceiling(st, "items", n, max);
+        return false;
+    }
+    return true;
+}
+
 bool check_bound(bool has, uint64_t value, uint64_t def, uint64_t max, bool zero_ok,
                  const char *field, uint64_t *out, engine_status *st)
 {

@@ -36,6 +36,9 @@ int check_transport(const char *t);
 bool check_headers(const engine_header *h, size_t n, const char *field, engine_status *st);
 bool check_text(const char *s, size_t max, bool required, const char *field, engine_status *st);
 bool check_error(const engine_error *err, engine_status *st);
+/* A batch's items: at least one, at most max (INVALID_ARGUMENT naming
+ * "items"). */
+bool check_items(size_t n, uint64_t max, engine_status *st);
 /* A bound of R6: omitted → default; 0 when zero_ok is false, or over the
  * ceiling → INVALID_ARGUMENT. */
 bool check_bound(bool has, uint64_t value, uint64_t def, uint64_t max, bool zero_ok,

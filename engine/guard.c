@@ -163,15 +163,8 @@ int guard_complete_batch(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
     size_t n = p->req.u.complete_batch.n;
-    if (n == 0) {
-        reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT, "items: at least one is required");
-        snprintf(r->status.field, sizeof(r->status.field), "items");
+    if (!check_items(n, e->o.batch_max, &r->status))
         return BERTH_OK;
-    }
-    if (n > e->o.batch_max) {
-        reply_over_ceiling(&r->status, "items", n, e->o.batch_max);
-        return BERTH_OK;
-    }
     return guard_complete_items(e, p->req.u.complete_batch.items, n, r);
 }
 

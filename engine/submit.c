@@ -258,15 +258,8 @@ int submit_batch(engine *e, pending *p)
     engine_reply *r = p->reply;
     const engine_submit_args *items = p->req.u.submit_batch.items;
     size_t n = p->req.u.submit_batch.n;
-    if (n == 0) {
-        reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT, "items: at least one is required");
-        snprintf(r->status.field, sizeof(r->status.field), "items");
+    if (!check_items(n, e->o.batch_max, &r->status))
         return BERTH_OK;
-    }
-    if (n > e->o.batch_max) {
-        reply_over_ceiling(&r->status, "items", n, e->o.batch_max);
-        return BERTH_OK;
-    }
     for (size_t i = 0; i < n; i++) {
         if (!submit_check(e, &items[i], false, &r->status)) {
             name_item(&r->status, i);

@@ -148,6 +148,18 @@ static void count_error(const char *what, const Berth__V1__Response *r, int rv)
                 r ? (r->status && r->status->message ? r->status->message : "?") : bc_strerror(rv));
 }
 
+/* A thread's own connection, or NULL (counted as an error, told). */
+static bc *thread_client(void)
+{
+    bc *c;
+    char err[256];
+    if (open_client(&c, err, sizeof(err)) == BC_OK)
+        return c;
+    fprintf(stderr, "berth-bench: %s\n", err);
+    atomic_fetch_add(&errors, 1);
+    return NULL;
+}
+
 /* ---- producers ---- */
 
 static void topic_name(char *out, size_t len, uint64_t task)
@@ -158,13 +170,9 @@ static void topic_name(char *out, size_t len, uint64_t task)
 static void *producer(void *arg)
 {
     (void)arg;
-    bc *c;
-    char err[256];
-    if (open_client(&c, err, sizeof(err)) != BC_OK) {
-        fprintf(stderr, "berth-bench: %s\n", err);
-        atomic_fetch_add(&errors, 1);
+    bc *c = thread_client();
+    if (c == NULL)
         return NULL;
-    }
     uint32_t B = C.submit_batch;
     uint8_t *payloads = calloc(B, C.payload);
     char(*topics)[32] = calloc(B, sizeof(*topics));
@@ -280,13 +288,9 @@ static bool await_outcome(bc *c, const char *id, uint64_t index)
 static void *caller(void *arg)
 {
     (void)arg;
-    bc *c;
-    char err[256];
-    if (open_client(&c, err, sizeof(err)) != BC_OK) {
-        fprintf(stderr, "berth-bench: %s\n", err);
-        atomic_fetch_add(&errors, 1);
+    bc *c = thread_client();
+    if (c == NULL)
         return NULL;
-    }
     uint8_t *payload = malloc(C.payload);
     memset(payload, 'p', C.payload);
     uint64_t deadline = C.duration_s > 0 ? t0_ns + (uint64_t)(C.duration_s * 1e9) : UINT64_MAX;
@@ -418,13 +422,9 @@ static atomic_uint_fast64_t preloaded;
 static void *preloader(void *arg)
 {
     (void)arg;
-    bc *c;
-    char err[256];
-    if (open_client(&c, err, sizeof(err)) != BC_OK) {
-        fprintf(stderr, "berth-bench: %s\n", err);
-        atomic_fetch_add(&errors, 1);
+    bc *c = thread_client();
+    if (c == NULL)
         return NULL;
-    }
     enum { B = 1000 }; /* berthd's default --batch-max */
     uint8_t *payload = calloc(1, C.payload);
     Berth__V1__SubmitRequest items[B], *ip[B];
@@ -610,14 +610,11 @@ static void fused_main(worker *w, bc *c, const char *wid, char *const *topics)
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    bc *c;
-    char err[256], wid[32];
+    char wid[32];
     snprintf(wid, sizeof(wid), "bench-worker-%d", w->id);
-    if (open_client(&c, err, sizeof(err)) != BC_OK) {
-        fprintf(stderr, "berth-bench: %s\n", err);
-        atomic_fetch_add(&errors, 1);
+    bc *c = thread_client();
+    if (c == NULL)
         return NULL;
-    }
     char *topics[MAX_TOPICS];
     char names[MAX_TOPICS][32];
     for (uint32_t k = 0; k < C.topics; k++) {
