@@ -4,7 +4,7 @@
  *
  *   beanstalk-bench (--addr HOST:PORT | --spawn-binlog | --spawn-memory)
  *                   --tasks N [--producers P] [--workers W] [--payload BYTES]
- *                   [--json]
+ *                   [--rate JOBS_PER_S] [--json]
  *
  * P connections `put` jobs, W connections `reserve` and `delete` them:
  * beanstalkd's protocol has no batching, so this is its best shape.
@@ -37,6 +37,7 @@ static int port;
 static uint64_t n_tasks;
 static uint32_t producers = 8, workers = 8, payload = 100;
 static bool json;
+static double rate; /* --rate: jobs/s offered in all, open loop; 0: flat out */
 static _Atomic uint64_t *put_ns, *done_ns;
 static atomic_uint *deletes;
 static atomic_uint_fast64_t next_task, completed, errors;
@@ -128,6 +129,14 @@ static void *producer(void *arg)
         uint64_t i = atomic_fetch_add(&next_task, 1);
         if (i >= n_tasks)
             break;
+        /* --rate: job i is due at t0 + i / rate, and its latency runs
+         * from then (open loop, as berth-bench's). */
+        uint64_t intended = rate > 0 ? t0_ns + (uint64_t)((double)i * 1e9 / rate) : 0;
+        if (intended > 0) {
+            struct timespec ts = {(time_t)(intended / 1000000000u), (long)(intended % 1000000000u)};
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+                ;
+        }
         int h = snprintf(msg, 128, "put 0 0 120 %u\r\n", payload);
         memset(msg + h, 'p', payload);
         memcpy(msg + h, &i, sizeof(i));
@@ -137,7 +146,7 @@ static void *producer(void *arg)
             atomic_fetch_add(&errors, 1);
             break;
         }
-        atomic_store(&put_ns[i], now_ns());
+        atomic_store(&put_ns[i], intended ? intended : now_ns());
     }
     if (c->fd < 0)
         atomic_fetch_add(&errors, 1);
@@ -261,10 +270,12 @@ int main(int argc, char **argv)
             workers = (uint32_t)atoi(v), i++;
         else if (strcmp(a, "--payload") == 0)
             payload = (uint32_t)atoi(v), i++;
+        else if (strcmp(a, "--rate") == 0 && atof(v) > 0)
+            rate = atof(v), i++;
         else {
             fprintf(stderr, "usage: beanstalk-bench (--addr HOST:PORT | --spawn-binlog | "
                             "--spawn-memory) --tasks N [--producers P] [--workers W] "
-                            "[--payload BYTES] [--json]\n");
+                            "[--payload BYTES] [--rate JOBS_PER_S] [--json]\n");
             return 2;
         }
     }

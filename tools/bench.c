@@ -7,6 +7,7 @@
  *               [--topics K] [--lock-ms MS] [--json] [--csv FILE]
  *               [--client direct|nng] [--calls] [--push [--admin URL]]
  *               [--priorities K] [--delay-ms D] [--no-fused] [--preload N]
+ *               [--rate TASKS_PER_S]
  *
  * P producer threads submit (submit_batch when B > 1), W worker threads
  * long-poll fetch up to F tasks and complete them with their next fetch
@@ -20,6 +21,10 @@
  * --priorities K spreads the tasks over priorities 0 to K-1; --delay-ms D
  * delays every other task by 0 to D ms (spread evenly by its index). The
  * e2e latency of a delayed task includes its delay.
+ *
+ * --rate R paces the producers to R tasks/s in all (open loop: task i is
+ * due at i / R s, and its e2e latency runs from then even when the
+ * producer is late), for "what is p99 at the load I run".
  *
  * --preload N first submits N tasks to the topic bench-backlog, which no
  * worker fetches, then runs the scenario beside that backlog, and reports
@@ -97,6 +102,7 @@ typedef struct cfg {
     bool push;        /* --push: the topics are push channels to the bench's receiver */
     bool separate;    /* --no-fused: completions in requests of their own, not on fetches */
     uint64_t preload; /* tasks submitted to BACKLOG_TOPIC (never fetched) before the run */
+    double rate;      /* --rate: tasks/s offered in all, open loop; 0: flat out */
     const char *admin;
 } cfg;
 
@@ -162,6 +168,13 @@ static bc *thread_client(void)
 
 /* ---- producers ---- */
 
+static void sleep_until(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
 static void topic_name(char *out, size_t len, uint64_t task)
 {
     snprintf(out, len, "bench-%" PRIu64, task % C.topics);
@@ -188,6 +201,11 @@ static void *producer(void *arg)
         if (first >= limit)
             break;
         uint32_t n = (uint32_t)(limit - first < B ? limit - first : B);
+        /* --rate: task `first` is due at t0 + first / rate, late or not;
+         * its latency runs from then, so a stall is not hidden. */
+        uint64_t intended = C.rate > 0 ? t0_ns + (uint64_t)((double)first * 1e9 / C.rate) : 0;
+        if (intended > 0)
+            sleep_until(intended);
         for (uint32_t i = 0; i < n; i++) {
             idx[i] = first + i;
             uint8_t *p = payloads + (size_t)i * C.payload;
@@ -227,7 +245,7 @@ static void *producer(void *arg)
         } else {
             /* A push can reach the receiver before the submit's answer
              * reaches its producer: --push measures from the send. */
-            uint64_t at = C.push ? sent : now_ns();
+            uint64_t at = intended ? intended : C.push ? sent : now_ns();
             for (uint32_t i = 0; i < n; i++)
                 atomic_store(&submit_ns[idx[i]], at);
             atomic_fetch_add(&submitted, n);
@@ -535,7 +553,8 @@ static void fused_work(void *ctx, const Berth__V1__Task *task, bc_work *out)
         return;
     }
     if (f->head + f->n == f->cap) { /* (compacted first; grown if still full) */
-        memmove(f->v, f->v + f->head, f->n * sizeof(*f->v));
+        if (f->n > 0 && f->head > 0)
+            memmove(f->v, f->v + f->head, f->n * sizeof(*f->v));
         f->head = 0;
         if (f->n == f->cap) {
             size_t c = f->cap ? f->cap * 2 : 256;
@@ -869,7 +888,8 @@ static void usage(FILE *f)
                "                   [--fetch-batch F] [--complete-batch C] [--payload BYTES]\n"
                "                   [--topics K] [--lock-ms MS] [--json] [--csv FILE]\n"
                "                   [--client direct|nng] [--calls] [--push [--admin URL]]\n"
-               "                   [--priorities K] [--delay-ms D] [--no-fused] [--preload N]\n");
+               "                   [--priorities K] [--delay-ms D] [--no-fused] [--preload N]\n"
+               "                   [--rate TASKS_PER_S]\n");
 }
 
 static bool num(const char *s, uint64_t *out)
@@ -910,6 +930,8 @@ int main(int argc, char **argv)
             C.separate = true;
         } else if (strcmp(a, "--preload") == 0 && num(v, &n)) {
             C.preload = n, i++;
+        } else if (strcmp(a, "--rate") == 0 && v && atof(v) > 0) {
+            C.rate = atof(v), i++;
         } else if (strcmp(a, "--admin") == 0 && v) {
             C.admin = argv[++i];
         } else if (strcmp(a, "--operate") == 0 && v) {
@@ -1116,13 +1138,13 @@ int main(int argc, char **argv)
                "\"complete_batch\":%u,\"payload\":%u,\"topics\":%u,\"priorities\":%u,"
                "\"delay_ms\":%" PRIu64 ",\"shape\":\"%s\",\"preload\":%" PRIu64
                ",\"preload_s\":%.1f,\"rss_mib\":{\"preloaded\":%.1f,\"end\":%.1f},"
-               "\"data_mib\":{\"preloaded\":%.1f,\"end\":%.1f}}\n",
+               "\"data_mib\":{\"preloaded\":%.1f,\"end\":%.1f},\"rate\":%.1f}\n",
                n, secs, secs > 0 ? (double)(n - lost) / secs : 0,
                submit_secs > 0 ? n / submit_secs : 0, pe.p50, pe.p90, pe.p99, pe.max, pf.p50,
                pf.p90, pf.p99, pf.max, errs, lost, dups, C.producers, C.workers, C.submit_batch,
                C.fetch_batch, C.complete_batch, C.payload, C.topics, C.priorities, C.delay_ms,
                C.separate ? "separate" : "fused", C.preload, preload_secs, rss_preloaded, rss_end,
-               data_preloaded, data_end);
+               data_preloaded, data_end, C.rate);
     } else {
         printf("berth-bench: %u producers (batch %u), %u workers (fetch %u, complete %s), "
                "%u-byte payloads, %u topic(s), %u priorities, half delayed up to %" PRIu64 " ms\n",

@@ -4,9 +4,11 @@
 
 #include <libgen.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 int spawn_berthd(spawned_berthd *b, const char *who, const char *const *extra)
@@ -50,6 +52,7 @@ int spawn_berthd(spawned_berthd *b, const char *who, const char *const *extra)
     args[a] = NULL;
     b->pid = fork();
     if (b->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* a tool that dies takes its berthd along */
         dup2(out[1], STDOUT_FILENO);
         close(out[0]);
         execv(berthd, (char *const *)args);

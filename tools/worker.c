@@ -215,8 +215,10 @@ static int fetch_once(loop *l)
     f.max_tasks = w->max_tasks;
     f.has_lock_ms = w->lock_ms > 0;
     f.lock_ms = w->lock_ms;
-    f.has_wait_ms = w->wait_ms > 0;
-    f.wait_ms = w->wait_ms;
+    /* A fetch that carries completions does not wait: their statuses come
+     * back at once, and the next fetch, carrying none, long-polls. */
+    f.has_wait_ms = n > 0 || w->wait_ms > 0;
+    f.wait_ms = n > 0 ? 0 : w->wait_ms;
     f.completes = ip;
     f.n_completes = n;
     Berth__V1__Request req = BERTH__V1__REQUEST__INIT;

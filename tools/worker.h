@@ -15,9 +15,11 @@
  * that task, never complete it again). When *stop turns true the loop
  * sends the completions it holds (complete_batch) and returns.
  *
- * A completion carried by a fetch is applied, durably, before the fetch
- * waits; its status arrives with the fetch's answer, so at most wait_ms
- * later when no work comes.
+ * A fetch that carries completions does not wait (wait_ms 0): it answers
+ * their statuses at once, with whatever work is there; the next fetch,
+ * carrying none, long-polls. Under load every fetch brings work, so a
+ * batch of tasks costs one round trip; when work is scarce, completions
+ * are still acknowledged without delay.
  */
 #ifndef BERTH_TOOLS_WORKER_H
 #define BERTH_TOOLS_WORKER_H

@@ -1,0 +1,18 @@
+# Plots tools/bench-latency.sh's CSV for one shape: e2e latency p50 and
+# p99 against the offered load, berth beside beanstalkd.
+# gnuplot -e "in='latency.csv'; shape='S1'; out='latency-s1.png'" tools/plot-latency.gp
+set datafile separator ','
+set terminal pngcairo size 1000,600 noenhanced
+set output out
+set key top left
+set logscale y
+set xlabel 'offered load (tasks / s, open loop)'
+set ylabel 'submit -> completion latency (ms, log)'
+set grid
+set title sprintf('%s shape: latency at a given load (beanstalkd: %s)', shape, \
+                  shape eq 'S1' ? '-b -f 0' : 'in memory')
+sel(s, sys, col) = (strcol(1) eq s && strcol(4) eq sys) ? column(col) : 1/0
+plot in using (sel(shape, 'berth', 3)):(sel(shape, 'berth', 5)) skip 1 with linespoints lw 2 title 'berth p50', \
+     in using (sel(shape, 'berth', 3)):(sel(shape, 'berth', 6)) skip 1 with linespoints lw 2 dt 2 title 'berth p99', \
+     in using (sel(shape, 'beanstalkd', 3)):(sel(shape, 'beanstalkd', 5)) skip 1 with linespoints lw 1 title 'beanstalkd p50', \
+     in using (sel(shape, 'beanstalkd', 3)):(sel(shape, 'beanstalkd', 6)) skip 1 with linespoints lw 1 dt 2 title 'beanstalkd p99'
