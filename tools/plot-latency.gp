@@ -11,8 +11,8 @@ set ylabel 'submit -> completion latency (ms, log)'
 set grid
 set title sprintf('%s shape: latency at a given load (beanstalkd: %s)', shape, \
                   shape eq 'S1' ? '-b -f 0' : 'in memory')
-sel(s, sys, col) = (strcol(1) eq s && strcol(4) eq sys) ? column(col) : 1/0
-plot in using (sel(shape, 'berth', 3)):(sel(shape, 'berth', 5)) skip 1 with linespoints lw 2 title 'berth p50', \
-     in using (sel(shape, 'berth', 3)):(sel(shape, 'berth', 6)) skip 1 with linespoints lw 2 dt 2 title 'berth p99', \
-     in using (sel(shape, 'beanstalkd', 3)):(sel(shape, 'beanstalkd', 5)) skip 1 with linespoints lw 1 title 'beanstalkd p50', \
-     in using (sel(shape, 'beanstalkd', 3)):(sel(shape, 'beanstalkd', 6)) skip 1 with linespoints lw 1 dt 2 title 'beanstalkd p99'
+rows(sys) = sprintf("< awk -F, '$1 == \"%s\" && $4 == \"%s\"' %s", shape, sys, in)
+plot rows('berth') using 3:5 with linespoints lw 2 title 'berth p50', \
+     rows('berth') using 3:6 with linespoints lw 2 dt 2 title 'berth p99', \
+     rows('beanstalkd') using 3:5 with linespoints lw 1 title 'beanstalkd p50', \
+     rows('beanstalkd') using 3:6 with linespoints lw 1 dt 2 title 'beanstalkd p99'
