@@ -208,6 +208,13 @@ static void reload_or_halt(engine *e)
 static void undo_turn(engine *e)
 {
     turn *t = &e->t;
+    /* A fetch that applied completions and then began to wait must not
+     * answer them later as done: it ends now, with the turn (its reply is
+     * set below, with the others'). */
+    for (size_t i = 0; i < t->fused_waits.n; i++)
+        if (t->fused_waits.v[i]->waiter != NULL)
+            wait_answer(e, t->fused_waits.v[i]->waiter);
+    t->fused_waits.n = 0;
     reload_or_halt(e);
     engine_status st;
     turn_fail_status(e, &st);
@@ -538,6 +545,7 @@ static void engine_free(engine *e)
     VEC_FREE(&e->t.evict);
     commit_pushes_free(e->t.pushes.v, e->t.pushes.n);
     VEC_FREE(&e->t.pushes);
+    VEC_FREE(&e->t.fused_waits);
     if (e->actor != NULL) {
         pthread_mutex_destroy(&e->actor->mu);
         pthread_cond_destroy(&e->actor->cv);

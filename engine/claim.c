@@ -235,6 +235,14 @@ int claim_fetch(engine *e, pending *p)
     if (rv == BERTH_OK && r->n_tasks == 0 && r->status.code == ENGINE_CODE_OK && wait_ms > 0 &&
         wait_may(e, p, &r->status) && !wait_fetch(e, p, (uint32_t)max, lock_ms, wait_ms))
         reply_no_memory(&r->status);
+    if (p->waiter != NULL && r->n_statuses > 0) {
+        pending **slot = VEC_ADD(&e->t.fused_waits);
+        if (slot == NULL) {
+            wait_answer(e, p->waiter); /* (with the turn's failure, as the rest of it) */
+            return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory keeping a wait");
+        }
+        *slot = p;
+    }
     if (p->waiter == NULL)
         hist_observe(&e->fetch_wait, 0);
     return rv;

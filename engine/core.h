@@ -294,6 +294,10 @@ typedef struct turn {
     VEC(berth_id_bytes) evict;         /* tasks whose body is over the cache budget */
     VEC(instance *) ended;             /* instances ended this turn, freed after it */
     VEC(struct staged_push) pushes;    /* sent once the turn is durable (commit.c) */
+    /* Fetches that applied completions and then began to wait this turn:
+     * if the turn is undone, so are their completions, and they are
+     * answered with its failure rather than left waiting (claim.c). */
+    VEC(pending *) fused_waits;
     /* Counted into e->counters once the turn is written (an undone turn
      * counts nothing). */
     struct {

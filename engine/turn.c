@@ -15,6 +15,7 @@ void turn_begin(engine *e, uint64_t now_ms)
     t->answered = t->answered_tail = NULL;
     t->rung = NULL;
     t->parked.n = 0;
+    t->fused_waits.n = 0;
     t->failed = false;
     t->fail_code = ENGINE_CODE_OK;
     t->fail_why[0] = '\0';

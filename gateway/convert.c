@@ -459,6 +459,17 @@ int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out)
     Berth__V1__Status st;
     gw_status_to_wire(&r->status, &st);
     resp.status = &st;
+    if (r->status.code != ENGINE_CODE_OK && r->op == ENGINE_OP_FETCH && r->n_statuses > 0) {
+        /* A fetch that failed after applying its completions still says
+         * how each went: they are kept, whatever became of the claim. */
+        bool ok = true;
+        Berth__V1__FetchResponse fetch = BERTH__V1__FETCH_RESPONSE__INIT;
+        fetch.complete_statuses = statuses_to_wire(r, a, &ok);
+        fetch.n_complete_statuses = ok ? r->n_statuses : 0;
+        resp.method_case = BERTH__V1__RESPONSE__METHOD_FETCH;
+        resp.fetch = &fetch;
+        return pack(&resp, out);
+    }
     if (r->status.code != ENGINE_CODE_OK)
         return pack(&resp, out); /* a failure carries no payload */
 

@@ -39,7 +39,10 @@ static int timeout_of(const bc_worker *w)
 {
     if (w->timeout_ms > 0)
         return w->timeout_ms;
-    return (int)((w->wait_ms ? w->wait_ms : 30000) + 10000);
+    /* berthd's wait, and some: its default (wait_ms 0) stays under nng's
+     * 60 s REQ resend (DESIGN §9). */
+    uint64_t wait = w->wait_ms ? w->wait_ms : 60000;
+    return wait > 3600000 ? 3610000 : (int)wait + 10000;
 }
 
 static void status(const loop *l, const char *id, const Berth__V1__Status *st)
@@ -236,17 +239,26 @@ static int fetch_once(loop *l)
     if (rv != BC_OK || r->status == NULL) {
         tell_all(l, NULL); /* applied or not: their locks settle it */
         pause_ms(100);
-    } else if (r->status->code != BERTH__V1__CODE__OK || r->fetch == NULL) {
-        /* Refused before anything was applied: the completions are still
-         * ours. A retryable refusal (a bound on waits) passes. */
+    } else if (r->status->code != BERTH__V1__CODE__OK) {
+        /* A failed fetch says how its completions went when they were
+         * applied (it failed after them); without that, none was, and
+         * they are still ours: sent again (retryable), or by the final
+         * flush when the loop ends. */
+        if (r->fetch != NULL && r->fetch->n_complete_statuses == n && n > 0) {
+            for (size_t i = 0; i < n; i++)
+                status(l, l->v[i].id, r->fetch->complete_statuses[i]);
+            forget(l);
+        }
         if (!r->status->retryable) {
             fprintf(stderr, "berth worker: fetch refused: %s\n",
                     r->status->message ? r->status->message : "");
-            tell_all(l, r->status);
             go_on = 0;
         } else {
             pause_ms(100);
         }
+    } else if (r->fetch == NULL) {
+        tell_all(l, NULL); /* not a fetch's answer: their fate is unknown */
+        pause_ms(100);
     } else {
         for (size_t i = 0; i < n; i++)
             status(l, l->v[i].id,

@@ -173,3 +173,44 @@ Test(fused, a_fetch_without_completions_answers_no_statuses)
     cr_assert_eq(r->n_statuses, 0);
     engine_reply_free(r);
 }
+
+Test(fused, a_fetch_that_waits_in_a_turn_that_is_undone_is_answered_with_its_failure)
+{
+    h_submit("t", "a", NULL);
+    held a = take("w", 60000);
+    engine_complete_args cs[] = {done(&a, "w")};
+    engine_request req = fused(cs, 1, 1, 30000);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
+    h_async w;
+    h_exec_async(&req, &w);
+    engine_reply *r = h_async_wait(&w);
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    cr_assert_eq(r->n_statuses, 0, "its completions were undone: it says none");
+    h_async_free(&w);
+    cr_assert(exists(a.id), "still there, still held");
+    cr_assert_eq(h_stats().waiting_fetches, 0, "and it no longer waits");
+}
+
+Test(fused, a_fetch_refused_after_its_completions_still_answers_their_statuses)
+{
+    H.o.waits_max = 1;
+    h_reopen();
+    static const char *const T[] = {"t"};
+    h_async other;
+    h_fetch_async("other", T, 1, 30000, &other); /* the one wait allowed */
+    h_submit("u", "a", NULL);
+    held a;
+    engine_task t;
+    h_fetch_one("w", "u", 60000, &t, a.token);
+    memcpy(a.id, t.id, ENGINE_ID_STR);
+    engine_complete_args cs[] = {done(&a, "w")};
+    engine_request req = fused(cs, 1, 1, 1000); /* would wait on "t": refused */
+    engine_reply *r = h_exec(&req);
+    h_expect_code(r, ENGINE_CODE_RESOURCE_EXHAUSTED);
+    cr_assert_eq(r->n_statuses, 1, "the completion was applied before the refusal");
+    cr_assert_eq(r->statuses[0].code, ENGINE_CODE_OK);
+    engine_reply_free(r);
+    cr_assert_not(exists(a.id));
+    h_advance(30000);
+    h_async_free(&other);
+}
