@@ -106,6 +106,119 @@ static void *stream_submits(void *arg)
     return NULL;
 }
 
+Test(process, a_backlog_survives_kill_9_and_each_task_is_fetched_once)
+{
+    d_start(&D, NULL);
+    bc *c = d_client(&D);
+    enum { N = 5000, B = 500 };
+    static char payload[B][16];
+    Berth__V1__SubmitRequest items[B], *ip[B];
+    for (int k = 0; k < N / B; k++) {
+        for (int i = 0; i < B; i++) {
+            berth__v1__submit_request__init(&items[i]);
+            snprintf(payload[i], sizeof(payload[i]), "%d", k * B + i);
+            items[i].topic = "backlog";
+            items[i].has_payload = 1;
+            items[i].payload.data = (uint8_t *)payload[i];
+            items[i].payload.len = strlen(payload[i]);
+            ip[i] = &items[i];
+        }
+        Berth__V1__SubmitBatchRequest sb = BERTH__V1__SUBMIT_BATCH_REQUEST__INIT;
+        sb.items = ip;
+        sb.n_items = B;
+        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+        req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT_BATCH;
+        req.submit_batch = &sb;
+        Berth__V1__Response *r = w_call(c, &req, 0);
+        w_expect_code(r, BERTH__V1__CODE__OK);
+        w_free(r);
+    }
+    bc_close(c);
+    cr_assert_eq(d_signal(&D, SIGKILL), 128 + SIGKILL);
+    d_restart(&D);
+    c = d_client(&D);
+    static bool seen[N];
+    int fetched = 0;
+    for (;;) {
+        Berth__V1__Response *f = w_fetch(c, "w", "backlog", 1000, 60000, 0);
+        w_expect_code(f, BERTH__V1__CODE__OK);
+        size_t n = f->fetch->n_tasks;
+        for (size_t i = 0; i < n; i++) {
+            const Berth__V1__Task *t = f->fetch->tasks[i];
+            char num[16];
+            cr_assert_lt(t->payload.len, sizeof(num), "a payload nobody sent");
+            snprintf(num, sizeof(num), "%.*s", (int)t->payload.len, (const char *)t->payload.data);
+            int k = atoi(num);
+            cr_assert(k >= 0 && k < N, "a payload nobody sent: %s", num);
+            cr_assert_not(seen[k], "task %d fetched twice", k);
+            seen[k] = true;
+            fetched++;
+        }
+        w_free(f);
+        if (n == 0)
+            break;
+    }
+    cr_assert_eq(fetched, N, "every task of the backlog, once");
+    bc_close(c);
+}
+
+static void *long_poll(void *arg)
+{
+    w_free(w_fetch(arg, "holder", "quiet", 1, 0, 3000));
+    return NULL;
+}
+
+Test(process, a_fetch_refused_after_its_completions_says_how_they_went)
+{
+    d_start(&D, (const char *const[]){"--waits-max", "1", NULL});
+    bc *c = d_client(&D), *holder = d_client(&D);
+    pthread_t th;
+    pthread_create(&th, NULL, long_poll, holder); /* the one wait allowed */
+    w_free(w_submit(c, "work", "p", NULL));
+    Berth__V1__Response *f = w_fetch(c, "w", "work", 1, 60000, 0);
+    cr_assert_eq(f->fetch->n_tasks, 1);
+    Berth__V1__CompleteRequest cr = BERTH__V1__COMPLETE_REQUEST__INIT, *cs[] = {&cr};
+    cr.task_id = f->fetch->tasks[0]->id;
+    cr.worker_id = "w";
+    cr.lock_token = f->fetch->tasks[0]->lock_token;
+    char *topics[] = {"quiet"};
+    Berth__V1__FetchRequest fr = BERTH__V1__FETCH_REQUEST__INIT;
+    fr.worker_id = "w";
+    fr.topics = topics;
+    fr.n_topics = 1;
+    fr.has_wait_ms = 1;
+    fr.wait_ms = 2000;
+    fr.completes = cs;
+    fr.n_completes = 1;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
+    req.fetch = &fr;
+    /* Until the holder's wait is in (then this one is refused). */
+    Berth__V1__Response *r = NULL;
+    for (int i = 0; i < 200; i++) {
+        r = w_call(c, &req, 0);
+        if (r->status->code != BERTH__V1__CODE__OK)
+            break;
+        w_free(r); /* (this one waited its 2 s: the holder was not in yet) */
+        r = NULL;
+        w_free(w_submit(c, "work", "p", NULL));
+        w_free(f);
+        f = w_fetch(c, "w", "work", 1, 60000, 0);
+        cr.task_id = f->fetch->tasks[0]->id;
+        cr.lock_token = f->fetch->tasks[0]->lock_token;
+    }
+    cr_assert_not_null(r);
+    w_expect_code(r, BERTH__V1__CODE__RESOURCE_EXHAUSTED);
+    cr_assert_not_null(r->fetch, "the refusal still carries the completions' statuses");
+    cr_assert_eq(r->fetch->n_complete_statuses, 1);
+    cr_assert_eq(r->fetch->complete_statuses[0]->code, BERTH__V1__CODE__OK);
+    w_free(r);
+    w_free(f);
+    pthread_join(th, NULL);
+    bc_close(holder);
+    bc_close(c);
+}
+
 Test(process, kill_9_in_a_stream_of_submits_loses_none_acknowledged)
 {
     /* Several MiB of WAL, so the kill lands well past the first chunks of
