@@ -208,7 +208,12 @@ static int index_all(engine *e)
     size_t i = 0;
     task *t;
     uint64_t now = e->clock.now_ms(e->clock.ctx);
-    while ((t = table_next(&e->tasks, &i)) != NULL) {
+    /* In sequence order (the listing's): each order then mostly appends
+     * to a sorted run instead of sifting through its heap. */
+    uint64_t seq;
+    while (listing_next(e, &i, &t, &seq)) {
+        if (t == NULL)
+            continue;
         deployment *dep = state_dep(e, t->chan);
         dep->n_tasks++;
         if (t->terminal) {
