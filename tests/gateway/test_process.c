@@ -7,6 +7,7 @@
 #include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,18 +163,49 @@ Test(process, a_backlog_survives_kill_9_and_each_task_is_fetched_once)
     bc_close(c);
 }
 
+typedef struct holder {
+    bc *c;
+    atomic_bool stop;
+} holder;
+
+/* Keeps one fetch waiting on "quiet" until told to stop. */
 static void *long_poll(void *arg)
 {
-    w_free(w_fetch(arg, "holder", "quiet", 1, 0, 3000));
+    holder *h = arg;
+    while (!atomic_load(&h->stop))
+        w_free(w_fetch(h->c, "holder", "quiet", 1, 0, 30000));
     return NULL;
+}
+
+static uint64_t waiting(void)
+{
+    bc *a;
+    char err[256];
+    cr_assert_eq(bc_open(D.admin, &a, err, sizeof(err)), BC_OK, "%s", err);
+    Berth__V1__StatsRequest s = BERTH__V1__STATS_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_STATS;
+    req.stats = &s;
+    Berth__V1__AdminResponse *r = NULL;
+    cr_assert_eq(bc_admin_call(a, &req, NULL, 0, 10000, &r), BC_OK);
+    uint64_t n = r->stats ? r->stats->waiting_fetches : 0;
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    bc_close(a);
+    return n;
 }
 
 Test(process, a_fetch_refused_after_its_completions_says_how_they_went)
 {
     d_start(&D, (const char *const[]){"--waits-max", "1", NULL});
-    bc *c = d_client(&D), *holder = d_client(&D);
+    bc *c = d_client(&D);
+    holder h = {.c = d_client(&D)};
     pthread_t th;
-    pthread_create(&th, NULL, long_poll, holder); /* the one wait allowed */
+    pthread_create(&th, NULL, long_poll, &h); /* the one wait allowed */
+    for (int i = 0; i < 1000 && waiting() == 0; i++) {
+        struct timespec t = {0, 10 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    cr_assert_eq(waiting(), 1);
     w_free(w_submit(c, "work", "p", NULL));
     Berth__V1__Response *f = w_fetch(c, "w", "work", 1, 60000, 0);
     cr_assert_eq(f->fetch->n_tasks, 1);
@@ -187,35 +219,23 @@ Test(process, a_fetch_refused_after_its_completions_says_how_they_went)
     fr.topics = topics;
     fr.n_topics = 1;
     fr.has_wait_ms = 1;
-    fr.wait_ms = 2000;
+    fr.wait_ms = 2000; /* would wait: refused, the holder has the one wait */
     fr.completes = cs;
     fr.n_completes = 1;
     Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
     req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
     req.fetch = &fr;
-    /* Until the holder's wait is in (then this one is refused). */
-    Berth__V1__Response *r = NULL;
-    for (int i = 0; i < 200; i++) {
-        r = w_call(c, &req, 0);
-        if (r->status->code != BERTH__V1__CODE__OK)
-            break;
-        w_free(r); /* (this one waited its 2 s: the holder was not in yet) */
-        r = NULL;
-        w_free(w_submit(c, "work", "p", NULL));
-        w_free(f);
-        f = w_fetch(c, "w", "work", 1, 60000, 0);
-        cr.task_id = f->fetch->tasks[0]->id;
-        cr.lock_token = f->fetch->tasks[0]->lock_token;
-    }
-    cr_assert_not_null(r);
+    Berth__V1__Response *r = w_call(c, &req, 0);
     w_expect_code(r, BERTH__V1__CODE__RESOURCE_EXHAUSTED);
     cr_assert_not_null(r->fetch, "the refusal still carries the completions' statuses");
     cr_assert_eq(r->fetch->n_complete_statuses, 1);
     cr_assert_eq(r->fetch->complete_statuses[0]->code, BERTH__V1__CODE__OK);
     w_free(r);
     w_free(f);
+    atomic_store(&h.stop, true);
+    w_free(w_submit(c, "quiet", "wake", NULL)); /* ends the holder's wait */
     pthread_join(th, NULL);
-    bc_close(holder);
+    bc_close(h.c);
     bc_close(c);
 }
 
