@@ -212,5 +212,6 @@ Test(fused, a_fetch_refused_after_its_completions_still_answers_their_statuses)
     engine_reply_free(r);
     cr_assert_not(exists(a.id));
     h_advance(30000);
+    h_expect_ok(h_async_wait(&other)); /* (its reply comes after the sync) */
     h_async_free(&other);
 }
