@@ -177,23 +177,6 @@ static void *long_poll(void *arg)
     return NULL;
 }
 
-static uint64_t waiting(void)
-{
-    bc *a;
-    char err[256];
-    cr_assert_eq(bc_open(D.admin, &a, err, sizeof(err)), BC_OK, "%s", err);
-    Berth__V1__StatsRequest s = BERTH__V1__STATS_REQUEST__INIT;
-    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
-    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_STATS;
-    req.stats = &s;
-    Berth__V1__AdminResponse *r = NULL;
-    cr_assert_eq(bc_admin_call(a, &req, NULL, 0, 10000, &r), BC_OK);
-    uint64_t n = r->stats ? r->stats->waiting_fetches : 0;
-    berth__v1__admin_response__free_unpacked(r, NULL);
-    bc_close(a);
-    return n;
-}
-
 Test(process, a_fetch_refused_after_its_completions_says_how_they_went)
 {
     d_start(&D, (const char *const[]){"--waits-max", "1", NULL});
@@ -201,31 +184,17 @@ Test(process, a_fetch_refused_after_its_completions_says_how_they_went)
     holder h = {.c = d_client(&D)};
     pthread_t th;
     pthread_create(&th, NULL, long_poll, &h); /* the one wait allowed */
-    for (int i = 0; i < 1000 && waiting() == 0; i++) {
+    for (int i = 0; i < 1000 && d_waiting_fetches(&D) == 0; i++) {
         struct timespec t = {0, 10 * 1000000L};
         nanosleep(&t, NULL);
     }
-    cr_assert_eq(waiting(), 1);
+    cr_assert_eq(d_waiting_fetches(&D), 1);
     w_free(w_submit(c, "work", "p", NULL));
     Berth__V1__Response *f = w_fetch(c, "w", "work", 1, 60000, 0);
     cr_assert_eq(f->fetch->n_tasks, 1);
-    Berth__V1__CompleteRequest cr = BERTH__V1__COMPLETE_REQUEST__INIT, *cs[] = {&cr};
-    cr.task_id = f->fetch->tasks[0]->id;
-    cr.worker_id = "w";
-    cr.lock_token = f->fetch->tasks[0]->lock_token;
-    char *topics[] = {"quiet"};
-    Berth__V1__FetchRequest fr = BERTH__V1__FETCH_REQUEST__INIT;
-    fr.worker_id = "w";
-    fr.topics = topics;
-    fr.n_topics = 1;
-    fr.has_wait_ms = 1;
-    fr.wait_ms = 2000; /* would wait: refused, the holder has the one wait */
-    fr.completes = cs;
-    fr.n_completes = 1;
-    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
-    req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
-    req.fetch = &fr;
-    Berth__V1__Response *r = w_call(c, &req, 0);
+    const char *id = f->fetch->tasks[0]->id, *token = f->fetch->tasks[0]->lock_token;
+    /* It would wait: refused, the holder has the one wait. */
+    Berth__V1__Response *r = w_fetch_completing(c, "w", "quiet", 2000, &id, &token, 1);
     w_expect_code(r, BERTH__V1__CODE__RESOURCE_EXHAUSTED);
     cr_assert_not_null(r->fetch, "the refusal still carries the completions' statuses");
     cr_assert_eq(r->fetch->n_complete_statuses, 1);

@@ -292,28 +292,10 @@ DTest(wire, a_fetch_carries_completions_and_answers_their_statuses)
     char *a = submit_id("fu", "1"), *b = submit_id("fu", "2");
     Berth__V1__Response *f = w_fetch(C, "w", "fu", 1, 0, 0);
     cr_assert_eq(f->fetch->n_tasks, 1);
-    Berth__V1__CompleteRequest items[2] = {BERTH__V1__COMPLETE_REQUEST__INIT,
-                                           BERTH__V1__COMPLETE_REQUEST__INIT};
-    Berth__V1__CompleteRequest *ip[2] = {&items[0], &items[1]};
-    items[0].task_id = f->fetch->tasks[0]->id;
-    items[0].worker_id = "w";
-    items[0].lock_token = f->fetch->tasks[0]->lock_token;
-    items[1].task_id = "ffffffffffffffffffffffffffffffff";
-    items[1].worker_id = "w";
-    items[1].lock_token = f->fetch->tasks[0]->lock_token;
-    char *topics[] = {"fu"};
-    Berth__V1__FetchRequest fr = BERTH__V1__FETCH_REQUEST__INIT;
-    fr.worker_id = "w";
-    fr.topics = topics;
-    fr.n_topics = 1;
-    fr.has_wait_ms = 1;
-    fr.wait_ms = 0;
-    fr.completes = ip;
-    fr.n_completes = 2;
-    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
-    req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
-    req.fetch = &fr;
-    Berth__V1__Response *r = w_call(C, &req, 0);
+    const char *token = f->fetch->tasks[0]->lock_token;
+    const char *ids[] = {f->fetch->tasks[0]->id, "ffffffffffffffffffffffffffffffff"};
+    const char *tokens[] = {token, token};
+    Berth__V1__Response *r = w_fetch_completing(C, "w", "fu", 0, ids, tokens, 2);
     w_expect_code(r, BERTH__V1__CODE__OK);
     cr_assert_eq(r->fetch->n_complete_statuses, 2);
     cr_assert_eq(r->fetch->complete_statuses[0]->code, BERTH__V1__CODE__OK);
@@ -323,12 +305,10 @@ DTest(wire, a_fetch_carries_completions_and_answers_their_statuses)
     w_free(r);
 
     /* Over --batch-max (1000) completions: refused, naming them. */
-    Berth__V1__CompleteRequest **many = calloc(1001, sizeof(*many));
+    const char **many = calloc(1001, sizeof(*many));
     for (size_t i = 0; i < 1001; i++)
-        many[i] = &items[0];
-    fr.completes = many;
-    fr.n_completes = 1001;
-    r = w_call(C, &req, 0);
+        many[i] = ids[0];
+    r = w_fetch_completing(C, "w", "fu", 0, many, many, 1001);
     w_expect_code(r, BERTH__V1__CODE__INVALID_ARGUMENT);
     cr_assert_str_eq(r->status->field, "completes");
     cr_assert_eq(r->status->limit, 1000);

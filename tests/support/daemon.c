@@ -249,10 +249,22 @@ static Berth__V1__Response *call_or_null(bc *c, Berth__V1__Request *req, int tim
 typedef Berth__V1__Response *(*call_fn)(bc *c, Berth__V1__Request *req, int timeout_ms);
 
 static Berth__V1__Response *fetch_with(call_fn call, bc *c, const char *worker, const char *topic,
-                                       uint32_t max, uint64_t lock_ms, long wait_ms)
+                                       uint32_t max, uint64_t lock_ms, long wait_ms,
+                                       const char *const *ids, const char *const *tokens, size_t n)
 {
     char *topics[] = {(char *)topic};
+    Berth__V1__CompleteRequest *items = n ? calloc(n, sizeof(*items)) : NULL;
+    Berth__V1__CompleteRequest **ip = n ? calloc(n, sizeof(*ip)) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        berth__v1__complete_request__init(&items[i]);
+        items[i].task_id = (char *)ids[i];
+        items[i].worker_id = (char *)worker;
+        items[i].lock_token = (char *)tokens[i];
+        ip[i] = &items[i];
+    }
     Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
+    f.completes = ip;
+    f.n_completes = n;
     f.worker_id = (char *)worker;
     f.n_topics = 1;
     f.topics = topics;
@@ -265,19 +277,52 @@ static Berth__V1__Response *fetch_with(call_fn call, bc *c, const char *worker, 
     Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
     req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
     req.fetch = &f;
-    return call(c, &req, wait_ms > 0 ? (int)wait_ms + 15000 : 45000);
+    Berth__V1__Response *r = call(c, &req, wait_ms > 0 ? (int)wait_ms + 15000 : 45000);
+    free(items);
+    free(ip);
+    return r;
 }
 
 Berth__V1__Response *w_fetch(bc *c, const char *worker, const char *topic, uint32_t max,
                              uint64_t lock_ms, long wait_ms)
 {
-    return fetch_with(w_call, c, worker, topic, max, lock_ms, wait_ms);
+    return fetch_with(w_call, c, worker, topic, max, lock_ms, wait_ms, NULL, NULL, 0);
 }
 
 Berth__V1__Response *w_fetch_or_null(bc *c, const char *worker, const char *topic, uint32_t max,
                                      uint64_t lock_ms, long wait_ms)
 {
-    return fetch_with(call_or_null, c, worker, topic, max, lock_ms, wait_ms);
+    return fetch_with(call_or_null, c, worker, topic, max, lock_ms, wait_ms, NULL, NULL, 0);
+}
+
+Berth__V1__Response *w_fetch_completing(bc *c, const char *worker, const char *topic, long wait_ms,
+                                        const char *const *ids, const char *const *tokens, size_t n)
+{
+    return fetch_with(w_call, c, worker, topic, 0, 0, wait_ms, ids, tokens, n);
+}
+
+Berth__V1__Response *w_fetch_completing_or_null(bc *c, const char *worker, const char *topic,
+                                                long wait_ms, const char *const *ids,
+                                                const char *const *tokens, size_t n)
+{
+    return fetch_with(call_or_null, c, worker, topic, 0, 0, wait_ms, ids, tokens, n);
+}
+
+uint64_t d_waiting_fetches(const daemon_proc *d)
+{
+    bc *a;
+    char err[256];
+    cr_assert_eq(bc_open(d->admin, &a, err, sizeof(err)), BC_OK, "%s", err);
+    Berth__V1__StatsRequest s = BERTH__V1__STATS_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_STATS;
+    req.stats = &s;
+    Berth__V1__AdminResponse *r = NULL;
+    cr_assert_eq(bc_admin_call(a, &req, NULL, 0, 10000, &r), BC_OK);
+    uint64_t n = r->stats ? r->stats->waiting_fetches : 0;
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    bc_close(a);
+    return n;
 }
 
 static Berth__V1__Response *guarded_with(call_fn call, bc *c, Berth__V1__Request__MethodCase m,

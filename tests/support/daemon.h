@@ -69,6 +69,17 @@ Berth__V1__Response *w_fetch_or_null(bc *c, const char *worker, const char *topi
                                      uint64_t lock_ms, long wait_ms);
 Berth__V1__Response *w_guarded_or_null(bc *c, Berth__V1__Request__MethodCase m, const char *id,
                                        const char *worker, const char *token);
+/* A fetch of topic (max and lock: the defaults) that first completes
+ * the n tasks ids[i] that worker holds with tokens[i]; wait_ms -1:
+ * omitted. The _or_null one returns NULL when the transport fails. */
+Berth__V1__Response *w_fetch_completing(bc *c, const char *worker, const char *topic, long wait_ms,
+                                        const char *const *ids, const char *const *tokens,
+                                        size_t n);
+Berth__V1__Response *w_fetch_completing_or_null(bc *c, const char *worker, const char *topic,
+                                                long wait_ms, const char *const *ids,
+                                                const char *const *tokens, size_t n);
+/* Fetches and awaits waiting in berthd now (admin stats, no key). */
+uint64_t d_waiting_fetches(const daemon_proc *d);
 /* Completes task t (held by worker) with a result of len bytes. */
 Berth__V1__Response *w_answer(bc *c, const Berth__V1__Task *t, const char *worker,
                               const void *result, size_t len);
