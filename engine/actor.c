@@ -571,14 +571,6 @@ static int actor_init(engine *e)
     return BERTH_OK;
 }
 
-/* For timing the recovery (the engine's clock is the wall's, maybe manual). */
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -619,11 +611,11 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
         return BERTH_ENOMEM;
     }
     store_options so = options_for_store(e);
-    uint64_t t0 = mono_ms();
+    uint64_t t0 = engine_monotonic_ms();
     rv = store_open(e->o.data_dir, &so, &e->store, err, errlen);
     if (rv == BERTH_OK)
         rv = store_batch_alloc(e->store, &e->batch);
-    uint64_t t1 = mono_ms();
+    uint64_t t1 = engine_monotonic_ms();
     if (rv == BERTH_OK)
         rv = recover_load(e, err, errlen);
     if (rv == BERTH_OK)
@@ -633,7 +625,7 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
         return rv;
     }
     e->recovery = (engine_recovery){.store_ms = t1 - t0,
-                                    .rebuild_ms = mono_ms() - t1,
+                                    .rebuild_ms = engine_monotonic_ms() - t1,
                                     .tasks = e->tasks.n,
                                     .deliveries = e->deliveries.n,
                                     .instances = e->instances.n};

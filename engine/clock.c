@@ -40,3 +40,10 @@ engine_clock engine_manual_clock_get(engine_manual_clock *m)
 {
     return (engine_clock){.now_ms = manual_now, .ctx = m, .manual = true};
 }
+
+uint64_t engine_monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}

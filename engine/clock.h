@@ -23,6 +23,9 @@ typedef struct engine_clock {
 } engine_clock;
 
 engine_clock engine_clock_system(void);
+/* CLOCK_MONOTONIC in ms: for measuring how long something took, never for
+ * the engine's time (which is the clock above). */
+uint64_t engine_monotonic_ms(void);
 
 typedef struct engine_manual_clock {
     _Atomic uint64_t now_ms;

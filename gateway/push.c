@@ -64,13 +64,6 @@ struct gw_push {
     size_t n_flights;
 };
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 int gw_push_open(const gw_push_options *o, gw_push **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -316,7 +309,7 @@ static void flight_cb(void *arg)
          * seen here. */
         pthread_mutex_lock(&f->p->mu);
         bool stopping = f->p->stopping;
-        uint64_t now = mono_ms();
+        uint64_t now = engine_monotonic_ms();
         if (!stopping && now < f->deadline_ms) {
             f->receiving = true;
             nng_aio_set_timeout(f->aio, (nng_duration)(f->deadline_ms - now));
@@ -381,7 +374,7 @@ int gw_push_send(void *ctx, engine *e, const engine_push_delivery *d)
     f->req.op = ENGINE_OP_PUSH_ACK;
     f->req.u.push_ack.id = f->id;
     f->req.u.push_ack.flight = d->flight;
-    f->deadline_ms = mono_ms() + p->o.timeout_ms;
+    f->deadline_ms = engine_monotonic_ms() + p->o.timeout_ms;
     nng_msg *msg = encode(d);
     if (msg == NULL || nng_aio_alloc(&f->aio, flight_cb, f) != 0) {
         nng_msg_free(msg);

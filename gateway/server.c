@@ -77,13 +77,6 @@ struct gw_server {
 
 static void ctx_cb(void *arg);
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ---- the pipe table (with pmu held) ---- */
 
 static size_t pt_slot(const gw_server *s, uint32_t id)
@@ -107,7 +100,7 @@ static void pt_add(gw_server *s, uint32_t id)
     if (s->pt == NULL || id == 0)
         return;
     pipe_rec *r = &s->pt[pt_slot(s, id)];
-    *r = (pipe_rec){.id = id, .last_ms = mono_ms()};
+    *r = (pipe_rec){.id = id, .last_ms = engine_monotonic_ms()};
 }
 
 /* Deletion by backward shift: no tombstones. */
@@ -137,7 +130,7 @@ static void pipe_activity(gw_server *s, uint32_t id, int delta)
     pthread_mutex_lock(&s->pmu);
     pipe_rec *r = pt_find(s, id);
     if (r != NULL) {
-        r->last_ms = mono_ms();
+        r->last_ms = engine_monotonic_ms();
         if (delta > 0)
             r->inflight++;
         else if (r->inflight > 0)
@@ -156,7 +149,7 @@ static void reap_cb(void *arg)
         return;
     uint32_t idle[64];
     size_t n = 0;
-    uint64_t now = mono_ms();
+    uint64_t now = engine_monotonic_ms();
     pthread_mutex_lock(&s->pmu);
     for (size_t i = 0; i < s->pt_cap && n < 64; i++) {
         const pipe_rec *r = &s->pt[i];

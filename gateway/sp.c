@@ -121,13 +121,6 @@ struct gw_sp {
 
 /* ---- connections ---- */
 
-static uint64_t mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
-
 static void deadline_unlink(sp_deadlines *l, sp_deadline *d)
 {
     if (d->at_ms == 0)
@@ -589,7 +582,7 @@ static bool conn_frames(sp_conn *c)
     if (off > 0 || c->in_len == 0 || c->paused)
         deadline_unlink(&c->s->frames, &c->frame);
     if (ok && c->in_len > 0 && !c->paused && c->frame.at_ms == 0 && c->s->frame_ms > 0)
-        deadline_set(&c->s->frames, &c->frame, mono_ms() + c->s->frame_ms);
+        deadline_set(&c->s->frames, &c->frame, engine_monotonic_ms() + c->s->frame_ms);
     if (c->in_len == 0 && c->in_cap > SP_IN_KEEP) { /* after a big frame */
         free(c->in);
         c->in = NULL;
@@ -631,7 +624,7 @@ static void conn_readable(sp_conn *c, bool hup)
             return;
         deadline_unlink(&c->s->hello, &c->hello_by);
     }
-    uint64_t now = mono_ms();
+    uint64_t now = engine_monotonic_ms();
     if (c->s->idle_ms > 0)
         deadline_set(&c->s->idle, &c->idle, now + c->s->idle_ms);
     /* A bounded number of reads: epoll (level-triggered) brings the
@@ -782,7 +775,7 @@ static void accept_all(gw_sp *s)
             s->conns->prev = c;
         s->conns = c;
         c->hello_by.c = c->frame.c = c->idle.c = c;
-        deadline_set(&s->hello, &c->hello_by, mono_ms() + SP_HELLO_MS);
+        deadline_set(&s->hello, &c->hello_by, engine_monotonic_ms() + SP_HELLO_MS);
     }
 }
 
@@ -792,7 +785,7 @@ static void accept_all(gw_sp *s)
  * deadline (-1: none). */
 static int deadlines_expire(gw_sp *s)
 {
-    uint64_t now = mono_ms();
+    uint64_t now = engine_monotonic_ms();
     while (s->hello.head != NULL && s->hello.head->at_ms <= now)
         conn_close(s->hello.head->c);
     while (s->frames.head != NULL && s->frames.head->at_ms <= now)

@@ -6,19 +6,23 @@
 #include <string.h>
 #include <time.h>
 
-/* A completion held for the next fetch, its bytes owned. */
+/* A completion held for the next fetch, its bytes owned, with room for
+ * the request that carries it. */
 typedef struct held {
     char id[40], token[40];
     bool has_result;
     uint8_t *result;
     size_t result_len;
     char *content_type;
+    Berth__V1__CompleteRequest req;
+    Berth__V1__Result res;
 } held;
 
 typedef struct loop {
     bc *c;
     const bc_worker *w;
     held *v;
+    Berth__V1__CompleteRequest **ip; /* the held ones' requests, as a message lists them */
     size_t n, cap;
 } loop;
 
@@ -75,9 +79,12 @@ static bool hold(loop *l, const Berth__V1__Task *t, const bc_work *out)
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
         held *v = realloc(l->v, cap * sizeof(*v));
-        if (v == NULL)
+        if (v != NULL)
+            l->v = v;
+        Berth__V1__CompleteRequest **ip = v ? realloc(l->ip, cap * sizeof(*ip)) : NULL;
+        if (ip == NULL)
             return false;
-        l->v = v;
+        l->ip = ip;
         l->cap = cap;
     }
     held *h = &l->v[l->n];
@@ -101,25 +108,25 @@ static bool hold(loop *l, const Berth__V1__Task *t, const bc_work *out)
     return true;
 }
 
-/* The held completions as CompleteRequests (storage from the caller). */
-static void requests(const loop *l, Berth__V1__CompleteRequest *items,
-                     Berth__V1__CompleteRequest **ip, Berth__V1__Result *res)
+/* The held completions as CompleteRequests, in l->ip (built in place:
+ * the held array may have moved since the last time). */
+static void requests(loop *l)
 {
     for (size_t i = 0; i < l->n; i++) {
-        const held *h = &l->v[i];
-        berth__v1__complete_request__init(&items[i]);
-        items[i].task_id = (char *)h->id;
-        items[i].worker_id = (char *)l->w->worker_id;
-        items[i].lock_token = (char *)h->token;
+        held *h = &l->v[i];
+        berth__v1__complete_request__init(&h->req);
+        h->req.task_id = h->id;
+        h->req.worker_id = (char *)l->w->worker_id;
+        h->req.lock_token = h->token;
         if (h->has_result) {
-            berth__v1__result__init(&res[i]);
-            res[i].has_payload = 1;
-            res[i].payload.data = h->result;
-            res[i].payload.len = h->result_len;
-            res[i].content_type = h->content_type;
-            items[i].result = &res[i];
+            berth__v1__result__init(&h->res);
+            h->res.has_payload = 1;
+            h->res.payload.data = h->result;
+            h->res.payload.len = h->result_len;
+            h->res.content_type = h->content_type;
+            h->req.result = &h->res;
         }
-        ip[i] = &items[i];
+        l->ip[i] = &h->req;
     }
 }
 
@@ -128,21 +135,15 @@ static void flush(loop *l)
 {
     if (l->n == 0)
         return;
-    Berth__V1__CompleteRequest *items = calloc(l->n, sizeof(*items));
-    Berth__V1__CompleteRequest **ip = calloc(l->n, sizeof(*ip));
-    Berth__V1__Result *res = calloc(l->n, sizeof(*res));
+    requests(l);
+    Berth__V1__CompleteBatchRequest cb = BERTH__V1__COMPLETE_BATCH_REQUEST__INIT;
+    cb.items = l->ip;
+    cb.n_items = l->n;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE_BATCH;
+    req.complete_batch = &cb;
     Berth__V1__Response *r = NULL;
-    int rv = BC_ENOMEM;
-    if (items != NULL && ip != NULL && res != NULL) {
-        requests(l, items, ip, res);
-        Berth__V1__CompleteBatchRequest cb = BERTH__V1__COMPLETE_BATCH_REQUEST__INIT;
-        cb.items = ip;
-        cb.n_items = l->n;
-        Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
-        req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE_BATCH;
-        req.complete_batch = &cb;
-        rv = bc_call(l->c, &req, timeout_of(l->w), &r);
-    }
+    int rv = bc_call(l->c, &req, timeout_of(l->w), &r);
     if (rv != BC_OK || r->status == NULL) {
         tell_all(l, NULL);
     } else if (r->status->code != BERTH__V1__CODE__OK || r->complete_batch == NULL) {
@@ -155,9 +156,6 @@ static void flush(loop *l)
     }
     if (r != NULL)
         berth__v1__response__free_unpacked(r, NULL);
-    free(items);
-    free(ip);
-    free(res);
 }
 
 /* A failure or a refusal, sent at once. */
@@ -199,17 +197,7 @@ static int fetch_once(loop *l)
     if (w->separate)
         flush(l);
     size_t n = l->n;
-    Berth__V1__CompleteRequest *items = n ? calloc(n, sizeof(*items)) : NULL;
-    Berth__V1__CompleteRequest **ip = n ? calloc(n, sizeof(*ip)) : NULL;
-    Berth__V1__Result *res = n ? calloc(n, sizeof(*res)) : NULL;
-    if (n > 0 && (items == NULL || ip == NULL || res == NULL)) {
-        free(items);
-        free(ip);
-        free(res);
-        flush(l); /* (fewer bytes to hold: try the batch on its own) */
-        return 1;
-    }
-    requests(l, items, ip, res);
+    requests(l);
     Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
     f.worker_id = (char *)w->worker_id;
     f.topics = (char **)w->topics;
@@ -222,7 +210,7 @@ static int fetch_once(loop *l)
      * back at once, and the next fetch, carrying none, long-polls. */
     f.has_wait_ms = n > 0 || w->wait_ms > 0;
     f.wait_ms = n > 0 ? 0 : w->wait_ms;
-    f.completes = ip;
+    f.completes = l->ip;
     f.n_completes = n;
     Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
     req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
@@ -232,9 +220,6 @@ static int fetch_once(loop *l)
     int rv = bc_call(l->c, &req, timeout_of(w), &r);
     if (w->on_fetch != NULL)
         w->on_fetch(w->ctx, now_ns() - t0);
-    free(items);
-    free(ip);
-    free(res);
     int go_on = 1;
     if (rv != BC_OK || r->status == NULL) {
         tell_all(l, NULL); /* applied or not: their locks settle it */
@@ -294,5 +279,6 @@ int bc_worker_run(bc *c, const bc_worker *w)
     }
     flush(&l);
     free(l.v);
+    free(l.ip);
     return rv;
 }
