@@ -514,8 +514,8 @@ static void engine_free(engine *e)
         free(tp);
     }
     table_fini(&e->topics);
-    table_fini(&e->tasks);
-    table_fini(&e->deliveries);
+    idtab_fini(&e->tasks);
+    idtab_fini(&e->deliveries);
     table_fini(&e->routes);
     VEC_FREE(&e->deps);
     table_fini(&e->t.keys);
@@ -602,10 +602,10 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     atomic_init(&e->fp_park, 0);
     atomic_init(&e->fetch_inflight, 0);
     atomic_init(&e->fetch_blocked, false);
-    if (e->o.data_dir == NULL || table_init(&e->tasks) || table_init(&e->deliveries) ||
-        table_init(&e->topics) || table_init(&e->routes) || table_init(&e->t.keys) ||
-        table_init(&e->owners) || table_init(&e->instances) || table_init(&e->tcounters) ||
-        actor_init(e)) {
+    if (e->o.data_dir == NULL || idtab_init(&e->tasks, offsetof(task, id)) ||
+        idtab_init(&e->deliveries, offsetof(delivery, id)) || table_init(&e->topics) ||
+        table_init(&e->routes) || table_init(&e->t.keys) || table_init(&e->owners) ||
+        table_init(&e->instances) || table_init(&e->tcounters) || actor_init(e)) {
         snprintf(err, errlen, "out of memory");
         engine_free(e);
         return BERTH_ENOMEM;

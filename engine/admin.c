@@ -303,7 +303,7 @@ int admin_stats(engine *e, pending *p)
     uint64_t now = e->t.now_ms;
     size_t i = 0;
     task *t;
-    while ((t = table_next(&e->tasks, &i)) != NULL) {
+    while ((t = idtab_next(&e->tasks, &i)) != NULL) {
         s->tasks++;
         engine_topic_stats *ts = &r->topic_stats[t->topic->stats_slot];
         switch (state_task_state(t, now)) {

@@ -216,7 +216,7 @@ static int tell_poisoned(engine *e)
     size_t n = e->calls_poisoned.n;
     e->calls_poisoned.n = 0;
     for (size_t k = 0; k < n; k++) {
-        const delivery *d = table_get(&e->deliveries, e->calls_poisoned.v[k].b, BERTH_ID_LEN);
+        const delivery *d = idtab_get(&e->deliveries, e->calls_poisoned.v[k].b);
         instance *i = d && d->poisoned ? instance_find(e, d->instance_id) : NULL;
         int rv = i ? instance_poisoned(e, i, d) : BERTH_OK;
         if (rv != BERTH_OK)

@@ -28,6 +28,7 @@
 #include "engine/engine.h"
 #include "engine/heap.h"
 #include "engine/hist.h"
+#include "engine/idtab.h"
 #include "engine/table.h"
 #include "engine/mem.h"
 #include "store/keys.h"
@@ -335,8 +336,8 @@ struct engine {
     struct committer *commit; /* the commit thread (commit.c) */
 
     /* state: engine thread only */
-    table tasks;      /* id → task */
-    table deliveries; /* id → delivery */
+    idtab tasks;      /* id → task */
+    idtab deliveries; /* id → delivery */
     table topics;     /* name → topic */
     /* Deployments (deploy.c): every version known, by number (the
      * implicit one apart), the routes of the channel names that a

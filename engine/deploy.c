@@ -681,14 +681,14 @@ void deploy_check(engine *e)
         uint64_t nd = 0, np = 0, nt = 0, nterm = 0, nb = 0;
         size_t k = 0;
         const delivery *dv;
-        while ((dv = table_next(&e->deliveries, &k)) != NULL)
+        while ((dv = idtab_next(&e->deliveries, &k)) != NULL)
             if (state_dep(e, dv->chan) == d) {
                 nd++;
                 np += dv->poisoned;
             }
         k = 0;
         const task *t;
-        while ((t = table_next(&e->tasks, &k)) != NULL)
+        while ((t = idtab_next(&e->tasks, &k)) != NULL)
             if (state_dep(e, t->chan) == d) {
                 nt++;
                 nterm += t->terminal;
@@ -712,7 +712,7 @@ void deploy_check(engine *e)
                 continue;
             uint64_t flying = 0, waiting = 0, listed = 0;
             k = 0;
-            while ((dv = table_next(&e->deliveries, &k)) != NULL)
+            while ((dv = idtab_next(&e->deliveries, &k)) != NULL)
                 if (dv->chan == &d->chans[c]) {
                     flying += dv->inflight;
                     waiting += dv->waiting;

@@ -242,10 +242,10 @@ void instance_withdraw(engine *e, instance *i, const task *except)
 {
     if (!i->has_current)
         return;
-    delivery *d = table_get(&e->deliveries, i->current, BERTH_ID_LEN);
+    delivery *d = idtab_get(&e->deliveries, i->current);
     if (d != NULL && !d->poisoned)
         state_delivery_delete(e, d);
-    task *t = table_get(&e->tasks, i->current, BERTH_ID_LEN);
+    task *t = idtab_get(&e->tasks, i->current);
     if (t != NULL && t != except && !(t->has_lock && t->lock_expires_at_ms > e->t.now_ms))
         state_task_delete(e, t);
 }

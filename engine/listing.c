@@ -155,7 +155,7 @@ int listing_seek(engine *e, const char *after, size_t *pos)
         uint8_t id[BERTH_ID_LEN];
         task *t;
         if (berth_id_parse(after, id) != BERTH_OK ||
-            (t = table_get(&e->tasks, id, BERTH_ID_LEN)) == NULL)
+            (t = idtab_get(&e->tasks, id)) == NULL)
             return BERTH_EINVAL;
         seq = t->seq;
     }

@@ -75,7 +75,7 @@ static int load_task_body(load_ctx *c, uint64_t seq, const void *v, size_t vl)
     t->chan = deploy_channel_of(e, b.deployment, b.topic);
     store_body_clear(&b);
     if (state_task_keep_body(e, t, NULL, v, vl) != BERTH_OK ||
-        table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK) {
+        idtab_put(&e->tasks, t) != BERTH_OK) {
         state_task_free(e, t);
         return BERTH_ENOMEM;
     }
@@ -141,7 +141,7 @@ static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t v
     d->due.at = state_delivery_due(d);
     d->due.seq = seq;
     store_body_clear(&b);
-    if (table_put(&e->deliveries, d->id, BERTH_ID_LEN, d) != BERTH_OK) {
+    if (idtab_put(&e->deliveries, d) != BERTH_OK) {
         state_delivery_free(d);
         return BERTH_ENOMEM;
     }
@@ -235,7 +235,7 @@ static int index_all(engine *e)
     }
     i = 0;
     delivery *d;
-    while ((d = table_next(&e->deliveries, &i)) != NULL) {
+    while ((d = idtab_next(&e->deliveries, &i)) != NULL) {
         deployment *dep = state_dep(e, d->chan);
         dep->n_deliveries++;
         if (d->poisoned) {
@@ -400,15 +400,15 @@ void recover_clear(engine *e)
     heap_fini(&e->outbox);
     i = 0;
     task *t;
-    while ((t = table_next(&e->tasks, &i)) != NULL)
+    while ((t = idtab_next(&e->tasks, &i)) != NULL)
         state_task_free(e, t);
-    table_clear(&e->tasks);
+    idtab_clear(&e->tasks);
     listing_clear(e);
     i = 0;
     delivery *d;
-    while ((d = table_next(&e->deliveries, &i)) != NULL)
+    while ((d = idtab_next(&e->deliveries, &i)) != NULL)
         state_delivery_free(d);
-    table_clear(&e->deliveries);
+    idtab_clear(&e->deliveries);
     e->n_poisoned = 0;
     e->t.fresh.n = 0;
     e->t.evict.n = 0;

@@ -191,10 +191,10 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
         goto oom;
     t->has_instance = d->has_instance;
     t->chan = d->chan;
-    if (table_put(&e->tasks, t->id, BERTH_ID_LEN, t) != BERTH_OK)
+    if (idtab_put(&e->tasks, t) != BERTH_OK)
         goto oom_free;
     if (state_task_index(e, t, e->t.now_ms) != BERTH_OK) {
-        table_del(&e->tasks, t->id, BERTH_ID_LEN);
+        idtab_del(&e->tasks, t->id);
         goto oom_free;
     }
     berth_id_bytes *parked = d->fresh ? NULL : VEC_ADD(&e->t.parked);
@@ -203,7 +203,7 @@ static sink_result pull_deliver(engine *e, delivery *d, const char **reason)
             e->t.parked.n--;
         state_task_unindex(t);
         state_task_gauge_drop(t);
-        table_del(&e->tasks, t->id, BERTH_ID_LEN);
+        idtab_del(&e->tasks, t->id);
         goto oom_free;
     }
     if (parked != NULL)
@@ -332,7 +332,7 @@ int relay_run(engine *e)
             state_dep(e, d->chan)->n_deliveries--;
             if (d->fresh)
                 e->t.fresh.v[d->fresh_idx] = NULL;
-            table_del(&e->deliveries, d->id, BERTH_ID_LEN);
+            idtab_del(&e->deliveries, d->id);
             state_delivery_free(d);
             break;
         case SINK_RETRY:
@@ -367,7 +367,7 @@ void relay_flush_fresh(engine *e)
 int relay_parks_failed(engine *e, const berth_id_bytes *ids, size_t n, const char *why)
 {
     for (size_t i = 0; i < n; i++) {
-        delivery *d = table_get(&e->deliveries, ids[i].b, BERTH_ID_LEN);
+        delivery *d = idtab_get(&e->deliveries, ids[i].b);
         if (d == NULL || d->poisoned)
             continue;
         heap_remove(&e->outbox, &d->due);
@@ -386,7 +386,7 @@ int relay_retry_delivery(engine *e, pending *p)
         reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "id: not a delivery id (32 hex digits)");
         return BERTH_OK;
     }
-    delivery *d = table_get(&e->deliveries, id, BERTH_ID_LEN);
+    delivery *d = idtab_get(&e->deliveries, id);
     if (d == NULL) {
         reply_status(st, ENGINE_CODE_NOT_FOUND, "no delivery %s in the outbox",
                      p->req.u.retry_delivery.id);
@@ -502,7 +502,7 @@ int relay_push_ack(engine *e, pending *p)
         reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "id: not a delivery id (32 hex digits)");
         return BERTH_OK;
     }
-    delivery *d = table_get(&e->deliveries, id, BERTH_ID_LEN);
+    delivery *d = idtab_get(&e->deliveries, id);
     if (d == NULL || !d->inflight || d->flight != a->flight)
         return BERTH_OK; /* the answer to a send that has ended: ignored */
     heap_remove(&e->outbox, &d->due);

@@ -335,7 +335,7 @@ void state_task_delete(engine *e, task *t)
     state_task_gauge_drop(t);
     listing_drop(e, t);
     topic *tp = t->topic;
-    table_del(&e->tasks, t->id, BERTH_ID_LEN);
+    idtab_del(&e->tasks, t->id);
     state_task_free(e, t);
     state_topic_maybe_idle(e, tp);
 }
@@ -363,7 +363,7 @@ int state_task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, 
 void state_task_evict_bodies(engine *e)
 {
     for (size_t i = 0; i < e->t.evict.n; i++) {
-        task *t = table_get(&e->tasks, e->t.evict.v[i].b, BERTH_ID_LEN);
+        task *t = idtab_get(&e->tasks, e->t.evict.v[i].b);
         if (t != NULL && t->body != NULL) {
             e->body_cache_used -= t->body_bytes;
             free(t->body);
@@ -450,7 +450,7 @@ task *state_task_find(engine *e, const char *id_str, const char *field, engine_s
         snprintf(st->field, sizeof(st->field), "%s", field);
         return NULL;
     }
-    task *t = table_get(&e->tasks, id, BERTH_ID_LEN);
+    task *t = idtab_get(&e->tasks, id);
     if (t == NULL) {
         reply_status(st, ENGINE_CODE_NOT_FOUND, "no task %s", id_str);
         st->verdict = ENGINE_VERDICT_NOT_FOUND;
@@ -463,8 +463,8 @@ static void new_delivery_id(engine *e, uint8_t id[BERTH_ID_LEN])
 {
     do
         state_random(e, id, BERTH_ID_LEN);
-    while (table_get(&e->deliveries, id, BERTH_ID_LEN) != NULL ||
-           table_get(&e->tasks, id, BERTH_ID_LEN) != NULL);
+    while (idtab_get(&e->deliveries, id) != NULL ||
+           idtab_get(&e->tasks, id) != NULL);
 }
 
 int state_delivery_new(engine *e, topic *tp, const channel *chan, store_body *b, delivery **out)
@@ -494,7 +494,7 @@ int state_delivery_new(engine *e, topic *tp, const channel *chan, store_body *b,
         goto fail;
     d->body_len = e->buf.len;
     d->fresh = true;
-    if (table_put(&e->deliveries, d->id, BERTH_ID_LEN, d) != BERTH_OK)
+    if (idtab_put(&e->deliveries, d) != BERTH_OK)
         goto fail;
     if (heap_push(&e->outbox, &d->due) != BERTH_OK)
         goto unlist;
@@ -510,7 +510,7 @@ int state_delivery_new(engine *e, topic *tp, const channel *chan, store_body *b,
 unqueue:
     heap_remove(&e->outbox, &d->due);
 unlist:
-    table_del(&e->deliveries, d->id, BERTH_ID_LEN);
+    idtab_del(&e->deliveries, d->id);
 fail:
     state_delivery_free(d);
     state_topic_maybe_idle(e, tp);
@@ -546,7 +546,7 @@ void state_delivery_delete(engine *e, delivery *d)
         heap_remove(&e->outbox, &d->due);
     }
     topic *tp = d->topic;
-    table_del(&e->deliveries, d->id, BERTH_ID_LEN);
+    idtab_del(&e->deliveries, d->id);
     state_delivery_free(d);
     state_topic_maybe_idle(e, tp);
 }
@@ -647,7 +647,7 @@ void state_check(engine *e)
     size_t i = 0;
     task *t;
     uint64_t n_unfetched = 0; /* tasks never fetched in a later order */
-    while ((t = table_next(&e->tasks, &i)) != NULL) {
+    while ((t = idtab_next(&e->tasks, &i)) != NULL) {
         assert(t->topic != NULL);
         assert(t->terminal == !heap_has(&t->ready));
         if (heap_has(&t->ready)) {
@@ -681,7 +681,7 @@ void state_check(engine *e)
     i = 0;
     delivery *d;
     uint64_t n_poisoned = 0;
-    while ((d = table_next(&e->deliveries, &i)) != NULL) {
+    while ((d = idtab_next(&e->deliveries, &i)) != NULL) {
         assert((d->poisoned || d->waiting) == !heap_has(&d->due));
         assert(!(d->poisoned && (d->waiting || d->inflight)) && !(d->waiting && d->inflight));
         assert(!(d->waiting || d->inflight) || (d->chan != NULL && d->chan->lane != NULL));

@@ -1,4 +1,5 @@
-/* The engine's indexes: the ordered heap and the hash table. */
+/* The engine's indexes: the ordered heap, the hash table and the id map. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -6,6 +7,7 @@
 #include <sodium.h>
 
 #include "engine/heap.h"
+#include "engine/idtab.h"
 #include "engine/table.h"
 #include "store/err.h"
 
@@ -170,4 +172,94 @@ Test(table, string_keys_of_different_lengths_do_not_collide)
     cr_assert_eq(table_get(&t, "ab", 2), &b, "put replaces");
     cr_assert_eq(t.n, 2);
     table_fini(&t);
+}
+
+/* No entry sits past a hole in its probe run: every slot from its home to
+ * it is taken (else a lookup would stop short of it). */
+static void check_runs(const idtab *t)
+{
+    for (size_t i = 0; i < t->cap; i++) {
+        if (t->h[i] == 0)
+            continue;
+        size_t home = (size_t)(((uint64_t)t->h[i] << 32) >> t->shift);
+        for (size_t k = home; k != i; k = (k + 1) & (t->cap - 1))
+            cr_assert_neq(t->h[k], 0, "slot %zu: a hole at %zu before it", i, k);
+    }
+}
+
+/* Random puts and deletes against a model, with ids that are not random
+ * (counters, one byte apart) as well as random ones, through many grows. */
+Test(idtab, follows_a_model_through_puts_deletes_and_grows)
+{
+    cr_assert_geq(sodium_init(), 0);
+    enum { N = 6000, STEPS = 40000 };
+    static item it[N];
+    for (int i = 0; i < N; i++) {
+        /* Distinct by construction: the first byte names the kind. */
+        memset(it[i].key, 0, 16);
+        int k = i / 3;
+        if (i % 3 == 0) {
+            randombytes_buf(it[i].key, 16);
+            it[i].key[0] = 0;
+        } else if (i % 3 == 1) {
+            it[i].key[0] = 1;
+            memcpy(it[i].key + 8, &k, sizeof(k)); /* a counter in the second half */
+        } else {
+            it[i].key[0] = 2; /* one byte set, its place and value from k */
+            it[i].key[2 + k % 12] = (uint8_t)(1 + (k / 12) % 250);
+            it[i].key[15] = (uint8_t)(k / 12 / 250);
+        }
+        it[i].in = false;
+    }
+    idtab t;
+    cr_assert_eq(idtab_init(&t, offsetof(item, key)), BERTH_OK);
+    size_t n = 0;
+    for (int s = 0; s < STEPS; s++) {
+        item *x = &it[randombytes_uniform(N)];
+        /* Fill up at first, then hover around half. */
+        bool put = s < STEPS / 4 ? randombytes_uniform(4) != 0 : randombytes_uniform(2) == 0;
+        if (put) {
+            cr_assert_eq(idtab_put(&t, x), BERTH_OK);
+            n += !x->in;
+            x->in = true;
+        } else {
+            cr_assert_eq(idtab_del(&t, x->key), x->in ? x : NULL);
+            n -= x->in;
+            x->in = false;
+        }
+        cr_assert_eq(t.n, n);
+        cr_assert_leq(4 * t.n, 3 * t.cap, "load over 3/4");
+        if (s % 4000 == 0)
+            check_runs(&t);
+    }
+    check_runs(&t);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(idtab_get(&t, it[i].key), it[i].in ? &it[i] : NULL, "id %d", i);
+    size_t i = 0, seen = 0;
+    item *v;
+    while ((v = idtab_next(&t, &i)) != NULL) {
+        cr_assert(v->in);
+        seen++;
+    }
+    cr_assert_eq(seen, n);
+    idtab_clear(&t);
+    cr_assert_eq(t.n, 0);
+    cr_assert_null(idtab_get(&t, it[0].key));
+    idtab_fini(&t);
+}
+
+Test(idtab, put_replaces_the_object_of_an_id)
+{
+    idtab t;
+    cr_assert_eq(idtab_init(&t, offsetof(item, key)), BERTH_OK);
+    item a = {0}, b = {0};
+    memset(a.key, 7, 16);
+    memset(b.key, 7, 16);
+    cr_assert_eq(idtab_put(&t, &a), BERTH_OK);
+    cr_assert_eq(idtab_put(&t, &b), BERTH_OK);
+    cr_assert_eq(t.n, 1);
+    cr_assert_eq(idtab_get(&t, a.key), &b);
+    cr_assert_eq(idtab_del(&t, a.key), &b);
+    cr_assert_null(idtab_get(&t, a.key));
+    idtab_fini(&t);
 }
