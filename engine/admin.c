@@ -51,15 +51,16 @@ static int info_of(engine *e, task *t, engine_reply *r, engine_task_info *i, boo
     berth_id_format(t->id, i->id);
     i->topic = dup(r, t->topic->name, oom);
     i->state = state_task_state(t, e->t.now_ms);
-    i->worker_id = dup(r, t->worker_id, oom);
-    i->lock_expires_at_ms = t->lock_expires_at_ms;
+    const task_run *run = state_run(t);
+    i->worker_id = dup(r, run->worker_id, oom);
+    i->lock_expires_at_ms = run->lock_expires_at_ms;
     i->available_at_ms = t->available_at_ms;
-    i->attempt = t->claims;
-    i->retries_left = t->retries_left;
-    i->failures = t->failures;
-    i->last_error.code = dup(r, t->err_code, oom);
-    i->last_error.message = dup(r, t->err_message, oom);
-    i->last_error.details = dup(r, t->err_details, oom);
+    i->attempt = run->claims;
+    i->retries_left = state_task_retries_left(e, t);
+    i->failures = run->failures;
+    i->last_error.code = dup(r, run->err_code, oom);
+    i->last_error.message = dup(r, run->err_message, oom);
+    i->last_error.details = dup(r, run->err_details, oom);
     i->created_at_ms = t->created_at_ms;
     i->priority = t->priority;
     store_body b;
@@ -159,13 +160,18 @@ int admin_retry_terminal(engine *e, pending *p)
     if (t == NULL)
         return BERTH_OK;
     uint64_t now = e->t.now_ms;
-    uint64_t was_available = t->available_at_ms, was_expiring = t->lock_expires_at_ms;
+    task_run *run = state_task_run(e, t);
+    if (run == NULL) {
+        reply_no_memory(st); /* nothing changed */
+        return BERTH_OK;
+    }
+    uint64_t was_available = t->available_at_ms, was_expiring = run->lock_expires_at_ms;
     t->available_at_ms = now;
-    t->lock_expires_at_ms = now;
+    run->lock_expires_at_ms = now;
     t->terminal = false;
     if (state_task_index(e, t, now) != BERTH_OK) {
         t->available_at_ms = was_available;
-        t->lock_expires_at_ms = was_expiring;
+        run->lock_expires_at_ms = was_expiring;
         t->terminal = true;
         reply_no_memory(st); /* nothing changed */
         return BERTH_OK;
@@ -173,13 +179,13 @@ int admin_retry_terminal(engine *e, pending *p)
     t->topic->n_terminal--;
     deployment *dep = state_dep(e, t->chan);
     dep->n_terminal--;
-    t->retries_left = (uint32_t)retries;
+    run->retries_left = (uint32_t)retries;
     int rv = deploy_hold(e, dep);
     if (rv == BERTH_OK)
         rv = state_task_put(e, t);
     if (rv == BERTH_OK) {
         turn_doorbell(e, t->topic);
-        turn_event(e, ENGINE_EVENT_TASK_RETRIED, t->topic, t->id, NULL, t->retries_left);
+        turn_event(e, ENGINE_EVENT_TASK_RETRIED, t->topic, t->id, NULL, run->retries_left);
     }
     return rv;
 }

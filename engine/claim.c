@@ -113,19 +113,21 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
         engine_header *hs = NULL;
         char *call = NULL;
         char *wid = mem_strdup(worker_id);
+        task_run *run = NULL;
         if (wid == NULL || (nh && (hs = reply_mem(r, nh * sizeof(*hs))) == NULL) ||
-            (b->has_instance && (call = reply_mem(r, ENGINE_ID_STR + 12)) == NULL)) {
+            (b->has_instance && (call = reply_mem(r, ENGINE_ID_STR + 12)) == NULL) ||
+            (run = state_task_run(e, t)) == NULL) {
             free(wid);
             goto no_memory;
         }
 
         bytes += t->body_bytes;
-        t->has_lock = true;
-        state_random(e, t->lock_token, BERTH_ID_LEN);
-        free(t->worker_id);
-        t->worker_id = wid;
-        t->lock_expires_at_ms = now + lock_ms;
-        t->claims++;
+        run->has_lock = true;
+        state_random(e, run->lock_token, BERTH_ID_LEN);
+        free(run->worker_id);
+        run->worker_id = wid;
+        run->lock_expires_at_ms = now + lock_ms;
+        run->claims++;
         t->topic->tc->c.fetched++;
         state_task_reindex(e, t);
         if ((rv = state_task_put(e, t)) != BERTH_OK) {
@@ -151,10 +153,10 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
         et->headers = hs;
         et->n_headers = nh;
         et->content_type = b->content_type;
-        et->attempt = t->claims;
-        et->retries_left = t->retries_left;
-        berth_id_format(t->lock_token, et->lock_token);
-        et->lock_expires_at_ms = t->lock_expires_at_ms;
+        et->attempt = run->claims;
+        et->retries_left = run->retries_left;
+        berth_id_format(run->lock_token, et->lock_token);
+        et->lock_expires_at_ms = run->lock_expires_at_ms;
         et->created_at_ms = t->created_at_ms;
         et->priority = t->priority;
         et->available_at_ms = t->available_at_ms;

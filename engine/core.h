@@ -148,43 +148,52 @@ typedef struct topic {
     struct topic *idle_next;
 } topic;
 
+/* A task's place in its topic's locked or backoff heap, for the gauges
+ * (state.c): in one only while it is locked or backing off. */
+typedef struct gauge {
+    heap_node n;
+    heap *in; /* NULL: in neither */
+    struct task *t;
+} gauge;
+
+/* What only a task that has been claimed carries: its lock, its failure
+ * budget and its last error. Allocated at its first claim (or at load,
+ * from its state row) and freed with the task. A task without one was
+ * never claimed: no lock, claims and failures 0, retries_left the
+ * engine's budget, no error (state.h: state_run, state_task_run). */
+typedef struct task_run {
+    uint64_t lock_expires_at_ms; /* the lock is live while now < this */
+    uint32_t claims;             /* fetches so far */
+    uint32_t retries_left;
+    uint32_t failures;
+    bool has_lock; /* lock_token and worker_id are set */
+    uint8_t lock_token[BERTH_ID_LEN];
+    char *worker_id;                            /* owned */
+    char *err_code, *err_message, *err_details; /* last failure, owned */
+    gauge gauge;
+} task_run;
+
 typedef struct task {
     /* persisted: tasks CF, Body (immutable) and TaskState */
     uint8_t id[BERTH_ID_LEN];
     topic *topic;
-    uint64_t seq;                /* FIFO tiebreak (Body.seq) */
-    uint64_t created_at_ms;      /* submit accepted */
-    uint32_t body_bytes;         /* encoded Body size, for a fetch's byte budget */
-    uint32_t priority;           /* lower first (Body.priority) */
-    uint8_t *body;               /* the encoded Body, owned, while the body cache has room;
-                                    NULL: read it from the store */
-    bool has_instance;           /* a call's task: its completion correlates */
-    const channel *chan;         /* its channel's declaration; NULL: the implicit one */
-    uint64_t available_at_ms;    /* not fetchable before (its delay, a backoff's end) */
-    uint64_t lock_expires_at_ms; /* the lock is live while now < this */
-    bool has_lock;               /* lock_token and worker_id are set */
-    uint8_t lock_token[BERTH_ID_LEN];
-    char *worker_id; /* owned */
-    uint32_t claims; /* fetches so far */
-    uint32_t retries_left;
-    uint32_t failures;
+    uint64_t created_at_ms;   /* submit accepted */
+    uint8_t *body;            /* the encoded Body, owned, while the body cache has room;
+                                 NULL: read it from the store */
+    const channel *chan;      /* its channel's declaration; NULL: the implicit one */
+    uint64_t available_at_ms; /* not fetchable before (its delay, a backoff's end) */
+    task_run *run;            /* NULL until it is first claimed */
+    uint32_t body_bytes;      /* encoded Body size, for a fetch's byte budget */
+    uint32_t priority;        /* lower first (Body.priority) */
+    bool has_instance;        /* a call's task: its completion correlates */
     bool terminal;
-    bool later; /* (in memory only) its place is in topic->later, not ->ready */
-    char *err_code, *err_message, *err_details; /* last failure, owned */
     /* in memory only */
-    heap_node ready;     /* in topic->ready or ->later unless terminal; .at = fetchable
-                            instant (and .prio = priority in ready) */
-    size_t lpos;         /* its entry in e->listing.v */
-    struct gauge *gauge; /* while it is locked or backing off (state.c) */
+    bool later;      /* its place is in topic->later, not ->ready */
+    uint32_t lpos;   /* its entry in e->listing.v */
+    heap_node ready; /* in topic->ready or ->later unless terminal; .at = fetchable
+                        instant (and .prio = priority in ready); .seq = its sequence
+                        (Body.seq: FIFO tiebreak and row key) */
 } task;
-
-/* A task's place in its topic's locked or backoff heap: allocated only
- * while it is in one (most tasks are ready and carry a NULL). */
-typedef struct gauge {
-    heap_node n;
-    heap *in;
-    task *t;
-} gauge;
 
 typedef struct delivery {
     /* persisted: outbox CF, Body and DeliveryState */

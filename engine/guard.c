@@ -52,9 +52,11 @@ static task *guard(engine *e, const engine_guard *g, engine_status *st)
     task *t = state_task_find(e, g->task_id, "task_id", st);
     if (t == NULL)
         return NULL;
-    bool live = t->has_lock && t->lock_expires_at_ms > e->t.now_ms;
-    if (!t->terminal && live && sodium_memcmp(token, t->lock_token, BERTH_ID_LEN) == 0 &&
-        strcmp(g->worker_id, t->worker_id) == 0)
+    /* (A task the guard lets through has a lock, so a claim record.) */
+    const task_run *run = state_run(t);
+    bool live = run->has_lock && run->lock_expires_at_ms > e->t.now_ms;
+    if (!t->terminal && live && sodium_memcmp(token, run->lock_token, BERTH_ID_LEN) == 0 &&
+        strcmp(g->worker_id, run->worker_id) == 0)
         return t;
     /* The second look: lock state only. */
     if (t->terminal) {
@@ -100,7 +102,7 @@ static int reply_one(engine *e, const engine_guard *g, const engine_result *resu
     /* Re-take the lock for the grace window: no other claim can take the
      * task while its result is inside the engine, nor, if intake refuses
      * it, until the window ends. */
-    t->lock_expires_at_ms = e->t.now_ms + e->o.lock_default_ms;
+    t->run->lock_expires_at_ms = e->t.now_ms + e->o.lock_default_ms;
     state_task_reindex(e, t);
 
     /* A refusal carries no payload; a completion its result, or else the
@@ -183,20 +185,20 @@ int guard_fail(engine *e, pending *p)
     task *t = guard(e, &a->guard, st);
     if (t == NULL)
         return BERTH_OK;
-    if (state_task_set_error(t, &a->error) != BERTH_OK) {
+    if (state_task_set_error(t->run, &a->error) != BERTH_OK) {
         reply_no_memory(st); /* nothing changed yet */
         return BERTH_OK;
     }
     uint64_t now = e->t.now_ms;
-    t->failures++;
+    t->run->failures++;
     if (a->has_retries_left)
-        t->retries_left = (uint32_t)retries_left;
-    else if (t->retries_left > 0)
-        t->retries_left--;
-    t->lock_expires_at_ms = now; /* the claim ends with its failure */
+        t->run->retries_left = (uint32_t)retries_left;
+    else if (t->run->retries_left > 0)
+        t->run->retries_left--;
+    t->run->lock_expires_at_ms = now; /* the claim ends with its failure */
     t->topic->tc->c.failed++;
     int rv;
-    if (t->retries_left == 0) {
+    if (t->run->retries_left == 0) {
         t->terminal = true;
         t->topic->tc->c.terminal++;
         state_task_unindex(t);
@@ -211,17 +213,17 @@ int guard_fail(engine *e, pending *p)
         uint64_t pause = a->has_retry_in_ms
                              ? retry_in
                              : check_backoff(e->o.backoff_initial_ms, e->o.backoff_max_ms,
-                                             t->failures, e->o.backoff_jitter);
+                                             t->run->failures, e->o.backoff_jitter);
         t->available_at_ms = now + pause;
         state_task_reindex(e, t);
-        turn_event(e, ENGINE_EVENT_TASK_FAILED, t->topic, t->id, &a->error, t->retries_left);
+        turn_event(e, ENGINE_EVENT_TASK_FAILED, t->topic, t->id, &a->error, t->run->retries_left);
         if (pause == 0)
             turn_doorbell(e, t->topic);
     }
     if ((rv = state_task_put(e, t)) != BERTH_OK)
         return rv;
     r->terminal = t->terminal;
-    r->retries_left = t->retries_left;
+    r->retries_left = t->run->retries_left;
     r->available_at_ms = t->terminal ? 0 : t->available_at_ms;
     return BERTH_OK;
 }
@@ -246,11 +248,11 @@ int guard_extend_lock(engine *e, pending *p)
     task *t = guard(e, &a->guard, &r->status);
     if (t == NULL)
         return BERTH_OK;
-    t->lock_expires_at_ms = e->t.now_ms + lock_ms;
+    t->run->lock_expires_at_ms = e->t.now_ms + lock_ms;
     state_task_reindex(e, t);
     int rv = state_task_put(e, t);
     if (rv == BERTH_OK)
-        r->lock_expires_at_ms = t->lock_expires_at_ms;
+        r->lock_expires_at_ms = t->run->lock_expires_at_ms;
     return rv;
 }
 
@@ -259,7 +261,7 @@ int guard_release(engine *e, pending *p)
     task *t = guard(e, &p->req.u.release, &p->reply->status);
     if (t == NULL)
         return BERTH_OK;
-    t->lock_expires_at_ms = e->t.now_ms; /* fetchable from now, behind older work */
+    t->run->lock_expires_at_ms = e->t.now_ms; /* fetchable from now, behind older work */
     state_task_reindex(e, t);
     int rv = state_task_put(e, t);
     if (rv == BERTH_OK)

@@ -7,7 +7,7 @@
 #include "store/err.h"
 
 /* A node in run r has pos RUN_MARK(r); array indexes stay far below. */
-#define RUN_MARK(r) (SIZE_MAX - 1 - (size_t)(r))
+#define RUN_MARK(r) (UINT32_MAX - 1 - (uint32_t)(r))
 
 static inline bool less(const heap_node *a, const heap_node *b)
 {
@@ -27,7 +27,7 @@ static bool in_run(const heap_node *x, size_t *r)
 static void place(heap *h, size_t i, heap_node *x)
 {
     h->v[i] = x;
-    x->pos = i;
+    x->pos = (uint32_t)i; /* (i < cap <= HEAP_MAX) */
 }
 
 static void sift_up(heap *h, size_t i)
@@ -156,9 +156,13 @@ int heap_reserve(heap *h, size_t n)
 {
     if (n <= h->cap)
         return BERTH_OK;
+    if (n > HEAP_MAX)
+        return BERTH_ENOMEM;
     size_t cap = h->cap ? h->cap * 2 : 16;
     while (cap < n)
         cap *= 2;
+    if (cap > HEAP_MAX)
+        cap = HEAP_MAX;
     heap_node **v = mem_realloc(h->v, cap * sizeof(*v));
     if (v == NULL)
         return BERTH_ENOMEM;

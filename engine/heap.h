@@ -26,14 +26,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HEAP_ABSENT SIZE_MAX
-#define HEAP_RUNS   4
+#define HEAP_ABSENT UINT32_MAX
+/* The most nodes one heap holds (positions are 32 bits; the top few mark
+ * the runs). */
+#define HEAP_MAX  (UINT32_MAX - 16)
+#define HEAP_RUNS 4
 
 typedef struct heap_node {
-    uint32_t prio;                 /* first: lower first */
     uint64_t at;                   /* ms: the ordering instant */
     uint64_t seq;                  /* tiebreak: FIFO among equal instants */
-    size_t pos;                    /* index in the heap's array, a run's mark, or HEAP_ABSENT */
+    uint32_t prio;                 /* first: lower first */
+    uint32_t pos;                  /* index in the heap's array, a run's mark, or HEAP_ABSENT */
     struct heap_node *prev, *next; /* neighbours in its run */
 } heap_node;
 

@@ -69,7 +69,7 @@ static void tidy_step(engine *e, size_t budget)
         if (x->t == NULL) {
             e->listing.n_dead--;
         } else {
-            x->t->lpos = e->listing.tidy_wr;
+            x->t->lpos = (uint32_t)e->listing.tidy_wr;
             e->listing.v[e->listing.tidy_wr++] = *x;
         }
     }
@@ -81,6 +81,8 @@ static void tidy_step(engine *e, size_t budget)
 
 int listing_add(engine *e, task *t)
 {
+    if (e->listing.n >= UINT32_MAX) /* (a task keeps its place in 32 bits) */
+        return BERTH_ENOMEM;
     if (e->listing.n == e->listing.cap) {
         size_t cap = e->listing.cap ? 2 * e->listing.cap : 1024;
         list_entry *v = mem_realloc(e->listing.v, cap * sizeof(*v));
@@ -89,22 +91,22 @@ int listing_add(engine *e, task *t)
         e->listing.v = v;
         e->listing.cap = cap;
     }
-    list_entry x = {.seq = t->seq, .t = t};
+    list_entry x = {.seq = t->ready.seq, .t = t};
     size_t len = length(e);
-    if (len > 0 && at(e, len - 1)->seq > t->seq) {
+    if (len > 0 && at(e, len - 1)->seq > t->ready.seq) {
         /* An older delivery parked late: in its place (rare). */
         while (e->listing.tidying)
             tidy_step(e, SIZE_MAX);
-        size_t pos = after_seq(e, t->seq);
+        size_t pos = after_seq(e, t->ready.seq);
         memmove(&e->listing.v[pos + 1], &e->listing.v[pos],
                 (e->listing.n - pos) * sizeof(list_entry));
         e->listing.v[pos] = x;
-        t->lpos = pos;
+        t->lpos = (uint32_t)pos;
         for (size_t i = pos + 1; i <= e->listing.n; i++)
             if (e->listing.v[i].t != NULL)
-                e->listing.v[i].t->lpos = i;
+                e->listing.v[i].t->lpos = (uint32_t)i;
     } else {
-        t->lpos = e->listing.n;
+        t->lpos = (uint32_t)e->listing.n;
         e->listing.v[e->listing.n] = x;
     }
     e->listing.n++;
@@ -154,10 +156,9 @@ int listing_seek(engine *e, const char *after, size_t *pos)
     } else {
         uint8_t id[BERTH_ID_LEN];
         task *t;
-        if (berth_id_parse(after, id) != BERTH_OK ||
-            (t = idtab_get(&e->tasks, id)) == NULL)
+        if (berth_id_parse(after, id) != BERTH_OK || (t = idtab_get(&e->tasks, id)) == NULL)
             return BERTH_EINVAL;
-        seq = t->seq;
+        seq = t->ready.seq;
     }
     *pos = after_seq(e, seq);
     return BERTH_OK;

@@ -94,21 +94,26 @@ static int load_task_state(load_ctx *c, uint64_t seq, const void *v, size_t vl)
     store_task_state s;
     if (store_task_state_decode(v, vl, &s) != BERTH_OK)
         return corrupt(c, "task state", seq);
-    t->available_at_ms = s.available_at_ms;
-    t->has_lock = s.has_lock_token && s.worker_id != NULL;
-    memcpy(t->lock_token, s.lock_token, BERTH_ID_LEN);
-    t->worker_id = mem_strdup(s.worker_id);
-    if (s.worker_id != NULL && t->worker_id == NULL) {
+    task_run *run = state_task_run(c->e, t);
+    if (run == NULL) {
         store_task_state_clear(&s);
         return BERTH_ENOMEM;
     }
-    t->lock_expires_at_ms = s.lock_expires_at_ms;
-    t->claims = s.claims;
-    t->retries_left = s.retries_left;
-    t->failures = s.failures;
+    t->available_at_ms = s.available_at_ms;
+    run->has_lock = s.has_lock_token && s.worker_id != NULL;
+    memcpy(run->lock_token, s.lock_token, BERTH_ID_LEN);
+    run->worker_id = mem_strdup(s.worker_id);
+    if (s.worker_id != NULL && run->worker_id == NULL) {
+        store_task_state_clear(&s);
+        return BERTH_ENOMEM;
+    }
+    run->lock_expires_at_ms = s.lock_expires_at_ms;
+    run->claims = s.claims;
+    run->retries_left = s.retries_left;
+    run->failures = s.failures;
     t->terminal = s.terminal;
     engine_error err = {s.last_error.code, s.last_error.message, s.last_error.details};
-    int rv = state_task_set_error(t, &err);
+    int rv = state_task_set_error(run, &err);
     store_task_state_clear(&s);
     return rv;
 }

@@ -1,6 +1,23 @@
 /*
  * state.c — see state.h. The invariant checks at the bottom hold between
  * turns.
+ *
+ * WHAT A TASK COSTS IN MEMORY
+ *   A backlog is millions of tasks that wait, so a waiting task carries
+ *   only what ordering, finding and fetching it need. Per ready task, on
+ *   x86-64 with glibc:
+ *     task struct                 120 B (a 128-byte malloc chunk)
+ *     its slot in the id map       12 B at a load of 3/8 to 3/4 (idtab.h):
+ *                                  16 to 32 B
+ *     its listing entry            16 B (listing.c), and the dead entries
+ *                                  of tasks gone until the next tidy
+ *     the topic's two order arrays 2 x 8 B of room, written only when a
+ *                                  task leaves the in-order runs (heap.h)
+ *   about 170 to 190 B, and its encoded Body while the body cache
+ *   (--body-cache-bytes) has room. What only a claimed task needs (lock,
+ *   worker, failure budget, last error, its gauge place) is its task_run
+ *   (core.h), 128 B more from its first claim to its end. Ids are stored
+ *   once, in the task; the map keeps 32 bits of their hash.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -14,6 +31,9 @@
 #include "engine/state.h"
 #include "engine/turn.h"
 #include "store/err.h"
+
+/* The budget above: grow the task struct only with a reason. */
+_Static_assert(sizeof(void *) != 8 || sizeof(task) <= 120, "a task grew past its memory budget");
 
 static tcounter *tcounter_new(engine *e, const char *name, size_t len)
 {
@@ -133,7 +153,7 @@ static void place(task *t, uint64_t now)
     t->later = t->ready.at > now;
     t->ready.prio = t->later ? 0 : t->priority;
     heap_push_reserved(t->later ? &tp->later : &tp->ready, &t->ready);
-    tp->n_later_unfetched += t->later && t->claims == 0;
+    tp->n_later_unfetched += t->later && state_run(t)->claims == 0;
 }
 
 int state_task_index(engine *e, task *t, uint64_t now)
@@ -154,7 +174,7 @@ void state_task_unindex(task *t)
         return;
     topic *tp = t->topic;
     heap_remove(t->later ? &tp->later : &tp->ready, &t->ready);
-    tp->n_later_unfetched -= t->later && t->claims == 0;
+    tp->n_later_unfetched -= t->later && state_run(t)->claims == 0;
 }
 
 void state_task_reindex(engine *e, task *t)
@@ -197,22 +217,21 @@ engine_task_state state_task_state(const task *t, uint64_t now)
 {
     if (t->terminal)
         return ENGINE_TASK_TERMINAL;
-    if (t->has_lock && t->lock_expires_at_ms > now)
+    const task_run *run = state_run(t);
+    if (run->has_lock && run->lock_expires_at_ms > now)
         return ENGINE_TASK_LOCKED;
     if (t->available_at_ms > now)
-        return t->claims == 0 ? ENGINE_TASK_DELAYED : ENGINE_TASK_BACKOFF;
+        return run->claims == 0 ? ENGINE_TASK_DELAYED : ENGINE_TASK_BACKOFF;
     return ENGINE_TASK_READY;
 }
 
 void state_task_gauge_drop(task *t)
 {
-    gauge *g = t->gauge;
-    if (g == NULL)
+    gauge *g = t->run != NULL ? &t->run->gauge : NULL;
+    if (g == NULL || g->in == NULL)
         return;
-    if (heap_has(&g->n))
-        heap_remove(g->in, &g->n);
-    free(g);
-    t->gauge = NULL;
+    heap_remove(g->in, &g->n);
+    g->in = NULL;
 }
 
 int state_task_gauge(engine *e, task *t, uint64_t now)
@@ -223,7 +242,7 @@ int state_task_gauge(engine *e, task *t, uint64_t now)
     switch (state_task_state(t, now)) {
     case ENGINE_TASK_LOCKED:
         want = &t->topic->locked;
-        at = t->lock_expires_at_ms;
+        at = t->run->lock_expires_at_ms;
         break;
     case ENGINE_TASK_BACKOFF:
         want = &t->topic->backoff;
@@ -232,8 +251,9 @@ int state_task_gauge(engine *e, task *t, uint64_t now)
     default: /* (a delayed task is counted by its place in `later`) */
         break;
     }
-    gauge *g = t->gauge;
-    if (g != NULL && g->in == want) {
+    /* (Locked or backing off: the task has been claimed, so has a run.) */
+    gauge *g = t->run != NULL ? &t->run->gauge : NULL;
+    if (g != NULL && g->in == want && want != NULL) {
         g->n.at = at;
         heap_fix(want, &g->n);
         return BERTH_OK;
@@ -241,18 +261,11 @@ int state_task_gauge(engine *e, task *t, uint64_t now)
     state_task_gauge_drop(t);
     if (want == NULL)
         return BERTH_OK;
-    if ((g = mem_alloc(sizeof(*g))) == NULL)
-        return BERTH_ENOMEM;
-    heap_node_init(&g->n);
     g->n.at = at;
-    g->n.seq = t->seq;
-    g->in = want;
-    g->t = t;
-    if (heap_push(want, &g->n) != BERTH_OK) {
-        free(g);
+    g->n.seq = t->ready.seq;
+    if (heap_push(want, &g->n) != BERTH_OK)
         return BERTH_ENOMEM;
-    }
-    t->gauge = g;
+    g->in = want;
     return BERTH_OK;
 }
 
@@ -260,10 +273,8 @@ static void settle(heap *h, uint64_t now)
 {
     heap_node *x;
     while ((x = heap_min(h)) != NULL && x->at <= now) {
-        gauge *g = container_of(x, gauge, n);
         heap_remove(h, x);
-        g->t->gauge = NULL;
-        free(g);
+        container_of(x, gauge, n)->in = NULL;
     }
 }
 
@@ -280,22 +291,23 @@ void state_gauges_settle(engine *e, uint64_t now)
 
 int state_task_put(engine *e, task *t)
 {
+    const task_run *run = state_run(t);
     store_task_state r = {
         .available_at_ms = t->available_at_ms,
-        .worker_id = t->worker_id,
-        .has_lock_token = t->has_lock,
-        .lock_expires_at_ms = t->lock_expires_at_ms,
-        .claims = t->claims,
-        .retries_left = t->retries_left,
-        .failures = t->failures,
+        .worker_id = run->worker_id,
+        .has_lock_token = run->has_lock,
+        .lock_expires_at_ms = run->lock_expires_at_ms,
+        .claims = run->claims,
+        .retries_left = state_task_retries_left(e, t),
+        .failures = run->failures,
         .terminal = t->terminal,
-        .last_error = {t->err_code, t->err_message, t->err_details},
+        .last_error = {run->err_code, run->err_message, run->err_details},
     };
-    memcpy(r.lock_token, t->lock_token, BERTH_ID_LEN);
+    memcpy(r.lock_token, run->lock_token, BERTH_ID_LEN);
     if (store_task_state_encode(&r, &e->buf) != BERTH_OK)
         return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory writing a task's state");
     uint8_t key[STORE_ROW_KEY_LEN];
-    store_row_key(key, t->seq, STORE_KIND_STATE);
+    store_row_key(key, t->ready.seq, STORE_KIND_STATE);
     store_batch_put(e->batch, STORE_CF_TASKS, key, sizeof(key), e->buf.data, e->buf.len);
     return BERTH_OK;
 }
@@ -308,22 +320,26 @@ void state_task_free(engine *e, task *t)
         e->body_cache_used -= t->body_bytes;
         free(t->body);
     }
-    free(t->gauge); /* (out of its heap already, or the heaps are being reset) */
-    free(t->worker_id);
-    free(t->err_code);
-    free(t->err_message);
-    free(t->err_details);
+    /* (Its gauge is out of its heap already, or the heaps are being reset.) */
+    task_run *run = t->run;
+    if (run != NULL) {
+        free(run->worker_id);
+        free(run->err_code);
+        free(run->err_message);
+        free(run->err_details);
+        free(run);
+    }
     free(t);
 }
 
 void state_task_delete(engine *e, task *t)
 {
     uint8_t key[STORE_ROW_KEY_LEN];
-    store_row_key(key, t->seq, STORE_KIND_BODY);
+    store_row_key(key, t->ready.seq, STORE_KIND_BODY);
     store_batch_single_delete(e->batch, STORE_CF_TASKS, key, sizeof(key));
     /* Every task that can be deleted has been claimed, so it has a state
      * row; deleting one that is absent would be harmless anyway. */
-    store_row_key(key, t->seq, STORE_KIND_STATE);
+    store_row_key(key, t->ready.seq, STORE_KIND_STATE);
     store_batch_delete(e->batch, STORE_CF_TASKS, key, sizeof(key));
     state_task_unindex(t);
     deployment *dep = state_dep(e, t->chan);
@@ -378,7 +394,7 @@ int state_task_read_body(engine *e, task *t, store_body *out)
     if (t->body != NULL)
         return store_body_decode(t->body, t->body_bytes, out);
     uint8_t key[STORE_ROW_KEY_LEN];
-    store_row_key(key, t->seq, STORE_KIND_BODY);
+    store_row_key(key, t->ready.seq, STORE_KIND_BODY);
     store_value v;
     int rv = store_get(e->store, STORE_CF_TASKS, key, sizeof(key), &v);
     if (rv != BERTH_OK)
@@ -412,18 +428,16 @@ task *state_task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint6
         return NULL;
     memcpy(t->id, id, BERTH_ID_LEN);
     t->topic = tp;
-    t->seq = seq;
     t->created_at_ms = created_at_ms;
     t->body_bytes = (uint32_t)body_bytes;
     t->available_at_ms = not_before_ms > created_at_ms ? not_before_ms : created_at_ms;
     t->priority = priority;
-    t->retries_left = e->o.retries;
     heap_node_init(&t->ready);
     t->ready.seq = seq;
     return t;
 }
 
-int state_task_set_error(task *t, const engine_error *err)
+int state_task_set_error(task_run *run, const engine_error *err)
 {
     char *code = mem_strdup(err->code), *message = mem_strdup(err->message),
          *details = mem_strdup(err->details);
@@ -433,13 +447,29 @@ int state_task_set_error(task *t, const engine_error *err)
         free(details);
         return BERTH_ENOMEM;
     }
-    free(t->err_code);
-    free(t->err_message);
-    free(t->err_details);
-    t->err_code = code;
-    t->err_message = message;
-    t->err_details = details;
+    free(run->err_code);
+    free(run->err_message);
+    free(run->err_details);
+    run->err_code = code;
+    run->err_message = message;
+    run->err_details = details;
     return BERTH_OK;
+}
+
+const task_run state_run_none = {.gauge = {.n = {.pos = HEAP_ABSENT}}};
+
+task_run *state_task_run(engine *e, task *t)
+{
+    if (t->run != NULL)
+        return t->run;
+    task_run *run = mem_calloc(1, sizeof(*run));
+    if (run == NULL)
+        return NULL;
+    run->retries_left = e->o.retries;
+    heap_node_init(&run->gauge.n);
+    run->gauge.t = t;
+    t->run = run;
+    return run;
 }
 
 task *state_task_find(engine *e, const char *id_str, const char *field, engine_status *st)
@@ -463,8 +493,7 @@ static void new_delivery_id(engine *e, uint8_t id[BERTH_ID_LEN])
 {
     do
         state_random(e, id, BERTH_ID_LEN);
-    while (idtab_get(&e->deliveries, id) != NULL ||
-           idtab_get(&e->tasks, id) != NULL);
+    while (idtab_get(&e->deliveries, id) != NULL || idtab_get(&e->tasks, id) != NULL);
 }
 
 int state_delivery_new(engine *e, topic *tp, const channel *chan, store_body *b, delivery **out)
@@ -657,8 +686,14 @@ void state_check(engine *e)
             assert(t->later || (t->ready.at <= e->t.now_ms && t->ready.prio == t->priority));
             assert(!t->later || t->ready.prio == 0);
         }
-        assert(!t->has_lock || t->worker_id != NULL);
-        n_unfetched += heap_has(&t->ready) && t->later && t->claims == 0;
+        const task_run *run = state_run(t);
+        assert(!run->has_lock || run->worker_id != NULL);
+        /* its gauge: in the locked or backoff heap as its state says */
+        if (t->run != NULL && t->run->gauge.in != NULL) {
+            assert(t->run->gauge.t == t && heap_has(&t->run->gauge.n));
+            assert(t->run->gauge.in == &t->topic->locked || t->run->gauge.in == &t->topic->backoff);
+        }
+        n_unfetched += heap_has(&t->ready) && t->later && run->claims == 0;
     }
     i = 0;
     topic *tp;

@@ -29,10 +29,26 @@ static inline deployment *state_dep(engine *e, const channel *c)
  * shared "_other"); NULL: no memory. */
 tcounter *state_counters(engine *e, const char *name, size_t len);
 
+/* What a task never claimed reads as (its retries_left is the engine's
+ * budget: state_task_retries_left). */
+extern const task_run state_run_none;
+/* t's claim record for reading: its own, or state_run_none. */
+static inline const task_run *state_run(const task *t)
+{
+    return t->run != NULL ? t->run : &state_run_none;
+}
+static inline uint32_t state_task_retries_left(const engine *e, const task *t)
+{
+    return t->run != NULL ? t->run->retries_left : e->o.retries;
+}
+/* t's claim record for writing, made (as a never-claimed task's) if it
+ * has none. NULL: no memory, nothing changed. */
+task_run *state_task_run(engine *e, task *t);
 /* The instant t becomes fetchable: max(available_at, lock_expires_at). */
 static inline uint64_t state_fetchable_at(const task *t)
 {
-    return t->available_at_ms > t->lock_expires_at_ms ? t->available_at_ms : t->lock_expires_at_ms;
+    uint64_t lock = t->run != NULL ? t->run->lock_expires_at_ms : 0;
+    return t->available_at_ms > lock ? t->available_at_ms : lock;
 }
 /* A topic's orders (core.h): state_task_index() puts t, in neither, into
  * the one it belongs to at now and into the gauges (BERTH_ENOMEM: nothing
@@ -83,8 +99,8 @@ int state_task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, 
 void state_task_evict_bodies(engine *e);
 /* Decodes t's body, from memory or from the store (seeing the batch). */
 int state_task_read_body(engine *e, task *t, store_body *out);
-/* Replaces t's last error (copies; BERTH_ENOMEM leaves it unchanged). */
-int state_task_set_error(task *t, const engine_error *err);
+/* Replaces a claimed task's last error (copies; BERTH_ENOMEM leaves it unchanged). */
+int state_task_set_error(task_run *run, const engine_error *err);
 /* The task of a printable id: INVALID_ARGUMENT naming field for a bad id,
  * NOT_FOUND (verdict NOT_FOUND) for none. */
 task *state_task_find(engine *e, const char *id_str, const char *field, engine_status *st);

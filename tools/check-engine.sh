@@ -30,6 +30,7 @@ while read -r obj sym; do
   case $sym in
     engine_*) grep -qx "$sym" <<<"$public" || { echo "$obj: $sym is not declared in engine.h or clock.h" >&2; fail=1; } ;;
     "$mod"_*) ;;
+    __odr_asan."$mod"_*) ;; # AddressSanitizer's mark of a global variable
     *) echo "$obj: $sym does not carry its module's prefix ${mod}_" >&2; fail=1 ;;
   esac
 done < <(nm -A -g --defined-only "$lib" | awk -F'[: ]+' 'NF>=4 {print $2, $NF}')
