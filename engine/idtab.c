@@ -45,8 +45,8 @@ static unsigned log2_of(size_t cap)
 
 static int alloc_slots(size_t cap, uint32_t **h, void ***p)
 {
-    *h = mem_calloc(cap, sizeof(**h));
-    *p = *h ? mem_alloc(cap * sizeof(**p)) : NULL;
+    *h = mem_calloc_big(cap * sizeof(**h));
+    *p = *h ? mem_calloc_big(cap * sizeof(**p)) : NULL;
     if (*p == NULL) {
         free(*h);
         return BERTH_ENOMEM;
@@ -80,13 +80,17 @@ void idtab_clear(idtab *t)
     t->n = 0;
 }
 
-/* The slot holding id, or SIZE_MAX. */
-static size_t find(const idtab *t, const uint8_t id[BERTH_ID_LEN], uint32_t tag)
+/* The slot holding id; if none does, SIZE_MAX, and *empty (when given)
+ * is the empty slot that ends its probe run, where it would go. */
+static size_t find(const idtab *t, const uint8_t id[BERTH_ID_LEN], uint32_t tag, size_t *empty)
 {
     size_t mask = t->cap - 1;
     for (size_t i = home(t, tag);; i = (i + 1) & mask) {
-        if (t->h[i] == 0)
+        if (t->h[i] == 0) {
+            if (empty != NULL)
+                *empty = i;
             return SIZE_MAX;
+        }
         if (t->h[i] == tag && memcmp(id_of(t, t->p[i]), id, BERTH_ID_LEN) == 0)
             return i;
     }
@@ -94,7 +98,7 @@ static size_t find(const idtab *t, const uint8_t id[BERTH_ID_LEN], uint32_t tag)
 
 void *idtab_get(const idtab *t, const uint8_t id[BERTH_ID_LEN])
 {
-    size_t i = find(t, id, tag_of(mix(id)));
+    size_t i = find(t, id, tag_of(mix(id)), NULL);
     return i == SIZE_MAX ? NULL : t->p[i];
 }
 
@@ -108,16 +112,17 @@ static void insert_slot(idtab *t, uint32_t tag, void *obj)
     t->p[i] = obj;
 }
 
-static int grow(idtab *t)
+/* Rehashes into cap slots (a power of two, room for every entry). */
+static int resize(idtab *t, size_t cap)
 {
     idtab old = *t;
-    if (alloc_slots(t->cap * 2, &t->h, &t->p) != BERTH_OK) {
+    if (alloc_slots(cap, &t->h, &t->p) != BERTH_OK) {
         t->h = old.h;
         t->p = old.p;
         return BERTH_ENOMEM;
     }
-    t->cap *= 2;
-    t->shift--;
+    t->cap = cap;
+    t->shift = 64 - log2_of(cap);
     for (size_t i = 0; i < old.cap; i++)
         if (old.h[i] != 0)
             insert_slot(t, old.h[i], old.p[i]);
@@ -126,25 +131,41 @@ static int grow(idtab *t)
     return BERTH_OK;
 }
 
+int idtab_reserve(idtab *t, size_t n)
+{
+    if (n > SIZE_MAX / 8)
+        return BERTH_ENOMEM;
+    size_t cap = t->cap;
+    while (4 * n > 3 * cap)
+        cap *= 2;
+    return cap == t->cap ? BERTH_OK : resize(t, cap);
+}
+
 int idtab_put(idtab *t, void *obj)
 {
     const uint8_t *id = id_of(t, obj);
     uint32_t tag = tag_of(mix(id));
-    size_t i = find(t, id, tag);
+    size_t empty;
+    size_t i = find(t, id, tag, &empty);
     if (i != SIZE_MAX) {
         t->p[i] = obj;
         return BERTH_OK;
     }
-    if (4 * (t->n + 1) > 3 * t->cap && grow(t) != BERTH_OK)
-        return BERTH_ENOMEM;
-    insert_slot(t, tag, obj);
+    if (4 * (t->n + 1) > 3 * t->cap) {
+        if (resize(t, t->cap * 2) != BERTH_OK)
+            return BERTH_ENOMEM;
+        insert_slot(t, tag, obj);
+    } else {
+        t->h[empty] = tag;
+        t->p[empty] = obj;
+    }
     t->n++;
     return BERTH_OK;
 }
 
 void *idtab_del(idtab *t, const uint8_t id[BERTH_ID_LEN])
 {
-    size_t i = find(t, id, tag_of(mix(id)));
+    size_t i = find(t, id, tag_of(mix(id)), NULL);
     if (i == SIZE_MAX)
         return NULL;
     void *obj = t->p[i];

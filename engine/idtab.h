@@ -41,6 +41,9 @@ void *idtab_get(const idtab *t, const uint8_t id[BERTH_ID_LEN]);
 /* Adds obj under the id it holds, or replaces the object of that id.
  * BERTH_ENOMEM when it cannot grow (nothing changed). */
 int idtab_put(idtab *t, void *obj);
+/* Room for n entries without growing (a load that knows roughly how many
+ * will come). BERTH_ENOMEM: nothing changed. */
+int idtab_reserve(idtab *t, size_t n);
 /* Removes and returns the object of id (NULL if absent). */
 void *idtab_del(idtab *t, const uint8_t id[BERTH_ID_LEN]);
 /* Iteration: size_t i = 0; while ((v = idtab_next(t, &i)) != NULL) ... */

@@ -1,10 +1,12 @@
 /* mem.c — see mem.h. */
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "engine/mem.h"
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "engine/engine.h"
 
@@ -49,6 +51,22 @@ void *mem_calloc(size_t n, size_t size)
 void *mem_realloc(void *p, size_t n)
 {
     return fail_now() ? NULL : realloc(p, n ? n : 1);
+}
+
+void *mem_calloc_big(size_t n)
+{
+    enum { HUGE = 2u << 20 };
+    if (n < 2 * HUGE)
+        return mem_calloc(1, n);
+    if (fail_now())
+        return NULL;
+    size_t len = (n + HUGE - 1) / HUGE * HUGE;
+    void *p = aligned_alloc(HUGE, len);
+    if (p == NULL)
+        return NULL;
+    (void)madvise(p, len, MADV_HUGEPAGE); /* advice: refused where huge pages are off */
+    memset(p, 0, len);
+    return p;
 }
 
 void *mem_dup(const void *p, size_t n)

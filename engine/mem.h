@@ -22,6 +22,10 @@ void *mem_calloc(size_t n, size_t size);
 void *mem_realloc(void *p, size_t n);
 char *mem_strdup(const char *s); /* NULL → NULL (and never fails for it) */
 void *mem_dup(const void *p, size_t n);
+/* n zeroed bytes for an array that is read at random (a hash map's
+ * slots): from 4 MiB on, aligned to and advised into 2 MiB pages, so that
+ * a probe does not also miss the TLB. */
+void *mem_calloc_big(size_t n);
 
 #define VEC(T)                                                                                     \
     struct {                                                                                       \

@@ -12,6 +12,7 @@
  * read rather than silently dropping work.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ typedef struct load_ctx {
     uint64_t max_seq;
     void *last;        /* the object of the last body row: its state row follows */
     uint64_t last_seq; /* and its sequence */
+    topic *last_topic; /* the topic of the last task body */
     char *err;
     size_t errlen;
 } load_ctx;
@@ -41,41 +43,39 @@ static int corrupt(load_ctx *c, const char *what, uint64_t seq)
     return BERTH_ECORRUPT;
 }
 
-/* Decodes a body row and checks it against its key. */
-static int body_of(load_ctx *c, uint64_t seq, const void *v, size_t vl, store_body *b)
+/* A body row as the scan read it (rv), checked against its key. */
+static int body_of(load_ctx *c, uint64_t seq, int rv, const store_body_meta *b)
 {
-    if (store_body_decode(v, vl, b) != BERTH_OK)
+    if (rv != BERTH_OK)
         return corrupt(c, "body", seq);
-    if (b->seq != seq) {
-        store_body_clear(b);
+    if (b->seq != seq)
         return corrupt(c, "body under another sequence's key", seq);
-    }
     if (seq > c->max_seq)
         c->max_seq = seq;
     return BERTH_OK;
 }
 
-static int load_task_body(load_ctx *c, uint64_t seq, const void *v, size_t vl)
+static int load_task_body(load_ctx *c, uint64_t seq, const void *v, size_t vl, int drv,
+                          const store_body_meta *b)
 {
-    store_body b;
-    int rv = body_of(c, seq, v, vl, &b);
+    int rv = body_of(c, seq, drv, b);
     if (rv != BERTH_OK)
         return rv;
     engine *e = c->e;
-    /* Without a state row the task was never claimed. */
-    topic *tp = state_topic(e, b.topic, strlen(b.topic), true);
+    /* Without a state row the task was never claimed. Rows of one topic
+     * come in runs: the last row's topic is looked up once. */
+    topic *tp = c->last_topic;
+    if (tp == NULL || tp->name_len != b->topic_len || memcmp(tp->name, b->topic, b->topic_len) != 0)
+        tp = c->last_topic = state_topic(e, b->topic, b->topic_len, true);
     task *t =
-        tp ? state_task_new(e, b.id, tp, seq, b.created_at_ms, vl, b.priority, b.not_before_ms)
+        tp ? state_task_new(e, b->id, tp, seq, b->created_at_ms, vl, b->priority, b->not_before_ms)
            : NULL;
-    if (t == NULL) {
-        store_body_clear(&b);
+    if (t == NULL)
         return BERTH_ENOMEM;
-    }
-    t->has_instance = b.has_instance;
-    t->chan = deploy_channel_of(e, b.deployment, b.topic);
-    store_body_clear(&b);
-    if (state_task_keep_body(e, t, NULL, v, vl) != BERTH_OK ||
-        idtab_put(&e->tasks, t) != BERTH_OK) {
+    t->has_instance = b->has_instance;
+    t->chan = deploy_channel_of(e, b->deployment, tp->name);
+    state_task_cache_body(e, t, v, vl);
+    if (idtab_put(&e->tasks, t) != BERTH_OK) {
         state_task_free(e, t);
         return BERTH_ENOMEM;
     }
@@ -118,34 +118,34 @@ static int load_task_state(load_ctx *c, uint64_t seq, const void *v, size_t vl)
     return rv;
 }
 
-static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t vl)
+static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t vl, int drv,
+                              const store_body_meta *b)
 {
-    store_body b;
-    int rv = body_of(c, seq, v, vl, &b);
+    (void)v;
+    (void)vl;
+    int rv = body_of(c, seq, drv, b);
     if (rv != BERTH_OK)
         return rv;
     engine *e = c->e;
     delivery *d = mem_calloc(1, sizeof(*d));
-    topic *tp = d ? state_topic(e, b.topic, strlen(b.topic), true) : NULL;
+    topic *tp = d ? state_topic(e, b->topic, b->topic_len, true) : NULL;
     if (tp == NULL) {
         free(d);
-        store_body_clear(&b);
         return BERTH_ENOMEM;
     }
-    memcpy(d->id, b.id, BERTH_ID_LEN);
+    memcpy(d->id, b->id, BERTH_ID_LEN);
     d->topic = tp;
     tp->n_deliveries++;
-    d->chan = deploy_channel_of(e, b.deployment, b.topic);
+    d->chan = deploy_channel_of(e, b->deployment, tp->name);
     d->seq = seq;
-    d->created_at_ms = b.created_at_ms;
-    d->has_instance = b.has_instance;
-    memcpy(d->instance_id, b.instance_id, BERTH_ID_LEN);
-    d->priority = b.priority;
-    d->not_before_ms = b.not_before_ms;
+    d->created_at_ms = b->created_at_ms;
+    d->has_instance = b->has_instance;
+    memcpy(d->instance_id, b->instance_id, BERTH_ID_LEN);
+    d->priority = b->priority;
+    d->not_before_ms = b->not_before_ms;
     heap_node_init(&d->due);
     d->due.at = state_delivery_due(d);
     d->due.seq = seq;
-    store_body_clear(&b);
     if (idtab_put(&e->deliveries, d) != BERTH_OK) {
         state_delivery_free(d);
         return BERTH_ENOMEM;
@@ -173,38 +173,201 @@ static int load_delivery_state(load_ctx *c, uint64_t seq, const void *v, size_t 
     return oom ? BERTH_ENOMEM : BERTH_OK;
 }
 
-typedef int (*row_fn)(load_ctx *c, uint64_t seq, const void *v, size_t vl);
+typedef int (*body_fn)(load_ctx *c, uint64_t seq, const void *v, size_t vl, int rv,
+                       const store_body_meta *b);
+typedef int (*state_fn)(load_ctx *c, uint64_t seq, const void *v, size_t vl);
+
+/*
+ * THE SCAN: READING ON A SECOND THREAD
+ *   A restart with millions of tasks is bound by one core doing two jobs:
+ *   RocksDB's iteration with the reading of each Body, and building the
+ *   engine's memory from them. A scan thread does the first, a batch of
+ *   rows at a time (values copied, bodies read in place with
+ *   store_body_peek, which allocates nothing), into a ring of a few
+ *   batches; the loading thread takes them in order and does the second.
+ *   The scan allocates with plain malloc, outside the engine's failure
+ *   seam (mem.h), so that an injected failure stays on the loading thread.
+ */
+enum { SCAN_ROWS = 1024, SCAN_DEPTH = 4, SCAN_ARENA = 256 << 10 };
+
+typedef struct scan_row {
+    uint64_t seq;
+    char kind;         /* the key's kind byte; 0: a key of the wrong length */
+    int rv;            /* a body: how reading it went */
+    size_t off, len;   /* the value, in the batch's arena */
+    store_body_meta b; /* a body read (rv BERTH_OK): points into the arena */
+} scan_row;
+
+typedef struct scan_batch {
+    size_t n;
+    scan_row rows[SCAN_ROWS];
+    char *arena;
+    size_t used, cap;
+} scan_batch;
+
+typedef struct scan {
+    store_iter *it;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    scan_batch *ring[SCAN_DEPTH];
+    size_t head, count; /* filled batches: ring[head], ... (count of them) */
+    bool done;          /* the scan has filled its last batch */
+    bool stop;          /* the loader gave up: stop scanning */
+    int status;         /* the scan's end: BERTH_OK, BERTH_EIO (the store's read) or
+                           BERTH_ENOMEM */
+} scan;
+
+/* Fills batch with the next rows; false when the store has no more. */
+static bool scan_fill(scan *s, scan_batch *batch, int *status)
+{
+    batch->n = 0;
+    batch->used = 0;
+    for (; batch->n < SCAN_ROWS && store_iter_valid(s->it); store_iter_next(s->it)) {
+        size_t kl, vl;
+        const uint8_t *k = store_iter_key(s->it, &kl);
+        const void *v = store_iter_value(s->it, &vl);
+        if (batch->used + vl > batch->cap) {
+            if (batch->n > 0)
+                return true; /* the rest in the next batch */
+            size_t cap = vl > SCAN_ARENA ? vl : SCAN_ARENA;
+            char *a = realloc(batch->arena, cap);
+            if (a == NULL) {
+                *status = BERTH_ENOMEM;
+                return false;
+            }
+            batch->arena = a;
+            batch->cap = cap;
+        }
+        scan_row *r = &batch->rows[batch->n++];
+        r->seq = kl == STORE_ROW_KEY_LEN ? store_get_be64(k) : 0;
+        r->kind = kl == STORE_ROW_KEY_LEN ? (char)k[8] : 0;
+        r->off = batch->used;
+        r->len = vl;
+        if (vl > 0)
+            memcpy(batch->arena + batch->used, v, vl);
+        if (r->kind == STORE_KIND_BODY)
+            r->rv = store_body_peek(batch->arena + batch->used, vl, &r->b);
+        batch->used += vl;
+    }
+    if (store_iter_status(s->it) != BERTH_OK)
+        *status = BERTH_EIO;
+    return batch->n > 0 && *status == BERTH_OK;
+}
+
+static void *scan_main(void *arg)
+{
+    scan *s = arg;
+    int status = BERTH_OK;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (s->count == SCAN_DEPTH && !s->stop)
+            pthread_cond_wait(&s->cv, &s->mu);
+        bool stop = s->stop;
+        scan_batch *batch = s->ring[(s->head + s->count) % SCAN_DEPTH];
+        pthread_mutex_unlock(&s->mu);
+        if (stop)
+            break;
+        bool more = scan_fill(s, batch, &status);
+        pthread_mutex_lock(&s->mu);
+        if (batch->n > 0)
+            s->count++;
+        if (!more) {
+            s->done = true;
+            s->status = status;
+        }
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        if (!more)
+            break;
+    }
+    return NULL;
+}
+
+/* The next filled batch in order, NULL at the end of the scan. */
+static scan_batch *scan_next(scan *s)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->count == 0 && !s->done)
+        pthread_cond_wait(&s->cv, &s->mu);
+    scan_batch *batch = s->count > 0 ? s->ring[s->head] : NULL;
+    pthread_mutex_unlock(&s->mu);
+    return batch;
+}
+
+/* The loader is done with the batch scan_next() gave it. */
+static void scan_release(scan *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->head = (s->head + 1) % SCAN_DEPTH;
+    s->count--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
 
 /* Walks a tasks-shaped family in sequence order: each body row ('b')
  * sorts right before its state row ('s'). */
-static int load_rows(load_ctx *c, store_cf cf, row_fn body, row_fn state)
+static int load_rows(load_ctx *c, store_cf cf, body_fn body, state_fn state)
 {
-    store_iter *it;
-    int rv = store_iter_open(c->e->store, cf, &it);
+    scan s = {.status = BERTH_OK};
+    int rv = store_iter_open(c->e->store, cf, &s.it);
     if (rv != BERTH_OK)
         return rv;
-    c->last = NULL;
-    for (; rv == BERTH_OK && store_iter_valid(it); store_iter_next(it)) {
-        size_t kl, vl;
-        const uint8_t *k = store_iter_key(it, &kl);
-        const void *v = store_iter_value(it, &vl);
-        uint64_t seq = kl == STORE_ROW_KEY_LEN ? store_get_be64(k) : 0;
-        if (kl != STORE_ROW_KEY_LEN)
-            rv = corrupt(c, "row key length", 0);
-        else if (k[8] == STORE_KIND_BODY)
-            rv = body(c, seq, v, vl);
-        else if (k[8] == STORE_KIND_STATE)
-            rv = state(c, seq, v, vl);
-        else
-            rv = corrupt(c, "row kind", seq);
+    size_t made = 0;
+    for (; made < SCAN_DEPTH; made++)
+        if ((s.ring[made] = calloc(1, sizeof(*s.ring[made]))) == NULL)
+            break;
+    bool started = false;
+    if (made == SCAN_DEPTH) {
+        pthread_mutex_init(&s.mu, NULL);
+        pthread_cond_init(&s.cv, NULL);
+        started = pthread_create(&s.thread, NULL, scan_main, &s) == 0;
+        if (!started) {
+            pthread_mutex_destroy(&s.mu);
+            pthread_cond_destroy(&s.cv);
+        }
     }
-    if (rv == BERTH_OK && store_iter_status(it) != BERTH_OK) {
-        if (c->err != NULL)
+    if (!started) {
+        for (size_t i = 0; i < made; i++)
+            free(s.ring[i]);
+        store_iter_close(s.it);
+        return BERTH_ENOMEM;
+    }
+    c->last = NULL;
+    scan_batch *batch;
+    while (rv == BERTH_OK && (batch = scan_next(&s)) != NULL) {
+        for (size_t i = 0; rv == BERTH_OK && i < batch->n; i++) {
+            scan_row *r = &batch->rows[i];
+            const void *v = batch->arena + r->off;
+            if (r->kind == 0)
+                rv = corrupt(c, "row key length", 0);
+            else if (r->kind == STORE_KIND_BODY)
+                rv = body(c, r->seq, v, r->len, r->rv, &r->b);
+            else if (r->kind == STORE_KIND_STATE)
+                rv = state(c, r->seq, v, r->len);
+            else
+                rv = corrupt(c, "row kind", r->seq);
+        }
+        scan_release(&s);
+    }
+    pthread_mutex_lock(&s.mu);
+    s.stop = true;
+    pthread_cond_broadcast(&s.cv);
+    pthread_mutex_unlock(&s.mu);
+    pthread_join(s.thread, NULL);
+    for (size_t k = 0; k < SCAN_DEPTH; k++) {
+        free(s.ring[k]->arena);
+        free(s.ring[k]);
+    }
+    pthread_mutex_destroy(&s.mu);
+    pthread_cond_destroy(&s.cv);
+    if (rv == BERTH_OK && s.status != BERTH_OK) {
+        if (s.status == BERTH_EIO && c->err != NULL)
             snprintf(c->err, c->errlen, "reading %s: %s", store_cf_name(cf),
                      store_last_error(c->e->store));
-        rv = BERTH_EIO;
+        rv = s.status;
     }
-    store_iter_close(it);
+    store_iter_close(s.it);
     return rv;
 }
 
@@ -374,6 +537,10 @@ int recover_load(engine *e, char *err, size_t errlen)
 {
     load_ctx c = {.e = e, .err = err, .errlen = errlen};
     int rv = deploy_load(e, err, errlen);
+    /* Room for every task at once (a task is one or two rows), so the id
+     * map is not rehashed as it fills; only a hint: a map that cannot have
+     * it grows as it goes. */
+    (void)idtab_reserve(&e->tasks, store_estimate_keys(e->store, STORE_CF_TASKS));
     if (rv == BERTH_OK)
         rv = load_rows(&c, STORE_CF_TASKS, load_task_body, load_task_state);
     if (rv == BERTH_OK)

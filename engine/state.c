@@ -376,6 +376,13 @@ int state_task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, 
     return BERTH_OK;
 }
 
+void state_task_cache_body(engine *e, task *t, const void *bytes, size_t len)
+{
+    if (e->body_cache_used + len > e->o.body_cache_bytes || (t->body = mem_dup(bytes, len)) == NULL)
+        return;
+    e->body_cache_used += len;
+}
+
 void state_task_evict_bodies(engine *e)
 {
     for (size_t i = 0; i < e->t.evict.n; i++) {

@@ -95,6 +95,9 @@ void state_task_free(engine *e, task *t);
  * is kept to the end of the turn (until then the store has not seen it)
  * and dropped after. turn_fail on error. */
 int state_task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, size_t len);
+/* Keeps a copy of a body the store already holds (at load) while the
+ * cache has room; past it, or without memory, the store serves it. */
+void state_task_cache_body(engine *e, task *t, const void *bytes, size_t len);
 /* Drops the bodies kept past the budget this turn (after its write). */
 void state_task_evict_bodies(engine *e);
 /* Decodes t's body, from memory or from the store (seeing the batch). */

@@ -21,6 +21,7 @@
 #include "gateway/config.h"
 #include "gateway/events.h"
 #include "gateway/listen.h"
+#include "gateway/sp.h"
 #include "gateway/metrics.h"
 #include "gateway/push.h"
 #include "gateway/server.h"
@@ -200,6 +201,7 @@ static int serve(gw_config *cfg)
         goto close_admin_server;
     engine_recovery rec;
     engine_recovery_get(e, &rec);
+    gw_memory_release();
     fprintf(stderr,
             "berthd: recovered %" PRIu64 " tasks, %" PRIu64 " deliveries and %" PRIu64
             " calls in %" PRIu64 " ms (store opened in %" PRIu64 " ms, memory rebuilt in %" PRIu64

@@ -193,7 +193,7 @@ static void conn_shrank(sp_conn *c, size_t n)
  * while, glibc the top of its heaps. */
 extern void MallocExtension_ReleaseFreeMemory(void) __attribute__((weak));
 
-static void memory_release(void)
+void gw_memory_release(void)
 {
     if (MallocExtension_ReleaseFreeMemory != NULL)
         MallocExtension_ReleaseFreeMemory();
@@ -694,7 +694,7 @@ static void budget_check(gw_sp *s)
         s->n_starved--;
     }
     if (s->mem_peak > s->mem_max / 4 && mem < s->mem_max / 16) {
-        memory_release();
+        gw_memory_release();
         s->mem_peak = mem;
     }
 }

@@ -86,4 +86,10 @@ unsigned gw_sp_connections(const gw_sp *s);
  * flushed (2 s at most), then every connection closes. */
 void gw_sp_close(gw_sp *s);
 
+/* Hands memory the allocator keeps free back to the system (tcmalloc's
+ * page heap when berthd links it, else glibc's malloc_trim): after a
+ * flood of clients has gone, and after recovery, whose growing tables
+ * leave their outgrown arrays behind. */
+void gw_memory_release(void);
+
 #endif

@@ -10,6 +10,7 @@
  */
 #include "store/records.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -206,6 +207,179 @@ int store_body_decode(const void *buf, size_t len, store_body *out)
     out->priority = m->has_priority ? m->priority : STORE_PRIORITY_ABSENT;
     out->not_before_ms = m->not_before_ms;
     out->owner = m;
+    return BERTH_OK;
+}
+
+/* ---- a Body read in place (store_body_peek) ---- */
+
+enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
+
+typedef struct wire {
+    const uint8_t *p, *end;
+} wire;
+
+/* A varint of at most 10 bytes (bits past 64 dropped, as protobuf-c). */
+static bool wire_varint(wire *w, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned i = 0; i < 10 && w->p < w->end; i++) {
+        uint8_t b = *w->p++;
+        x |= (uint64_t)(b & 0x7f) << (7 * i);
+        if ((b & 0x80) == 0) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A field's tag as protobuf-c reads it: at most 5 bytes, the number kept
+ * in 32 bits, refused only when its first byte has no number bits. */
+static bool wire_tag(wire *w, uint32_t *num, unsigned *type)
+{
+    const uint8_t *p = w->p;
+    size_t max = w->end - p < 5 ? (size_t)(w->end - p) : 5;
+    if (max == 0 || (p[0] & 0xf8) == 0)
+        return false;
+    *type = p[0] & 7;
+    uint32_t tag = (p[0] & 0x7f) >> 3;
+    unsigned shift = 4;
+    for (size_t i = 0; i < max; i++) {
+        if (i > 0) {
+            tag |= (uint32_t)(p[i] & 0x7f) << shift;
+            shift += 7;
+        }
+        if ((p[i] & 0x80) == 0) {
+            *num = tag;
+            w->p += i + 1;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The next field's number and wire type, and for a length-delimited one
+ * its bytes (a length of at most 5 bytes and 2^31 - 1, as protobuf-c
+ * reads it); false at a malformed one. */
+static bool wire_field(wire *w, uint32_t *num, unsigned *type, wire *val)
+{
+    uint64_t n;
+    if (!wire_tag(w, num, type))
+        return false;
+    switch (*type) {
+    case WIRE_VARINT:
+        return wire_varint(w, &n);
+    case WIRE_I64:
+    case WIRE_I32: {
+        size_t k = *type == WIRE_I64 ? 8 : 4;
+        if ((size_t)(w->end - w->p) < k)
+            return false;
+        w->p += k;
+        return true;
+    }
+    case WIRE_LEN: {
+        wire h = {w->p, w->end - w->p > 5 ? w->p + 5 : w->end};
+        if (!wire_varint(&h, &n) || n > INT_MAX || n > (uint64_t)(w->end - h.p))
+            return false;
+        val->p = h.p;
+        val->end = h.p + n;
+        w->p = val->end;
+        return true;
+    }
+    default: /* groups, and the wire types that do not exist */
+        return false;
+    }
+}
+
+/* A varint field's value: the field is read again from its start. */
+static uint64_t varint_at(const uint8_t *start, const uint8_t *end)
+{
+    wire w = {start, end};
+    uint32_t num;
+    unsigned type;
+    uint64_t v = 0;
+    (void)wire_tag(&w, &num, &type);
+    (void)wire_varint(&w, &v);
+    return v;
+}
+
+/* A Header message: its two fields are strings, the rest unknown. */
+static bool header_ok(wire w)
+{
+    while (w.p < w.end) {
+        uint32_t num;
+        unsigned type;
+        wire val;
+        if (!wire_field(&w, &num, &type, &val))
+            return false;
+        if ((num == 1 || num == 2) && type != WIRE_LEN)
+            return false;
+    }
+    return true;
+}
+
+int store_body_peek(const void *buf, size_t len, store_body_meta *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->priority = STORE_PRIORITY_ABSENT;
+    wire w = {buf, (const uint8_t *)buf + len}, topic = {0}, id = {0}, inst = {0};
+    bool has_topic = false, has_id = false;
+    while (w.p < w.end) {
+        const uint8_t *start = w.p;
+        uint32_t num;
+        unsigned type;
+        wire val;
+        if (!wire_field(&w, &num, &type, &val))
+            return BERTH_ECORRUPT;
+        /* The type each known field must have: strings, bytes and the
+         * header messages are length-delimited, the rest varints. */
+        bool is_len = (num >= 1 && num <= 5) || num == 9;
+        if (num >= 1 && num <= 12 && type != (is_len ? WIRE_LEN : WIRE_VARINT))
+            return BERTH_ECORRUPT;
+        switch (num) {
+        case 1:
+            topic = val;
+            has_topic = true;
+            break;
+        case 3:
+            if (!header_ok(val))
+                return BERTH_ECORRUPT;
+            break;
+        case 5:
+            inst = val;
+            out->has_instance = true;
+            break;
+        case 7:
+            out->seq = varint_at(start, w.p);
+            break;
+        case 8:
+            out->created_at_ms = varint_at(start, w.p);
+            break;
+        case 9:
+            id = val;
+            has_id = true;
+            break;
+        case 10:
+            out->deployment = (uint32_t)varint_at(start, w.p);
+            break;
+        case 11:
+            out->priority = (uint32_t)varint_at(start, w.p);
+            break;
+        case 12:
+            out->not_before_ms = varint_at(start, w.p);
+            break;
+        default: /* payload, content type, call attempt; unknown fields */
+            break;
+        }
+    }
+    if (!has_topic || !has_id || id.end - id.p != BERTH_ID_LEN ||
+        (out->has_instance && inst.end - inst.p != BERTH_ID_LEN))
+        return BERTH_ECORRUPT;
+    memcpy(out->id, id.p, BERTH_ID_LEN);
+    if (out->has_instance)
+        memcpy(out->instance_id, inst.p, BERTH_ID_LEN);
+    out->topic = (const char *)topic.p;
+    out->topic_len = topic.p ? strnlen(out->topic, (size_t)(topic.end - topic.p)) : 0;
     return BERTH_OK;
 }
 

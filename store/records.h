@@ -181,6 +181,25 @@ int store_body_encode(const store_body *r, store_buf *out);
 int store_body_decode(const void *buf, size_t len, store_body *out);
 void store_body_clear(store_body *r);
 
+/* What loading a store needs of a Body, read in place: no allocation, the
+ * topic pointing into the buffer (up to its first NUL, as a decoded
+ * string reads). A Body that store_body_decode() takes, this takes too,
+ * with the same fields; BERTH_ECORRUPT otherwise (a malformed field, a
+ * field of the wrong wire type, no topic or id). */
+typedef struct store_body_meta {
+    const char *topic; /* not NUL-terminated: topic_len bytes */
+    size_t topic_len;
+    uint8_t id[BERTH_ID_LEN];
+    bool has_instance;
+    uint8_t instance_id[BERTH_ID_LEN];
+    uint64_t seq;
+    uint64_t created_at_ms;
+    uint32_t deployment;
+    uint32_t priority; /* STORE_PRIORITY_ABSENT when the row names none */
+    uint64_t not_before_ms;
+} store_body_meta;
+int store_body_peek(const void *buf, size_t len, store_body_meta *out);
+
 int store_task_state_encode(const store_task_state *r, store_buf *out);
 int store_task_state_decode(const void *buf, size_t len, store_task_state *out);
 void store_task_state_clear(store_task_state *r);

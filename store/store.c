@@ -521,6 +521,14 @@ int store_sync(store *s, char *err, size_t errlen)
 
 /* ---- reads ---- */
 
+uint64_t store_estimate_keys(store *s, store_cf cf)
+{
+    uint64_t n = 0;
+    if (rocksdb_property_int_cf(s->db, s->cf[cf], "rocksdb.estimate-num-keys", &n) != 0)
+        return 0;
+    return n;
+}
+
 int store_get(store *s, store_cf cf, const void *k, size_t kl, store_value *out)
 {
     out->data = NULL;

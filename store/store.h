@@ -108,6 +108,9 @@ typedef struct store_value {
 
 /* Reads key k of cf as written. BERTH_ENOTFOUND when absent. */
 int store_get(store *s, store_cf cf, const void *k, size_t kl, store_value *out);
+/* RocksDB's estimate of how many keys cf holds (0 when it has none): a
+ * size hint for a full scan, never a count to rely on. */
+uint64_t store_estimate_keys(store *s, store_cf cf);
 void store_value_free(store_value *v);
 
 /* An iterator over one column family, in key order, on an implicit

@@ -263,3 +263,24 @@ Test(idtab, put_replaces_the_object_of_an_id)
     cr_assert_null(idtab_get(&t, a.key));
     idtab_fini(&t);
 }
+
+Test(idtab, a_reserved_map_takes_that_many_without_growing)
+{
+    cr_assert_geq(sodium_init(), 0);
+    enum { N = 3000 };
+    static item it[N];
+    idtab t;
+    cr_assert_eq(idtab_init(&t, offsetof(item, key)), BERTH_OK);
+    cr_assert_eq(idtab_reserve(&t, N), BERTH_OK);
+    size_t cap = t.cap;
+    cr_assert_geq(3 * cap, 4 * (size_t)N);
+    for (int i = 0; i < N; i++) {
+        randombytes_buf(it[i].key, 16);
+        cr_assert_eq(idtab_put(&t, &it[i]), BERTH_OK);
+    }
+    cr_assert_eq(t.cap, cap, "grew after a reserve");
+    check_runs(&t);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(idtab_get(&t, it[i].key), &it[i]);
+    idtab_fini(&t);
+}

@@ -1,5 +1,6 @@
 /* Record codecs of store/records.h: what is encoded decodes the same. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -292,4 +293,79 @@ Test(store_records, deployment_round_trips_and_a_body_names_its_deployment)
     /* A deployment without a version is corrupt. */
     cr_assert_eq(store_deployment_decode("", 0, &got), BERTH_ECORRUPT);
     store_buf_fini(&buf);
+}
+
+/* store_body_peek() reads what store_body_decode() reads: the same
+ * verdict, and when both take a value, the same fields. */
+static void peek_agrees(const uint8_t *buf, size_t len, const char *what)
+{
+    store_body full;
+    store_body_meta m;
+    int rf = store_body_decode(buf, len, &full), rp = store_body_peek(buf, len, &m);
+    cr_assert_eq(rp, rf, "%s: peek %d, decode %d", what, rp, rf);
+    if (rf != BERTH_OK)
+        return;
+    cr_assert_eq(m.topic_len, strlen(full.topic), "%s", what);
+    cr_assert_eq(memcmp(m.topic, full.topic, m.topic_len), 0, "%s", what);
+    cr_assert_arr_eq(m.id, full.id, BERTH_ID_LEN, "%s", what);
+    cr_assert_eq(m.has_instance, full.has_instance, "%s", what);
+    if (m.has_instance)
+        cr_assert_arr_eq(m.instance_id, full.instance_id, BERTH_ID_LEN, "%s", what);
+    cr_assert_eq(m.seq, full.seq, "%s", what);
+    cr_assert_eq(m.created_at_ms, full.created_at_ms, "%s", what);
+    cr_assert_eq(m.deployment, full.deployment, "%s", what);
+    cr_assert_eq(m.priority, full.priority, "%s", what);
+    cr_assert_eq(m.not_before_ms, full.not_before_ms, "%s", what);
+    store_body_clear(&full);
+}
+
+Test(store_records, a_body_read_in_place_agrees_with_the_decoder_whole_cut_and_flipped)
+{
+    const uint8_t payload[] = {9, 8, 7, 0, 6};
+    store_header hs[] = {{"k", "v"}, {"trace", ""}};
+    store_body bodies[3] = {
+        {.topic = "a.b",
+         .payload = payload,
+         .payload_len = sizeof(payload),
+         .seq = 1,
+         .created_at_ms = 5,
+         .priority = STORE_PRIORITY_ABSENT},
+        {.topic = "calls",
+         .headers = hs,
+         .n_headers = 2,
+         .content_type = "text/plain",
+         .has_instance = true,
+         .call_attempt = 3,
+         .seq = UINT64_MAX - 1,
+         .created_at_ms = 1780000000000ull,
+         .deployment = 7,
+         .priority = 0,
+         .not_before_ms = 1780000009999ull},
+        {.topic = "", .seq = 300, .priority = UINT32_MAX, .deployment = UINT32_MAX},
+    };
+    for (int i = 0; i < 3; i++) {
+        memset(bodies[i].id, 0x30 + i, BERTH_ID_LEN);
+        memset(bodies[i].instance_id, 0x70 + i, BERTH_ID_LEN);
+        store_buf buf = {0};
+        cr_assert_eq(store_body_encode(&bodies[i], &buf), BERTH_OK);
+        char what[64];
+        snprintf(what, sizeof(what), "body %d whole", i);
+        peek_agrees(buf.data, buf.len, what);
+        store_body_meta m;
+        cr_assert_eq(store_body_peek(buf.data, buf.len, &m), BERTH_OK);
+        for (size_t cut = 0; cut < buf.len; cut++) {
+            snprintf(what, sizeof(what), "body %d cut at %zu", i, cut);
+            peek_agrees(buf.data, cut, what);
+        }
+        uint8_t *flip = malloc(buf.len);
+        for (size_t at = 0; at < buf.len; at++)
+            for (int bit = 0; bit < 8; bit++) {
+                memcpy(flip, buf.data, buf.len);
+                flip[at] ^= (uint8_t)(1u << bit);
+                snprintf(what, sizeof(what), "body %d, byte %zu bit %d flipped", i, at, bit);
+                peek_agrees(flip, buf.len, what);
+            }
+        free(flip);
+        store_buf_fini(&buf);
+    }
 }
