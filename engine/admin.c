@@ -54,7 +54,7 @@ static int info_of(engine *e, task *t, engine_reply *r, engine_task_info *i, boo
     const task_run *run = state_run(t);
     i->worker_id = dup(r, run->worker_id, oom);
     i->lock_expires_at_ms = run->lock_expires_at_ms;
-    i->available_at_ms = t->available_at_ms;
+    i->available_at_ms = state_task_available_at(t);
     i->attempt = run->claims;
     i->retries_left = state_task_retries_left(e, t);
     i->failures = run->failures;
@@ -165,12 +165,12 @@ int admin_retry_terminal(engine *e, pending *p)
         reply_no_memory(st); /* nothing changed */
         return BERTH_OK;
     }
-    uint64_t was_available = t->available_at_ms, was_expiring = run->lock_expires_at_ms;
-    t->available_at_ms = now;
+    uint64_t was_available = run->available_at_ms, was_expiring = run->lock_expires_at_ms;
+    run->available_at_ms = now;
     run->lock_expires_at_ms = now;
     t->terminal = false;
     if (state_task_index(e, t, now) != BERTH_OK) {
-        t->available_at_ms = was_available;
+        run->available_at_ms = was_available;
         run->lock_expires_at_ms = was_expiring;
         t->terminal = true;
         reply_no_memory(st); /* nothing changed */

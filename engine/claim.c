@@ -159,7 +159,7 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
         et->lock_expires_at_ms = run->lock_expires_at_ms;
         et->created_at_ms = t->created_at_ms;
         et->priority = t->priority;
-        et->available_at_ms = t->available_at_ms;
+        et->available_at_ms = run->available_at_ms;
     }
     charge(e, p, bytes);
     return rv_end;

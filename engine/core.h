@@ -162,6 +162,7 @@ typedef struct gauge {
  * never claimed: no lock, claims and failures 0, retries_left the
  * engine's budget, no error (state.h: state_run, state_task_run). */
 typedef struct task_run {
+    uint64_t available_at_ms;    /* not fetchable before (its delay, a backoff's end) */
     uint64_t lock_expires_at_ms; /* the lock is live while now < this */
     uint32_t claims;             /* fetches so far */
     uint32_t retries_left;
@@ -181,7 +182,6 @@ typedef struct task {
     uint8_t *body;            /* the encoded Body, owned, while the body cache has room;
                                  NULL: read it from the store */
     const channel *chan;      /* its channel's declaration; NULL: the implicit one */
-    uint64_t available_at_ms; /* not fetchable before (its delay, a backoff's end) */
     task_run *run;            /* NULL until it is first claimed */
     uint32_t body_bytes;      /* encoded Body size, for a fetch's byte budget */
     uint32_t priority;        /* lower first (Body.priority) */
@@ -192,7 +192,9 @@ typedef struct task {
     uint32_t lpos;   /* its entry in e->listing.v */
     heap_node ready; /* in topic->ready or ->later unless terminal; .at = fetchable
                         instant (and .prio = priority in ready); .seq = its sequence
-                        (Body.seq: FIFO tiebreak and row key) */
+                        (Body.seq: FIFO tiebreak and row key). Until its first claim
+                        .at is also its available_at (its delay's end), which
+                        then moves into its run (state_task_available_at). */
 } task;
 
 typedef struct delivery {
@@ -324,11 +326,11 @@ typedef struct turn {
     bool halt; /* turn_halt: answer nothing more; the engine stops serving */
 } turn;
 
-/* An entry of the listing order (listing.c): a task by its sequence;
- * t is NULL once the task has gone. */
+/* An entry of the listing order (listing.c), 8 bytes: the task (its
+ * sequence is in it), or once the task has gone, its sequence as
+ * seq << 1 | 1 (a task's address is even). */
 typedef struct list_entry {
-    uint64_t seq;
-    struct task *t;
+    uintptr_t v;
 } list_entry;
 
 struct actor;

@@ -214,7 +214,7 @@ int guard_fail(engine *e, pending *p)
                              ? retry_in
                              : check_backoff(e->o.backoff_initial_ms, e->o.backoff_max_ms,
                                              t->run->failures, e->o.backoff_jitter);
-        t->available_at_ms = now + pause;
+        t->run->available_at_ms = now + pause;
         state_task_reindex(e, t);
         turn_event(e, ENGINE_EVENT_TASK_FAILED, t->topic, t->id, &a->error, t->run->retries_left);
         if (pause == 0)
@@ -224,7 +224,7 @@ int guard_fail(engine *e, pending *p)
         return rv;
     r->terminal = t->terminal;
     r->retries_left = t->run->retries_left;
-    r->available_at_ms = t->terminal ? 0 : t->available_at_ms;
+    r->available_at_ms = t->terminal ? 0 : t->run->available_at_ms;
     return BERTH_OK;
 }
 

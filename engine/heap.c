@@ -2,6 +2,7 @@
 #include "engine/heap.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/mem.h"
 #include "store/err.h"
@@ -163,9 +164,16 @@ int heap_reserve(heap *h, size_t n)
         cap *= 2;
     if (cap > HEAP_MAX)
         cap = HEAP_MAX;
-    heap_node **v = mem_realloc(h->v, cap * sizeof(*v));
+    /* Not realloc: it would copy the whole old array, and the room kept for
+     * every task of a topic is mostly never written (in-order nodes go to
+     * the runs), so only what is used is copied, and untouched room stays
+     * out of memory. */
+    heap_node **v = mem_alloc(cap * sizeof(*v));
     if (v == NULL)
         return BERTH_ENOMEM;
+    if (h->nv > 0)
+        memcpy(v, h->v, h->nv * sizeof(*v));
+    free(h->v);
     h->v = v;
     h->cap = cap;
     return BERTH_OK;

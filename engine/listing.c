@@ -5,7 +5,7 @@
  *
  * THE ORDER
  *   Tasks by sequence (Body.seq: unique, rising with submission). An entry
- *   is a sequence and an id; parks append (a task's sequence is almost
+ *   is the task, or the sequence of a task gone (core.h); parks append (a task's sequence is almost
  *   always above every other), the rare re-park of an older delivery
  *   inserts in place. A page starts after a token naming a sequence, so it
  *   needs no task to still be there, and it is a binary search.
@@ -41,6 +41,18 @@ static size_t length(const engine *e)
     return e->listing.n - hole(e);
 }
 
+_Static_assert(sizeof(uintptr_t) >= sizeof(uint64_t), "a listing entry holds a sequence");
+
+static task *entry_task(const list_entry *x)
+{
+    return (x->v & 1) ? NULL : (task *)x->v;
+}
+
+static uint64_t entry_seq(const list_entry *x)
+{
+    return (x->v & 1) ? (uint64_t)(x->v >> 1) : ((const task *)x->v)->ready.seq;
+}
+
 static list_entry *at(engine *e, size_t i)
 {
     if (e->listing.tidying && i >= e->listing.tidy_wr)
@@ -54,7 +66,7 @@ static size_t after_seq(engine *e, uint64_t seq)
     size_t lo = 0, hi = length(e);
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (at(e, mid)->seq <= seq)
+        if (entry_seq(at(e, mid)) <= seq)
             lo = mid + 1;
         else
             hi = mid;
@@ -66,10 +78,10 @@ static void tidy_step(engine *e, size_t budget)
 {
     for (size_t k = 0; k < budget && e->listing.tidy_rd < e->listing.n; k++) {
         list_entry *x = &e->listing.v[e->listing.tidy_rd++];
-        if (x->t == NULL) {
+        if (entry_task(x) == NULL) {
             e->listing.n_dead--;
         } else {
-            x->t->lpos = (uint32_t)e->listing.tidy_wr;
+            entry_task(x)->lpos = (uint32_t)e->listing.tidy_wr;
             e->listing.v[e->listing.tidy_wr++] = *x;
         }
     }
@@ -91,9 +103,9 @@ int listing_add(engine *e, task *t)
         e->listing.v = v;
         e->listing.cap = cap;
     }
-    list_entry x = {.seq = t->ready.seq, .t = t};
+    list_entry x = {(uintptr_t)t};
     size_t len = length(e);
-    if (len > 0 && at(e, len - 1)->seq > t->ready.seq) {
+    if (len > 0 && entry_seq(at(e, len - 1)) > t->ready.seq) {
         /* An older delivery parked late: in its place (rare). */
         while (e->listing.tidying)
             tidy_step(e, SIZE_MAX);
@@ -103,8 +115,8 @@ int listing_add(engine *e, task *t)
         e->listing.v[pos] = x;
         t->lpos = (uint32_t)pos;
         for (size_t i = pos + 1; i <= e->listing.n; i++)
-            if (e->listing.v[i].t != NULL)
-                e->listing.v[i].t->lpos = (uint32_t)i;
+            if (entry_task(&e->listing.v[i]) != NULL)
+                entry_task(&e->listing.v[i])->lpos = (uint32_t)i;
     } else {
         t->lpos = (uint32_t)e->listing.n;
         e->listing.v[e->listing.n] = x;
@@ -115,8 +127,8 @@ int listing_add(engine *e, task *t)
 
 void listing_drop(engine *e, const task *t)
 {
-    if (t->lpos < e->listing.n && e->listing.v[t->lpos].t == t) {
-        e->listing.v[t->lpos].t = NULL;
+    if (t->lpos < e->listing.n && e->listing.v[t->lpos].v == (uintptr_t)t) {
+        e->listing.v[t->lpos].v = (uintptr_t)(t->ready.seq << 1) | 1; /* (seq < 2^63) */
         e->listing.n_dead++;
     }
 }
@@ -169,8 +181,8 @@ bool listing_next(engine *e, size_t *pos, task **t, uint64_t *seq)
     if (*pos >= length(e))
         return false;
     list_entry *x = at(e, (*pos)++);
-    *seq = x->seq;
-    *t = x->t;
+    *seq = entry_seq(x);
+    *t = entry_task(x);
     return true;
 }
 

@@ -99,7 +99,7 @@ static int load_task_state(load_ctx *c, uint64_t seq, const void *v, size_t vl)
         store_task_state_clear(&s);
         return BERTH_ENOMEM;
     }
-    t->available_at_ms = s.available_at_ms;
+    run->available_at_ms = s.available_at_ms;
     run->has_lock = s.has_lock_token && s.worker_id != NULL;
     memcpy(run->lock_token, s.lock_token, BERTH_ID_LEN);
     run->worker_id = mem_strdup(s.worker_id);

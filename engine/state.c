@@ -6,18 +6,20 @@
  *   A backlog is millions of tasks that wait, so a waiting task carries
  *   only what ordering, finding and fetching it need. Per ready task, on
  *   x86-64 with glibc:
- *     task struct                 120 B (a 128-byte malloc chunk)
+ *     task struct                 112 B (a size class of its own in tcmalloc;
+ *                                  120 B with glibc's header)
  *     its slot in the id map       12 B at a load of 3/8 to 3/4 (idtab.h):
  *                                  16 to 32 B
  *     its listing entry            16 B (listing.c), and the dead entries
  *                                  of tasks gone until the next tidy
  *     the topic's two order arrays 2 x 8 B of room, written only when a
  *                                  task leaves the in-order runs (heap.h)
- *   about 170 to 190 B, and its encoded Body while the body cache
+ *   about 150 to 180 B, and its encoded Body while the body cache
  *   (--body-cache-bytes) has room. What only a claimed task needs (lock,
- *   worker, failure budget, last error, its gauge place) is its task_run
- *   (core.h), 128 B more from its first claim to its end. Ids are stored
- *   once, in the task; the map keeps 32 bits of their hash.
+ *   worker, failure budget, last error, its gauge place, its availability
+ *   once it has been claimed) is its task_run (core.h), 136 B more from
+ *   its first claim to its end. Ids are stored once, in the task; the map
+ *   keeps 32 bits of their hash.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -33,7 +35,7 @@
 #include "store/err.h"
 
 /* The budget above: grow the task struct only with a reason. */
-_Static_assert(sizeof(void *) != 8 || sizeof(task) <= 120, "a task grew past its memory budget");
+_Static_assert(sizeof(void *) != 8 || sizeof(task) <= 112, "a task grew past its memory budget");
 
 static tcounter *tcounter_new(engine *e, const char *name, size_t len)
 {
@@ -220,7 +222,7 @@ engine_task_state state_task_state(const task *t, uint64_t now)
     const task_run *run = state_run(t);
     if (run->has_lock && run->lock_expires_at_ms > now)
         return ENGINE_TASK_LOCKED;
-    if (t->available_at_ms > now)
+    if (state_task_available_at(t) > now)
         return run->claims == 0 ? ENGINE_TASK_DELAYED : ENGINE_TASK_BACKOFF;
     return ENGINE_TASK_READY;
 }
@@ -246,7 +248,7 @@ int state_task_gauge(engine *e, task *t, uint64_t now)
         break;
     case ENGINE_TASK_BACKOFF:
         want = &t->topic->backoff;
-        at = t->available_at_ms;
+        at = t->run->available_at_ms;
         break;
     default: /* (a delayed task is counted by its place in `later`) */
         break;
@@ -293,7 +295,7 @@ int state_task_put(engine *e, task *t)
 {
     const task_run *run = state_run(t);
     store_task_state r = {
-        .available_at_ms = t->available_at_ms,
+        .available_at_ms = state_task_available_at(t),
         .worker_id = run->worker_id,
         .has_lock_token = run->has_lock,
         .lock_expires_at_ms = run->lock_expires_at_ms,
@@ -437,9 +439,9 @@ task *state_task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint6
     t->topic = tp;
     t->created_at_ms = created_at_ms;
     t->body_bytes = (uint32_t)body_bytes;
-    t->available_at_ms = not_before_ms > created_at_ms ? not_before_ms : created_at_ms;
     t->priority = priority;
     heap_node_init(&t->ready);
+    t->ready.at = not_before_ms > created_at_ms ? not_before_ms : created_at_ms;
     t->ready.seq = seq;
     return t;
 }
@@ -473,6 +475,7 @@ task_run *state_task_run(engine *e, task *t)
     if (run == NULL)
         return NULL;
     run->retries_left = e->o.retries;
+    run->available_at_ms = t->ready.at; /* (a task never claimed keeps it there) */
     heap_node_init(&run->gauge.n);
     run->gauge.t = t;
     t->run = run;

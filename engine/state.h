@@ -44,11 +44,18 @@ static inline uint32_t state_task_retries_left(const engine *e, const task *t)
 /* t's claim record for writing, made (as a never-claimed task's) if it
  * has none. NULL: no memory, nothing changed. */
 task_run *state_task_run(engine *e, task *t);
+/* Not fetchable before this: its delay's end, then a backoff's. */
+static inline uint64_t state_task_available_at(const task *t)
+{
+    return t->run != NULL ? t->run->available_at_ms : t->ready.at;
+}
 /* The instant t becomes fetchable: max(available_at, lock_expires_at). */
 static inline uint64_t state_fetchable_at(const task *t)
 {
-    uint64_t lock = t->run != NULL ? t->run->lock_expires_at_ms : 0;
-    return t->available_at_ms > lock ? t->available_at_ms : lock;
+    if (t->run == NULL)
+        return t->ready.at;
+    const task_run *r = t->run;
+    return r->available_at_ms > r->lock_expires_at_ms ? r->available_at_ms : r->lock_expires_at_ms;
 }
 /* A topic's orders (core.h): state_task_index() puts t, in neither, into
  * the one it belongs to at now and into the gauges (BERTH_ENOMEM: nothing

@@ -243,6 +243,12 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
     rocksdb_options_increase_parallelism(s->db_opts, 2);
     rocksdb_options_set_max_background_jobs(s->db_opts, 2);
     rocksdb_options_set_keep_log_file_num(s->db_opts, 4);
+    /* A log is kept until every family with a write in it has flushed, and
+     * the small families (meta, deployments, ...) rarely fill a memtable:
+     * RocksDB's default bound (4x all write buffers, 4.6 GB here) let a
+     * 10M-task backlog keep 1.6 GB of logs, replayed for 6.5 s at every
+     * restart. Past this size the families holding the oldest log flush. */
+    rocksdb_options_set_max_total_wal_size(s->db_opts, 256u << 20);
     /* An append only fills RocksDB's WAL buffer; store_sync() writes and
      * fsyncs it (FlushWAL). The writer makes no write(2) per batch, and
      * the sync, on its own thread, writes all that it covers at once. */
