@@ -542,7 +542,7 @@ static void engine_free(engine *e)
     VEC_FREE(&e->t.events);
     VEC_FREE(&e->t.fresh);
     VEC_FREE(&e->t.parked);
-    VEC_FREE(&e->t.evict);
+    free(e->recent.v);
     commit_pushes_free(e->t.pushes.v, e->t.pushes.n);
     VEC_FREE(&e->t.pushes);
     VEC_FREE(&e->t.fused_waits);

@@ -189,6 +189,7 @@ typedef struct task {
     bool terminal;
     /* in memory only */
     bool later;      /* its place is in topic->later, not ->ready */
+    bool recent;     /* its body is held as recent (state.c), not kept */
     uint32_t lpos;   /* its entry in e->listing.v */
     heap_node ready; /* in topic->ready or ->later unless terminal; .at = fetchable
                         instant (and .prio = priority in ready); .seq = its sequence
@@ -303,7 +304,6 @@ typedef struct turn {
     topic *rung;                       /* doorbells rung this turn */
     VEC(delivery *) fresh;             /* submitted this turn, outbox row not yet written */
     VEC(berth_id_bytes) parked;        /* parked from the outbox on disk */
-    VEC(berth_id_bytes) evict;         /* tasks whose body is over the cache budget */
     VEC(instance *) ended;             /* instances ended this turn, freed after it */
     VEC(struct staged_push) pushes;    /* sent once the turn is durable (commit.c) */
     /* Fetches that applied completions and then began to wait this turn:
@@ -403,7 +403,15 @@ struct engine {
     uint64_t fetch_blocked_at;
     uint64_t n_poisoned;
     uint64_t n_waiters;
-    uint64_t body_cache_used; /* bytes of task bodies held in memory */
+    /* The body cache (state.c): bodies kept from park to the task's end
+     * while 7/8 of --body-cache-bytes has room, then the most recently
+     * parked ones in the last 1/8, oldest out first: */
+    uint64_t body_cache_used; /* bytes of bodies kept to the task's end */
+    uint64_t recent_used;     /* bytes of bodies held as recent */
+    struct {
+        berth_id_bytes *v; /* their tasks, oldest first, from head (a ring; some gone) */
+        size_t cap, head, n;
+    } recent;
     uint8_t rand_pool[4096];  /* CSPRNG output, drawn from in order */
     size_t rand_used;
     uint64_t write_retry_at_ms; /* relay and timers pause until then */

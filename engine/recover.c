@@ -583,7 +583,7 @@ void recover_clear(engine *e)
     idtab_clear(&e->deliveries);
     e->n_poisoned = 0;
     e->t.fresh.n = 0;
-    e->t.evict.n = 0;
+    state_task_forget_bodies(e);
     /* Awaits point at the instances freed below: they are answered first
      * (a reload follows a failed write; the caller awaits again). */
     engine_status st;

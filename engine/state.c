@@ -314,14 +314,13 @@ int state_task_put(engine *e, task *t)
     return BERTH_OK;
 }
 
+static void body_drop(engine *e, task *t);
+
 void state_task_free(engine *e, task *t)
 {
     if (t == NULL)
         return;
-    if (t->body != NULL) {
-        e->body_cache_used -= t->body_bytes;
-        free(t->body);
-    }
+    body_drop(e, t);
     /* (Its gauge is out of its heap already, or the heaps are being reset.) */
     task_run *run = t->run;
     if (run != NULL) {
@@ -358,50 +357,124 @@ void state_task_delete(engine *e, task *t)
     state_topic_maybe_idle(e, tp);
 }
 
+/*
+ * THE BODY CACHE
+ *   A fetch answers with the task's encoded Body: from memory when it is
+ *   cached, else read back from the store (a RocksDB read, several times a
+ *   claim's cost). 7/8 of --body-cache-bytes keeps bodies from park until
+ *   their task ends, first come first kept: a backlog being drained is
+ *   fetched oldest first, so its oldest bodies are the ones to keep, and
+ *   they never move. Once that is full, a body parked is held as recent,
+ *   in the last 1/8, which lets its oldest go (at the end of each turn:
+ *   until the turn is written the store cannot serve them). So a backlog
+ *   nobody fetches, which fills the kept part, does not cost the topics
+ *   that are served their cache: their tasks are fetched soon after park.
+ */
+static uint64_t recent_budget(const engine *e)
+{
+    return e->o.body_cache_bytes / 8;
+}
+
+static uint64_t kept_budget(const engine *e)
+{
+    return e->o.body_cache_bytes - recent_budget(e);
+}
+
+/* Most recent entries (some of tasks gone): bounds the ring. */
+static size_t recent_max(const engine *e)
+{
+    uint64_t n = recent_budget(e) / 128;
+    return n < 1024 ? 1024 : (size_t)n;
+}
+
+static berth_id_bytes *recent_push(engine *e)
+{
+    if (e->recent.n == e->recent.cap) {
+        size_t cap = e->recent.cap ? 2 * e->recent.cap : 1024;
+        berth_id_bytes *v = mem_alloc(cap * sizeof(*v));
+        if (v == NULL)
+            return NULL;
+        for (size_t i = 0; i < e->recent.n; i++)
+            v[i] = e->recent.v[(e->recent.head + i) % e->recent.cap];
+        free(e->recent.v);
+        e->recent.v = v;
+        e->recent.cap = cap;
+        e->recent.head = 0;
+    }
+    e->recent.n++;
+    return &e->recent.v[(e->recent.head + e->recent.n - 1) % e->recent.cap];
+}
+
+static void body_drop(engine *e, task *t)
+{
+    if (t->body == NULL)
+        return;
+    if (t->recent)
+        e->recent_used -= t->body_bytes;
+    else
+        e->body_cache_used -= t->body_bytes;
+    free(t->body);
+    t->body = NULL;
+    t->recent = false;
+}
+
 int state_task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, size_t len)
 {
-    bool over = e->body_cache_used + len > e->o.body_cache_bytes;
-    berth_id_bytes *ev = over ? VEC_ADD(&e->t.evict) : NULL;
-    if (owned == NULL && (!over || ev != NULL))
+    bool recent = e->body_cache_used + len > kept_budget(e);
+    berth_id_bytes *slot = recent ? recent_push(e) : NULL;
+    if (owned == NULL && (!recent || slot != NULL))
         owned = mem_dup(bytes, len);
-    if (owned == NULL || (over && ev == NULL)) {
-        if (ev != NULL)
-            e->t.evict.n--;
+    if (owned == NULL || (recent && slot == NULL)) {
+        if (slot != NULL)
+            e->recent.n--;
         free(owned);
         /* The store cannot serve the body before the turn's write. */
         return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory keeping a task's body");
     }
     t->body = owned;
-    e->body_cache_used += len;
-    if (ev != NULL)
-        memcpy(ev->b, t->id, BERTH_ID_LEN);
+    t->recent = recent;
+    if (recent) {
+        memcpy(slot->b, t->id, BERTH_ID_LEN);
+        e->recent_used += len;
+    } else {
+        e->body_cache_used += len;
+    }
     return BERTH_OK;
 }
 
 void state_task_cache_body(engine *e, task *t, const void *bytes, size_t len)
 {
-    if (e->body_cache_used + len > e->o.body_cache_bytes || (t->body = mem_dup(bytes, len)) == NULL)
+    if (e->body_cache_used + len > kept_budget(e) || (t->body = mem_dup(bytes, len)) == NULL)
         return;
     e->body_cache_used += len;
 }
 
 void state_task_evict_bodies(engine *e)
 {
-    for (size_t i = 0; i < e->t.evict.n; i++) {
-        task *t = idtab_get(&e->tasks, e->t.evict.v[i].b);
-        if (t != NULL && t->body != NULL) {
-            e->body_cache_used -= t->body_bytes;
-            free(t->body);
-            t->body = NULL;
-        }
+    while (e->recent.n > 0) {
+        const berth_id_bytes *front = &e->recent.v[e->recent.head];
+        task *t = idtab_get(&e->tasks, front->b);
+        bool held = t != NULL && t->recent;
+        if (held && e->recent_used <= recent_budget(e) && e->recent.n <= recent_max(e))
+            break;
+        if (held)
+            body_drop(e, t);
+        e->recent.head = (e->recent.head + 1) % e->recent.cap;
+        e->recent.n--;
     }
-    e->t.evict.n = 0;
+}
+
+void state_task_forget_bodies(engine *e)
+{
+    e->recent.n = e->recent.head = 0;
+    e->recent_used = 0;
 }
 
 int state_task_read_body(engine *e, task *t, store_body *out)
 {
     if (t->body != NULL)
         return store_body_decode(t->body, t->body_bytes, out);
+    e->counters.body_reads++;
     uint8_t key[STORE_ROW_KEY_LEN];
     store_row_key(key, t->ready.seq, STORE_KIND_BODY);
     store_value v;
@@ -686,7 +759,11 @@ void state_check(engine *e)
     size_t i = 0;
     task *t;
     uint64_t n_unfetched = 0; /* tasks never fetched in a later order */
+    uint64_t kept = 0, recent = 0;
     while ((t = idtab_next(&e->tasks, &i)) != NULL) {
+        assert(!t->recent || t->body != NULL);
+        if (t->body != NULL)
+            *(t->recent ? &recent : &kept) += t->body_bytes;
         assert(t->topic != NULL);
         assert(t->terminal == !heap_has(&t->ready));
         if (heap_has(&t->ready)) {
@@ -722,6 +799,8 @@ void state_check(engine *e)
         assert((tp->n_waiters > 0) == (tp->waiters != NULL));
     }
     assert(n_ready + n_terminal == e->tasks.n);
+    assert(kept == e->body_cache_used && kept <= kept_budget(e));
+    assert(recent == e->recent_used && recent <= recent_budget(e)); /* (between turns) */
     assert(n_unfetched == 0); /* each topic's count of them sums to it */
     i = 0;
     delivery *d;

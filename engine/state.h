@@ -97,16 +97,20 @@ task *state_task_new(engine *e, const uint8_t id[BERTH_ID_LEN], topic *tp, uint6
                      uint64_t created_at_ms, size_t body_bytes, uint32_t priority,
                      uint64_t not_before_ms);
 void state_task_free(engine *e, task *t);
-/* Keeps t's encoded body in memory: takes `owned` (allocated, len bytes;
- * freed on failure) or else copies `bytes`. Past the cache budget a body
- * is kept to the end of the turn (until then the store has not seen it)
- * and dropped after. turn_fail on error. */
+/* Keeps t's encoded body in memory (the body cache, state.c): takes
+ * `owned` (allocated, len bytes; freed on failure) or else copies `bytes`.
+ * Past the kept part of the budget it is held as recent, at least to the
+ * end of the turn (until then the store has not seen it). turn_fail on
+ * error. */
 int state_task_keep_body(engine *e, task *t, uint8_t *owned, const void *bytes, size_t len);
 /* Keeps a copy of a body the store already holds (at load) while the
  * cache has room; past it, or without memory, the store serves it. */
 void state_task_cache_body(engine *e, task *t, const void *bytes, size_t len);
-/* Drops the bodies kept past the budget this turn (after its write). */
+/* Lets the oldest recent bodies go, down to their budget (after the
+ * turn's write). */
 void state_task_evict_bodies(engine *e);
+/* Forgets the recent bodies' order (their tasks have been freed). */
+void state_task_forget_bodies(engine *e);
 /* Decodes t's body, from memory or from the store (seeing the batch). */
 int state_task_read_body(engine *e, task *t, store_body *out);
 /* Replaces a claimed task's last error (copies; BERTH_ENOMEM leaves it unchanged). */

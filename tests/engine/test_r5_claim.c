@@ -1,4 +1,5 @@
 /* R5 lock expiry is in the claim predicate; FIFO by fetchable instant. */
+#include <inttypes.h>
 #include <string.h>
 
 #include "tests/support/harness.h"
@@ -146,6 +147,39 @@ Test(r5_claim, a_fetch_stays_under_its_byte_budget_but_always_brings_one)
     engine_reply_free(r);
     r = h_fetch("w", "t", 10, 0);
     cr_assert_eq(r->n_tasks, 2, "the rest waits for the next fetch, in order");
+    engine_reply_free(r);
+}
+
+/* A backlog nobody fetches fills the kept part of the body cache; the
+ * tasks of a topic that is served still come from memory (the recent
+ * part), and the backlog's bodies past the kept part from the store. */
+Test(r5_claim, a_backlog_that_fills_the_body_cache_leaves_recent_bodies_in_memory)
+{
+    H.o.body_cache_bytes = 8 * 200; /* kept: 1,400 bytes, under ten of these bodies; recent: 200 */
+    h_reopen();
+    char payload[101];
+    memset(payload, 'p', 100);
+    payload[100] = '\0';
+    for (int i = 0; i < 30; i++)
+        h_submit("backlog", payload, NULL);
+    uint64_t before = h_stats().body_reads;
+    for (int i = 0; i < 20; i++) {
+        h_submit("live", payload, NULL); /* (as big: no room left in the kept part) */
+        engine_reply *r = h_fetch("w", "live", 1, 0);
+        cr_assert_eq(r->n_tasks, 1);
+        cr_assert_eq(memcmp(r->tasks[0].payload, payload, 100), 0);
+        engine_reply *c = h_complete(r->tasks[0].id, "w", r->tasks[0].lock_token);
+        h_expect_ok(c);
+        engine_reply_free(c);
+        engine_reply_free(r);
+    }
+    cr_assert_eq(h_stats().body_reads, before, "a live task's body was read from the store");
+    /* The backlog: its first bodies kept, the rest read back. */
+    engine_reply *r = h_fetch("w", "backlog", 30, 0);
+    cr_assert_eq(r->n_tasks, 30);
+    uint64_t reads = h_stats().body_reads - before;
+    cr_assert(reads >= 15 && reads < 30, "%" PRIu64 " of 30 backlog bodies read from the store",
+              reads);
     engine_reply_free(r);
 }
 
