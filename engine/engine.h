@@ -440,8 +440,7 @@ typedef struct engine_stats {
     uint64_t deployments_live;  /* deployment versions by state */
     uint64_t deployments_draining;
     uint64_t deployments_retired;
-    uint64_t body_reads; /* task bodies a fetch or a completion read from the store,
-                            not the body cache */
+    uint64_t body_reads; /* task bodies read back from the store, not the body cache */
 } engine_stats;
 
 /* A histogram as exported: upper bounds, counts per bucket (not summed;

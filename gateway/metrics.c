@@ -149,6 +149,9 @@ static void exposition(FILE *f, const engine_reply *r)
     fprintf(f, "berth_outbox_pending %" PRIu64 "\n", s->outbox_pending);
     family(f, "berth_deliveries_poisoned", "gauge", "Deliveries poisoned, kept for an operator.");
     fprintf(f, "berth_deliveries_poisoned %" PRIu64 "\n", s->poisoned);
+    family(f, "berth_body_reads_total", "counter",
+           "Task bodies read back from the store, not found in the body cache.");
+    fprintf(f, "berth_body_reads_total %" PRIu64 "\n", s->body_reads);
     family(f, "berth_deployments", "gauge", "Deployment versions, by state.");
     fprintf(f,
             "berth_deployments{state=\"live\"} %" PRIu64 "\n"

@@ -101,6 +101,7 @@ DTest(metrics, healthz_and_every_family_by_name)
         {"berth_waiting_fetches", "gauge"},
         {"berth_outbox_pending", "gauge"},
         {"berth_deliveries_poisoned", "gauge"},
+        {"berth_body_reads_total", "counter"},
         {"berth_instances", "gauge"},
         {"berth_deployments", "gauge"},
         {"berth_task_latency_seconds", "histogram"},
