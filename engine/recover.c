@@ -223,6 +223,13 @@ static bool scan_fill(scan *s, scan_batch *batch, int *status)
 {
     batch->n = 0;
     batch->used = 0;
+    if (batch->arena == NULL) { /* (even rows of empty values point into it) */
+        if ((batch->arena = malloc(SCAN_ARENA)) == NULL) {
+            *status = BERTH_ENOMEM;
+            return false;
+        }
+        batch->cap = SCAN_ARENA;
+    }
     for (; batch->n < SCAN_ROWS && store_iter_valid(s->it); store_iter_next(s->it)) {
         size_t kl, vl;
         const uint8_t *k = store_iter_key(s->it, &kl);
