@@ -14,7 +14,7 @@ set xtics (0, 1, 10)
 set xrange [-0.3:10.3]
 set yrange [0:*]
 set ylabel 'tasks / s'
-set title 'S2 beside it (median of 5)'
+set title 'S2 beside it (medians)'
 plot in using ($1/1e6):2 with linespoints lw 2 pt 7
 set ylabel 'MiB'
 set title 'berthd resident after the preload'
