@@ -141,6 +141,15 @@ int idtab_reserve(idtab *t, size_t n)
     return cap == t->cap ? BERTH_OK : resize(t, cap);
 }
 
+void idtab_fit(idtab *t)
+{
+    size_t cap = MIN_CAP;
+    while (4 * t->n > 3 * cap)
+        cap *= 2;
+    if (cap < t->cap)
+        (void)resize(t, cap); /* (no memory: it stays as it was) */
+}
+
 int idtab_put(idtab *t, void *obj)
 {
     const uint8_t *id = id_of(t, obj);

@@ -44,6 +44,9 @@ int idtab_put(idtab *t, void *obj);
 /* Room for n entries without growing (a load that knows roughly how many
  * will come). BERTH_ENOMEM: nothing changed. */
 int idtab_reserve(idtab *t, size_t n);
+/* Shrinks the map to what its entries need, after a reserve that was too
+ * generous (without memory it stays as it was). */
+void idtab_fit(idtab *t);
 /* Removes and returns the object of id (NULL if absent). */
 void *idtab_del(idtab *t, const uint8_t id[BERTH_ID_LEN]);
 /* Iteration: size_t i = 0; while ((v = idtab_next(t, &i)) != NULL) ... */

@@ -550,6 +550,7 @@ int recover_load(engine *e, char *err, size_t errlen)
     (void)idtab_reserve(&e->tasks, store_estimate_keys(e->store, STORE_CF_TASKS));
     if (rv == BERTH_OK)
         rv = load_rows(&c, STORE_CF_TASKS, load_task_body, load_task_state);
+    idtab_fit(&e->tasks); /* (the estimate counts state rows and deletions too) */
     if (rv == BERTH_OK)
         rv = load_rows(&c, STORE_CF_OUTBOX, load_delivery_body, load_delivery_state);
     if (rv == BERTH_OK)

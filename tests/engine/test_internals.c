@@ -284,3 +284,23 @@ Test(idtab, a_reserved_map_takes_that_many_without_growing)
         cr_assert_eq(idtab_get(&t, it[i].key), &it[i]);
     idtab_fini(&t);
 }
+
+Test(idtab, a_map_reserved_too_generously_fits_its_entries)
+{
+    cr_assert_geq(sodium_init(), 0);
+    enum { N = 100 };
+    static item it[N];
+    idtab t;
+    cr_assert_eq(idtab_init(&t, offsetof(item, key)), BERTH_OK);
+    cr_assert_eq(idtab_reserve(&t, 100000), BERTH_OK);
+    for (int i = 0; i < N; i++) {
+        randombytes_buf(it[i].key, 16);
+        cr_assert_eq(idtab_put(&t, &it[i]), BERTH_OK);
+    }
+    idtab_fit(&t);
+    cr_assert_eq(t.cap, 256, "cap %zu for %d entries", t.cap, N);
+    check_runs(&t);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(idtab_get(&t, it[i].key), &it[i]);
+    idtab_fini(&t);
+}
