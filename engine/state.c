@@ -5,21 +5,21 @@
  * WHAT A TASK COSTS IN MEMORY
  *   A backlog is millions of tasks that wait, so a waiting task carries
  *   only what ordering, finding and fetching it need. Per ready task, on
- *   x86-64 with glibc:
- *     task struct                 112 B (a size class of its own in tcmalloc;
- *                                  120 B with glibc's header)
+ *   x86-64, berthd linked with tcmalloc:
+ *     task struct                 112 B (a size class of its own; 120 B
+ *                                  with glibc's header)
  *     its slot in the id map       12 B at a load of 3/8 to 3/4 (idtab.h):
  *                                  16 to 32 B
- *     its listing entry            16 B (listing.c), and the dead entries
+ *     its listing entry             8 B (listing.c), and the dead entries
  *                                  of tasks gone until the next tidy
  *     the topic's two order arrays 2 x 8 B of room, written only when a
  *                                  task leaves the in-order runs (heap.h)
- *   about 150 to 180 B, and its encoded Body while the body cache
- *   (--body-cache-bytes) has room. What only a claimed task needs (lock,
- *   worker, failure budget, last error, its gauge place, its availability
- *   once it has been claimed) is its task_run (core.h), 136 B more from
- *   its first claim to its end. Ids are stored once, in the task; the map
- *   keeps 32 bits of their hash.
+ *   about 140 B measured (BENCHMARKS.md, "A backlog"), and its encoded
+ *   Body while the body cache (--body-cache-bytes) has room. What only a
+ *   claimed task needs (lock, worker, failure budget, last error, its
+ *   gauge place, its availability once it has been claimed) is its
+ *   task_run (core.h), 136 B more from its first claim to its end. Ids
+ *   are stored once, in the task; the map keeps 32 bits of their hash.
  */
 #include <assert.h>
 #include <stdio.h>
