@@ -168,6 +168,11 @@ static bc *thread_client(void)
 
 /* ---- producers ---- */
 
+/* Each submit's round trip, and with --rate how late it was sent (a
+ * producer behind a slow submit, or not scheduled in time, sends late). */
+static samples submit_wait, submit_late;
+static pthread_mutex_t submit_wait_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void sleep_until(uint64_t ns)
 {
     struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
@@ -245,9 +250,15 @@ static void *producer(void *arg)
         } else {
             /* A push can reach the receiver before the submit's answer
              * reaches its producer: --push measures from the send. */
-            uint64_t at = intended ? intended : C.push ? sent : now_ns();
+            uint64_t acked = now_ns();
+            uint64_t at = intended ? intended : C.push ? sent : acked;
             for (uint32_t i = 0; i < n; i++)
                 atomic_store(&submit_ns[idx[i]], at);
+            pthread_mutex_lock(&submit_wait_mu);
+            sample_add(&submit_wait, acked - sent);
+            if (intended > 0)
+                sample_add(&submit_late, sent - intended);
+            pthread_mutex_unlock(&submit_wait_mu);
             atomic_fetch_add(&submitted, n);
         }
         if (r != NULL)
@@ -1081,7 +1092,8 @@ int main(int argc, char **argv)
         write_csv(C.csv, slots);
     double secs = (double)(last_done - t0_ns) / 1e9;
     double submit_secs = (double)(produced_ns - t0_ns) / 1e9;
-    pct pe = percentiles(&e2e), pf = percentiles(&fw), pc = percentiles(&cl);
+    pct pe = percentiles(&e2e), pf = percentiles(&fw), pc = percentiles(&cl),
+        ps = percentiles(&submit_wait), pl = percentiles(&submit_late);
     uint64_t errs = atomic_load(&errors), dups = atomic_load(&duplicates);
     uint64_t wrong = atomic_load(&wrong_results);
     if (C.json && C.calls) {
@@ -1133,6 +1145,8 @@ int main(int argc, char **argv)
         printf("{\"tasks\":%" PRIu64 ",\"seconds\":%.3f,\"tasks_per_s\":%.1f,\"submit_per_s\":%.1f,"
                "\"e2e_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
                "\"fetch_wait_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
+               "\"submit_wait_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
+               "\"submit_late_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
                "\"errors\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"duplicates\":%" PRIu64 ","
                "\"producers\":%u,\"workers\":%u,\"submit_batch\":%u,\"fetch_batch\":%u,"
                "\"complete_batch\":%u,\"payload\":%u,\"topics\":%u,\"priorities\":%u,"
@@ -1141,8 +1155,9 @@ int main(int argc, char **argv)
                "\"data_mib\":{\"preloaded\":%.1f,\"end\":%.1f},\"rate\":%.1f}\n",
                n, secs, secs > 0 ? (double)(n - lost) / secs : 0,
                submit_secs > 0 ? n / submit_secs : 0, pe.p50, pe.p90, pe.p99, pe.max, pf.p50,
-               pf.p90, pf.p99, pf.max, errs, lost, dups, C.producers, C.workers, C.submit_batch,
-               C.fetch_batch, C.complete_batch, C.payload, C.topics, C.priorities, C.delay_ms,
+               pf.p90, pf.p99, pf.max, ps.p50, ps.p90, ps.p99, ps.max, pl.p50, pl.p90, pl.p99,
+               pl.max, errs, lost, dups, C.producers, C.workers, C.submit_batch, C.fetch_batch,
+               C.complete_batch, C.payload, C.topics, C.priorities, C.delay_ms,
                C.separate ? "separate" : "fused", C.preload, preload_secs, rss_preloaded, rss_end,
                data_preloaded, data_end, C.rate);
     } else {
@@ -1159,6 +1174,11 @@ int main(int argc, char **argv)
                pe.max);
         printf("  fetch wait ms  p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n", pf.p50, pf.p90, pf.p99,
                pf.max);
+        printf("  submit wait ms p50 %.3f  p90 %.3f  p99 %.3f  max %.3f   (sent -> answered)\n",
+               ps.p50, ps.p90, ps.p99, ps.max);
+        if (C.rate > 0)
+            printf("  submit late ms p50 %.3f  p90 %.3f  p99 %.3f  max %.3f   (due -> sent)\n",
+                   pl.p50, pl.p90, pl.p99, pl.max);
         printf("  errors %" PRIu64 "  lost %" PRIu64 "  duplicates %" PRIu64 "\n", errs, lost,
                dups);
     }
