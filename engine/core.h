@@ -153,7 +153,6 @@ typedef struct topic {
 typedef struct gauge {
     heap_node n;
     heap *in; /* NULL: in neither */
-    struct task *t;
 } gauge;
 
 /* What only a task that has been claimed carries: its lock, its failure
@@ -178,14 +177,14 @@ typedef struct task {
     /* persisted: tasks CF, Body (immutable) and TaskState */
     uint8_t id[BERTH_ID_LEN];
     topic *topic;
-    uint64_t created_at_ms;   /* submit accepted */
-    uint8_t *body;            /* the encoded Body, owned, while the body cache has room;
-                                 NULL: read it from the store */
-    const channel *chan;      /* its channel's declaration; NULL: the implicit one */
-    task_run *run;            /* NULL until it is first claimed */
-    uint32_t body_bytes;      /* encoded Body size, for a fetch's byte budget */
-    uint32_t priority;        /* lower first (Body.priority) */
-    bool has_instance;        /* a call's task: its completion correlates */
+    uint64_t created_at_ms; /* submit accepted */
+    uint8_t *body;          /* the encoded Body, owned, while the body cache has room;
+                               NULL: read it from the store */
+    const channel *chan;    /* its channel's declaration; NULL: the implicit one */
+    task_run *run;          /* NULL until it is first claimed */
+    uint32_t body_bytes;    /* encoded Body size, for a fetch's byte budget */
+    uint32_t priority;      /* lower first (Body.priority) */
+    bool has_instance;      /* a call's task: its completion correlates */
     bool terminal;
     /* in memory only */
     bool later;      /* its place is in topic->later, not ->ready */
@@ -412,7 +411,7 @@ struct engine {
         berth_id_bytes *v; /* their tasks, oldest first, from head (a ring; some gone) */
         size_t cap, head, n;
     } recent;
-    uint8_t rand_pool[4096];  /* CSPRNG output, drawn from in order */
+    uint8_t rand_pool[4096]; /* CSPRNG output, drawn from in order */
     size_t rand_used;
     uint64_t write_retry_at_ms; /* relay and timers pause until then */
     uint64_t write_backoff_ms;

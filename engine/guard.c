@@ -54,7 +54,7 @@ static task *guard(engine *e, const engine_guard *g, engine_status *st)
         return NULL;
     /* (A task the guard lets through has a lock, so a claim record.) */
     const task_run *run = state_run(t);
-    bool live = run->has_lock && run->lock_expires_at_ms > e->t.now_ms;
+    bool live = state_task_lock_live(t, e->t.now_ms);
     if (!t->terminal && live && sodium_memcmp(token, run->lock_token, BERTH_ID_LEN) == 0 &&
         strcmp(g->worker_id, run->worker_id) == 0)
         return t;

@@ -246,8 +246,7 @@ void instance_withdraw(engine *e, instance *i, const task *except)
     if (d != NULL && !d->poisoned)
         state_delivery_delete(e, d);
     task *t = idtab_get(&e->tasks, i->current);
-    if (t != NULL && t != except &&
-        !(state_run(t)->has_lock && state_run(t)->lock_expires_at_ms > e->t.now_ms))
+    if (t != NULL && t != except && !state_task_lock_live(t, e->t.now_ms))
         state_task_delete(e, t);
 }
 

@@ -559,7 +559,6 @@ int recover_load(engine *e, char *err, size_t errlen)
         rv = scan_incident_seq(&c);
     if (rv == BERTH_OK)
         rv = index_all(e);
-    state_task_evict_bodies(e); /* the store holds them: keep only the budget */
     if (rv == BERTH_ENOMEM && err != NULL && err[0] == '\0')
         snprintf(err, errlen, "out of memory");
     if (c.max_seq + 1 > e->next_seq)

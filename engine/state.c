@@ -18,7 +18,7 @@
  *   Body while the body cache (--body-cache-bytes) has room. What only a
  *   claimed task needs (lock, worker, failure budget, last error, its
  *   gauge place, its availability once it has been claimed) is its
- *   task_run (core.h), 136 B more from its first claim to its end. Ids
+ *   task_run (core.h), 128 B more from its first claim to its end. Ids
  *   are stored once, in the task; the map keeps 32 bits of their hash.
  */
 #include <assert.h>
@@ -219,11 +219,10 @@ engine_task_state state_task_state(const task *t, uint64_t now)
 {
     if (t->terminal)
         return ENGINE_TASK_TERMINAL;
-    const task_run *run = state_run(t);
-    if (run->has_lock && run->lock_expires_at_ms > now)
+    if (state_task_lock_live(t, now))
         return ENGINE_TASK_LOCKED;
     if (state_task_available_at(t) > now)
-        return run->claims == 0 ? ENGINE_TASK_DELAYED : ENGINE_TASK_BACKOFF;
+        return state_run(t)->claims == 0 ? ENGINE_TASK_DELAYED : ENGINE_TASK_BACKOFF;
     return ENGINE_TASK_READY;
 }
 
@@ -550,7 +549,6 @@ task_run *state_task_run(engine *e, task *t)
     run->retries_left = e->o.retries;
     run->available_at_ms = t->ready.at; /* (a task never claimed keeps it there) */
     heap_node_init(&run->gauge.n);
-    run->gauge.t = t;
     t->run = run;
     return run;
 }
@@ -777,7 +775,7 @@ void state_check(engine *e)
         assert(!run->has_lock || run->worker_id != NULL);
         /* its gauge: in the locked or backoff heap as its state says */
         if (t->run != NULL && t->run->gauge.in != NULL) {
-            assert(t->run->gauge.t == t && heap_has(&t->run->gauge.n));
+            assert(heap_has(&t->run->gauge.n));
             assert(t->run->gauge.in == &t->topic->locked || t->run->gauge.in == &t->topic->backoff);
         }
         n_unfetched += heap_has(&t->ready) && t->later && run->claims == 0;

@@ -44,6 +44,11 @@ static inline uint32_t state_task_retries_left(const engine *e, const task *t)
 /* t's claim record for writing, made (as a never-claimed task's) if it
  * has none. NULL: no memory, nothing changed. */
 task_run *state_task_run(engine *e, task *t);
+/* A claim holds t at now (its lock is live). */
+static inline bool state_task_lock_live(const task *t, uint64_t now)
+{
+    return t->run != NULL && t->run->has_lock && t->run->lock_expires_at_ms > now;
+}
 /* Not fetchable before this: its delay's end, then a backoff's. */
 static inline uint64_t state_task_available_at(const task *t)
 {
