@@ -248,6 +248,54 @@ static uint64_t get_be(const uint8_t *p, int n)
     return v;
 }
 
+/* Writes one request frame with the given id. */
+static bool direct_write(bc *c, const void *buf, size_t len, uint32_t id)
+{
+    uint8_t head[12];
+    put_be(head, len + 4, 8);
+    put_be(head + 8, id, 4);
+    struct iovec iov[2] = {{head, sizeof(head)}, {(void *)buf, len}};
+    if (write_all(c->fd, iov, len > 0 ? 2 : 1))
+        return true;
+    direct_hangup(c);
+    return false;
+}
+
+/* Reads the next answer frame into c->in: its id and its body's length. */
+static int direct_read(bc *c, uint32_t *id, size_t *len)
+{
+    uint8_t frame[8];
+    size_t got;
+    if (!read_all(c->fd, frame, sizeof(frame), &got)) {
+        /* Timed out before the answer began: it may still come, and is
+         * skipped then. Anything else loses the stream. */
+        if (got > 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            direct_hangup(c);
+        return BC_EUNREACHABLE;
+    }
+    uint64_t n = get_be(frame, 8);
+    if (n < 4 || n > BC_RECV_MAX + 4) {
+        direct_hangup(c);
+        return BC_EPROTO;
+    }
+    if (n > c->in_cap) {
+        uint8_t *in = realloc(c->in, n);
+        if (in == NULL) {
+            direct_hangup(c);
+            return BC_ENOMEM;
+        }
+        c->in = in;
+        c->in_cap = n;
+    }
+    if (!read_all(c->fd, c->in, n, &got)) {
+        direct_hangup(c); /* half a frame read: the stream is lost */
+        return BC_EUNREACHABLE;
+    }
+    *id = (uint32_t)get_be(c->in, 4);
+    *len = n - 4;
+    return BC_OK;
+}
+
 /* One request, one answer. An answer to an earlier call that timed out
  * carries an older id and is skipped. */
 static int direct_call(bc *c, const void *buf, size_t len, int timeout_ms,
@@ -257,47 +305,54 @@ static int direct_call(bc *c, const void *buf, size_t len, int timeout_ms,
         return BC_EUNREACHABLE;
     direct_timeouts(c->fd, timeout_ms > 0 ? timeout_ms : 10000);
     uint32_t id = c->next_id++ | 0x80000000u;
-    uint8_t head[12];
-    put_be(head, len + 4, 8);
-    put_be(head + 8, id, 4);
-    struct iovec iov[2] = {{head, sizeof(head)}, {(void *)buf, len}};
-    if (!write_all(c->fd, iov, len > 0 ? 2 : 1)) {
-        direct_hangup(c);
+    if (!direct_write(c, buf, len, id))
         return BC_EUNREACHABLE;
-    }
     for (;;) {
-        uint8_t frame[8];
-        size_t got;
-        if (!read_all(c->fd, frame, sizeof(frame), &got)) {
-            /* Timed out before the answer began: it may still come, and
-             * is skipped then. Anything else loses the stream. */
-            if (got > 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-                direct_hangup(c);
-            return BC_EUNREACHABLE;
-        }
-        uint64_t n = get_be(frame, 8);
-        if (n < 4 || n > BC_RECV_MAX + 4) {
-            direct_hangup(c);
-            return BC_EPROTO;
-        }
-        if (n > c->in_cap) {
-            uint8_t *in = realloc(c->in, n);
-            if (in == NULL) {
-                direct_hangup(c);
-                return BC_ENOMEM;
-            }
-            c->in = in;
-            c->in_cap = n;
-        }
-        if (!read_all(c->fd, c->in, n, &got)) {
-            direct_hangup(c); /* half a frame read: the stream is lost */
-            return BC_EUNREACHABLE;
-        }
-        if (get_be(c->in, 4) != id)
+        uint32_t got_id;
+        size_t n;
+        int rv = direct_read(c, &got_id, &n);
+        if (rv != BC_OK)
+            return rv;
+        if (got_id != id)
             continue;
-        *out = berth__v1__response__unpack(NULL, n - 4, c->in + 4);
+        *out = berth__v1__response__unpack(NULL, n, c->in + 4);
         return *out != NULL ? BC_OK : BC_EPROTO;
     }
+}
+
+int bc_fd(const bc *c)
+{
+    return c->direct ? c->fd : -1;
+}
+
+int bc_send(bc *c, const Berth__V1__Request *req, uint32_t id)
+{
+    if (!c->direct || c->fd < 0)
+        return BC_EUNREACHABLE;
+    if ((id & 0x80000000u) == 0)
+        return BC_EINVAL;
+    size_t len = berth__v1__request__get_packed_size(req);
+    uint8_t stack[4096], *buf = len <= sizeof(stack) ? stack : malloc(len);
+    if (buf == NULL)
+        return BC_ENOMEM;
+    berth__v1__request__pack(req, buf);
+    bool ok = direct_write(c, buf, len, id);
+    if (buf != stack)
+        free(buf);
+    return ok ? BC_OK : BC_EUNREACHABLE;
+}
+
+int bc_recv(bc *c, uint32_t *id, Berth__V1__Response **out)
+{
+    *out = NULL;
+    if (!c->direct || c->fd < 0)
+        return BC_EUNREACHABLE;
+    size_t n;
+    int rv = direct_read(c, id, &n);
+    if (rv != BC_OK)
+        return rv;
+    *out = berth__v1__response__unpack(NULL, n, c->in + 4);
+    return *out != NULL ? BC_OK : BC_EPROTO;
 }
 
 void bc_close(bc *c)

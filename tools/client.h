@@ -72,6 +72,17 @@ int bc_tcp_address(const char *url, struct sockaddr_storage *addr, socklen_t *le
 void bc_close(bc *c);
 /* Sends req and waits up to timeout_ms (0: 10 s) for the response. */
 int bc_call(bc *c, const Berth__V1__Request *req, int timeout_ms, Berth__V1__Response **out);
+/* Pipelined requests on a direct connection (a load generator that sends
+ * on time whatever the answers do): bc_send() writes a request under the
+ * caller's id (high bit set, distinct among those in flight on c) and
+ * returns at once; bc_recv() reads the next answer, whichever request it
+ * answers, waiting as bc_open_direct()'s socket timeout allows (poll
+ * bc_fd() first). One thread may send while another receives; neither
+ * runs beside bc_call() on the same bc. A failure closes the connection
+ * (no redial: answers in flight are lost). bc_fd() is -1 for nng's. */
+int bc_send(bc *c, const Berth__V1__Request *req, uint32_t id);
+int bc_recv(bc *c, uint32_t *id, Berth__V1__Response **out);
+int bc_fd(const bc *c);
 /* Sends raw bytes as a request (tests: garbage, oversize messages). */
 int bc_call_raw(bc *c, const void *buf, size_t len, int timeout_ms, Berth__V1__Response **out);
 const char *bc_strerror(int rv);

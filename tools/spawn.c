@@ -21,7 +21,15 @@ int spawn_berthd(spawned_berthd *b, const char *who, const char *const *extra)
     self[n] = '\0';
     char berthd[4200];
     snprintf(berthd, sizeof(berthd), "%s/berthd", dirname(self));
-    snprintf(b->dir, sizeof(b->dir), "/tmp/%s-XXXXXX", who);
+    /* $TMPDIR as mkdtemp(1) has it: TMPDIR=/dev/shm runs berthd without
+     * a disk under it, to tell what the disk costs. */
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || tmp[0] == '\0')
+        tmp = "/tmp";
+    if ((size_t)snprintf(b->dir, sizeof(b->dir), "%s/%s-XXXXXX", tmp, who) >= sizeof(b->dir)) {
+        fprintf(stderr, "%s: TMPDIR is too long\n", who);
+        return -1;
+    }
     if (mkdtemp(b->dir) == NULL) {
         perror(who);
         return -1;
