@@ -8,4 +8,5 @@ apt-get install -y --no-install-recommends \
   build-essential cmake pkg-config \
   protobuf-c-compiler libprotobuf-c-dev \
   libnng-dev librocksdb-dev libsodium-dev libgoogle-perftools-dev \
-  libcriterion-dev openssl clang libfuzzer-14-dev
+  libcriterion-dev openssl clang libfuzzer-14-dev \
+  python3 python3-protobuf protobuf-compiler python3-pytest
