@@ -4,7 +4,9 @@
 # 50, 75 and 90 % of each, open loop (--rate: latency from each task's
 # intended send time), to berth and to beanstalkd (S1 shape: -b -f 0; S2
 # shape: in memory) at the same rates, and plots p50/p99 against the
-# offered load.
+# offered load. berth runs twice at each point: on the disk, and with its
+# data directory on tmpfs (TMPDIR=/dev/shm, "berth-tmpfs": its fsyncs cost
+# nothing), which tells berth's own latency from the disk's.
 #
 #   tools/bench-latency.sh [SECONDS_PER_POINT] [OUT_DIR]   (needs ./build,
 #                                                           beanstalkd, gnuplot)
@@ -37,8 +39,10 @@ for pct in 10 25 50 75 90; do
   r2=$(awk -v t="$t2" -v p="$pct" 'BEGIN { printf "%d", t * p / 100 }')
   echo "$pct%: S1 at $r1/s, S2 at $r2/s" >&2
   point S1 "$pct" "$r1" berth "$($b/berth-bench --spawn --json --rate "$r1" --tasks $((r1 * secs)) "${s1[@]}")"
+  point S1 "$pct" "$r1" berth-tmpfs "$(TMPDIR=/dev/shm $b/berth-bench --spawn --json --rate "$r1" --tasks $((r1 * secs)) "${s1[@]}")"
   point S1 "$pct" "$r1" beanstalkd "$($b/beanstalk-bench --spawn-binlog --json --rate "$r1" --tasks $((r1 * secs)) --producers 8 --workers 8 --payload 100)"
   point S2 "$pct" "$r2" berth "$($b/berth-bench --spawn --json --rate "$r2" --tasks $((r2 * secs)) "${s2[@]}")"
+  point S2 "$pct" "$r2" berth-tmpfs "$(TMPDIR=/dev/shm $b/berth-bench --spawn --json --rate "$r2" --tasks $((r2 * secs)) "${s2[@]}")"
   point S2 "$pct" "$r2" beanstalkd "$($b/beanstalk-bench --spawn-memory --json --rate "$r2" --tasks $((r2 * secs)) --producers 8 --workers 8 --payload 100)"
 done
 column -s, -t "$csv" >&2
