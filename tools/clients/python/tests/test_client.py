@@ -213,10 +213,10 @@ def test_worker_extends_the_lock_of_a_slow_handler(berthd):
 
         def handler(task):
             attempts.append(task.attempt)
-            time.sleep(1.2)  # four times the lock
+            time.sleep(3.5)  # three and a half times the lock
             w.stop()
 
-        w = Worker(c, t, handler, lock_ms=300, wait_ms=200)
+        w = Worker(c, t, handler, lock_ms=1000, wait_ms=200)
         w.run(handle_signals=False)
         # Had the lock lapsed, a second fetch would have taken the task
         # again; it was completed once, on its first attempt.
