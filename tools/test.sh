@@ -21,6 +21,8 @@ BERTHD="$PWD/build/berthd" /usr/bin/python3 -m pytest -q -p no:cacheprovider too
 # in its lockfile).
 (cd tools/clients/node && npm ci --no-audit --no-fund &&
   BERTHD="$PWD/../../../build/berthd" node --test test/)
+# One conformance suite (tests/conformance/scenarios.json), every client.
+tests/conformance/run.sh build/berthd python node c
 
 tools/fuzz.sh 15
 
