@@ -23,6 +23,8 @@ BERTHD="$PWD/build/berthd" /usr/bin/python3 -m pytest -q -p no:cacheprovider too
   BERTHD="$PWD/../../../build/berthd" node --test test/)
 # One conformance suite (tests/conformance/scenarios.json), every client.
 tests/conformance/run.sh build/berthd python node c
+# README.md's worker examples, as written (berthd on the README's address).
+tests/readme/examples.sh
 
 tools/fuzz.sh 15
 

@@ -188,8 +188,27 @@ test("ipc://", async () => {
   }
 });
 
-test("unreachable is a TransportError, and the client dials again", async () => {
+test("unreachable is a TransportError", async () => {
   const c = new Client("tcp://127.0.0.1:1", { timeoutMs: 2000 });
   await assert.rejects(c.submit("t", "x"), (e) => e instanceof TransportError && e.code === 14);
   c.close();
+});
+
+test("after berthd restarts, the next request dials again", async () => {
+  const sock = path.join(os.tmpdir(), `berth-node-${randomUUID().slice(0, 8)}.sock`);
+  let b = await startBerthd("--operate", `ipc://${sock}`);
+  const c = new Client(`ipc://${sock}`, { timeoutMs: 5000 });
+  try {
+    await c.submit(topic(), "before");
+    await b.stop();
+    await assert.rejects(c.submit(topic(), "while down"), TransportError);
+    b = await startBerthd("--operate", `ipc://${sock}`);
+    const t = topic();
+    const s = await c.submit(t, "after");
+    const got = await c.fetch(t, { waitMs: 2000 });
+    assert.equal(got[0].id, s.id);
+  } finally {
+    c.close();
+    await b.stop();
+  }
 });

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -222,3 +223,33 @@ def test_worker_extends_the_lock_of_a_slow_handler(berthd):
         # again; it was completed once, on its first attempt.
         assert attempts == [1]
         assert list(c.fetch(t, wait_ms=0)) == []
+
+
+def test_worker_stops_on_sigterm_and_completes_what_it_did(berthd, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    t = topic()
+    with Client(berthd.operate) as c:
+        c.submit_batch([Submit(t, f"t{i}") for i in range(5)])
+        script = tmp_path / "worker.py"
+        script.write_text(
+            "import sys, berth\n"
+            "c = berth.Client(sys.argv[1])\n"
+            "def handle(task):\n"
+            "    print(task.payload.decode(), flush=True)\n"
+            "berth.Worker(c, sys.argv[2], handle, max_tasks=5, wait_ms=10000).run()\n"
+            "print('stopped', flush=True)\n")
+        env = dict(os.environ, PYTHONPATH=str(Path(berth.__file__).parent.parent))
+        p = subprocess.Popen([sys.executable, str(script), berthd.operate, t], env=env,
+                             stdout=subprocess.PIPE, text=True)
+        handled = [p.stdout.readline().strip() for _ in range(5)]
+        assert sorted(handled) == [f"t{i}" for i in range(5)]
+        # Its fetch now waits (10 s) carrying the five completions: SIGTERM
+        # ends the loop after that fetch, which has kept them.
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=20)
+        assert p.returncode == 0 and out.strip() == "stopped"
+        assert list(c.fetch(t, max_tasks=10, wait_ms=0)) == []
