@@ -20,7 +20,7 @@ BERTHD="$PWD/build/berthd" /usr/bin/python3 -m pytest -q -p no:cacheprovider too
 # The Node client against it too (protobufjs from the npm registry, pinned
 # in its lockfile).
 (cd tools/clients/node && npm ci --no-audit --no-fund &&
-  BERTHD="$PWD/../../../build/berthd" node --test test/)
+  BERTHD="$PWD/../../../build/berthd" node --test test/client.test.js)
 # One conformance suite (tests/conformance/scenarios.json), every client.
 tests/conformance/run.sh build/berthd python node c
 # README.md's worker examples, as written (berthd on the README's address).
