@@ -125,21 +125,9 @@ export interface WorkerOptions {
   retryPauseMs?: number;
   onCompletionError?: (task: Task, err: BerthError) => void;
 }
-export declare class WorkerTask implements Task {
-  id: string;
-  topic: string;
-  payload: Buffer;
-  headers: Record<string, string>;
-  contentType: string | null;
-  instanceId: string | null;
-  attempt: number;
-  retriesLeft: number;
-  lockToken: string;
-  lockExpiresAtMs: number;
-  createdAtMs: number;
-  priority: number;
-  availableAtMs: number;
-  workerId: string;
+/** A task the worker handed out: a Task, and how to answer it. */
+export interface WorkerTask extends Task {}
+export declare class WorkerTask {
   /** carried on the worker's next fetch */
   complete(result?: ResultIn | Bytes): void;
   fail(error: unknown, opts?: { retryInMs?: number; retriesLeft?: number }): Promise<Failed>;
