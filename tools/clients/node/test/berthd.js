@@ -32,9 +32,14 @@ export async function startBerthd(...extra) {
     operate,
     async stop() {
       if (proc.exitCode === null) {
-        const gone = new Promise((r) => proc.on("exit", r));
+        const gone = new Promise((r) => proc.on("exit", (_code, sig) => r(sig)));
         proc.kill("SIGTERM");
-        await gone;
+        // Shutdown is bounded; a berthd that outlives 15 s is killed (and the
+        // test fails), never left behind.
+        const late = setTimeout(() => proc.kill("SIGKILL"), 15_000);
+        const signal = await gone;
+        clearTimeout(late);
+        if (signal === "SIGKILL") throw new Error("berthd did not stop within 15 s of SIGTERM");
       }
       rmSync(dir, { recursive: true, force: true });
     },
