@@ -86,7 +86,7 @@ static const setting settings[] = {
      "how long an ended call can still be awaited"},
     {"max-message-bytes", S_U64, G(max_message_bytes), "ceiling for one request message"},
     {"operate-nng", S_BOOL, G(operate_nng),
-     "serve a tcp:// operate URL with nng's REP socket, not berth's own server"},
+     "serve a tcp:// or ipc:// operate URL with nng's REP socket, not berth's own server"},
     {"max-connections", S_U32, G(max_connections),
      "operate connections at once; more are closed as they come (0: half the descriptor limit, "
      "at most 10000)"},

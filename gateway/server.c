@@ -50,7 +50,7 @@ typedef struct pipe_rec {
 } pipe_rec;
 
 struct gw_server {
-    gw_sp *sp;  /* tcp:// without TLS: berth's own server; the rest is unused */
+    gw_sp *sp;  /* tcp:// and ipc://: berth's own server; the rest is unused */
     bool is_sp; /* (sp is NULL once stopped) */
     engine *e;
     const gw_codec *codec;
@@ -344,7 +344,8 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
         return BERTH_ENOMEM;
     s->codec = o->codec ? o->codec : &gw_operate_codec;
     s->codec_ctx = o->codec_ctx;
-    if (!o->nng && o->tls == NULL && strncmp(o->url, "tcp://", 6) == 0) {
+    if (!o->nng && o->tls == NULL &&
+        (strncmp(o->url, "tcp://", 6) == 0 || strncmp(o->url, "ipc://", 6) == 0)) {
         gw_sp_limits lim = {.max_message_bytes = o->max_message_bytes,
                             .max_connections = o->max_connections,
                             .idle_timeout_ms = o->idle_timeout_ms,

@@ -22,6 +22,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +100,8 @@ struct gw_sp {
     int lfd, efd, wake; /* listener, epoll, eventfd */
     pthread_t thread;
     char url[300];
+    uint8_t lead;  /* bytes before a frame's length: 1 on ipc:// (its type), else 0 */
+    char ipc[108]; /* ipc://: the socket's path, removed at close ("": tcp://) */
     sp_conn *conns;
     sp_deadlines hello;  /* awaiting their header (SP_HELLO_MS; loop thread) */
     sp_deadlines frames; /* a frame begun, not all in (frame_ms; loop thread) */
@@ -324,10 +327,11 @@ static void req_answer(sp_req *r, nng_msg *m)
 {
     sp_conn *c = r->c;
     gw_sp *s = c->s;
-    uint8_t head[8];
+    uint8_t head[9] = {1}; /* (ipc://: the message type, 1) */
     uint64_t len = r->bt_len + (m ? nng_msg_len(m) : 0);
     for (int i = 0; i < 8; i++)
-        head[i] = (uint8_t)(len >> (56 - 8 * i));
+        head[s->lead + i] = (uint8_t)(len >> (56 - 8 * i));
+    size_t head_len = s->lead + 8u;
     pthread_mutex_lock(&c->mu);
     if (!c->closed && !c->ending && m == NULL) {
         /* No answer could be made (no memory to encode it). Clients turn
@@ -336,10 +340,9 @@ static void req_answer(sp_req *r, nng_msg *m)
          * and the loop sees the end. */
         conn_end(c);
     } else if (!c->closed && !c->ending) {
-        size_t body = nng_msg_len(m), total = sizeof(head) + r->bt_len + body, sent = 0;
+        size_t body = nng_msg_len(m), total = head_len + r->bt_len + body, sent = 0;
         if (c->out_len == c->out_off) { /* nothing queued: try the socket now */
-            struct iovec iov[3] = {
-                {head, sizeof(head)}, {r->bt, r->bt_len}, {nng_msg_body(m), body}};
+            struct iovec iov[3] = {{head, head_len}, {r->bt, r->bt_len}, {nng_msg_body(m), body}};
             struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
             ssize_t n;
             do
@@ -350,7 +353,7 @@ static void req_answer(sp_req *r, nng_msg *m)
         }
         if (sent < total && out_reserve(c, total - sent)) {
             const uint8_t *parts[3] = {head, r->bt, nng_msg_body(m)};
-            size_t lens[3] = {sizeof(head), r->bt_len, body}, skip = sent;
+            size_t lens[3] = {head_len, r->bt_len, body}, skip = sent;
             for (int i = 0; i < 3; i++) {
                 size_t k = skip < lens[i] ? skip : lens[i];
                 skip -= k;
@@ -542,18 +545,23 @@ static bool conn_frames(sp_conn *c)
         }
         bool full = window || c->full;
         pthread_mutex_unlock(&c->mu);
-        if (full || c->in_len - off < 8)
+        size_t head = c->s->lead + 8u;
+        if (full || c->in_len - off < head)
             break;
+        if (c->s->lead > 0 && c->in[off] != 1) {
+            ok = false; /* ipc://: not a message (nng's IPC mapping has no other type) */
+            break;
+        }
         uint64_t len = 0;
-        for (int i = 0; i < 8; i++)
+        for (size_t i = c->s->lead; i < head; i++)
             len = len << 8 | c->in[off + i];
         if (len > 2 * c->s->max_msg + SP_BACKTRACE_MAX) {
             ok = false; /* over the memory bound, as nng's receive limit */
             break;
         }
-        if (c->in_len - off - 8 < len) {
+        if (c->in_len - off - head < len) {
             bool starved = false;
-            if (8 + len > c->in_cap && off == 0 && !conn_in_grow(c, 8 + len, &starved))
+            if (head + len > c->in_cap && off == 0 && !conn_in_grow(c, head + len, &starved))
                 ok = starved; /* starved: read on later, as room frees up */
             break;
         }
@@ -566,11 +574,11 @@ static bool conn_frames(sp_conn *c)
             c->hup = poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP)) != 0;
             checked = true;
         }
-        if (!conn_request(c, c->in + off + 8, (size_t)len)) {
+        if (!conn_request(c, c->in + off + head, (size_t)len)) {
             ok = false;
             break;
         }
-        off += 8 + len;
+        off += head + len;
     }
     if (off > 0) {
         memmove(c->in, c->in + off, c->in_len - off);
@@ -744,7 +752,8 @@ static void accept_all(gw_sp *s)
             continue;
         }
         int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (s->lead == 0)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         fcntl(fd, F_SETFD, FD_CLOEXEC);
         sp_conn *c = calloc(1, sizeof(*c));
@@ -910,8 +919,50 @@ static void *loop_main(void *arg)
 
 /* ---- start and stop ---- */
 
+/* ipc://PATH: a Unix socket at PATH. A socket file already there whose
+ * listener is gone (connecting is refused) is replaced, as nng does; one
+ * that answers is another server's, and an error. */
+static int listen_ipc(gw_sp *s, const char *url, char *err, size_t errlen)
+{
+    const char *path = url + strlen("ipc://");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (path[0] == '\0' || strlen(path) >= sizeof(sa.sun_path) || strlen(path) >= sizeof(s->ipc)) {
+        snprintf(err, errlen, "%s: an ipc:// path is 1 to %zu bytes", url, sizeof(sa.sun_path) - 1);
+        return BERTH_EINVAL;
+    }
+    memcpy(sa.sun_path, path, strlen(path));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int rv = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    if (rv != 0 && errno == EADDRINUSE) {
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        bool stale = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
+                     errno == ECONNREFUSED;
+        if (probe >= 0)
+            close(probe);
+        if (stale && unlink(path) == 0)
+            rv = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+        else
+            errno = EADDRINUSE;
+    }
+    if (rv != 0 || listen(fd, 128) != 0) {
+        int saved = errno;
+        if (fd >= 0)
+            close(fd);
+        snprintf(err, errlen, "cannot listen on %s: %s", url, strerror(saved));
+        return BERTH_EIO;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    snprintf(s->url, sizeof(s->url), "%s", url);
+    snprintf(s->ipc, sizeof(s->ipc), "%s", path);
+    s->lead = 1;
+    s->lfd = fd;
+    return BERTH_OK;
+}
+
 static int listen_on(gw_sp *s, const char *url, char *err, size_t errlen)
 {
+    if (strncmp(url, "ipc://", 6) == 0)
+        return listen_ipc(s, url, err, errlen);
     const char *hp = url + strlen("tcp://");
     const char *colon = strrchr(hp, ':');
     if (colon == NULL) {
@@ -1050,6 +1101,8 @@ void gw_sp_close(gw_sp *s)
     if (s->spare >= 0)
         close(s->spare);
     close(s->lfd);
+    if (s->ipc[0] != '\0')
+        unlink(s->ipc); /* (nng's IPC listener does so too) */
     close(s->efd);
     close(s->wake);
     pthread_mutex_destroy(&s->mu);

@@ -1,12 +1,18 @@
 /*
- * sp.h — berth's own server for the operate surface on tcp://.
+ * sp.h — berth's own server for the operate (and admin) surface on tcp://
+ * and ipc://.
  *
  * It speaks what an nng REQ socket speaks to a REP socket over TCP (the
  * scalability protocols' TCP mapping): an 8-byte header each way
  * ("\0SP\0", the protocol number, two zero bytes), then frames of a
  * 64-bit big-endian length and the message, whose header is the request's
  * backtrace (4-byte words, the last with its high bit set), echoed in the
- * answer. Clients cannot tell it from nng's REP.
+ * answer. Over ipc:// (a Unix socket: nng's IPC mapping) each frame's
+ * length is preceded by one byte, the message type, which is always 1
+ * (another closes the connection). Clients cannot tell it from nng's REP.
+ * An ipc:// socket file left by a listener that is gone is replaced; one
+ * that answers is another server's, and starting fails. The file is
+ * removed at close.
  *
  * One thread runs an epoll loop: it accepts, reads frames and hands each
  * request to the engine (gateway/call.h). The engine's commit thread

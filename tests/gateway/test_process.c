@@ -13,12 +13,14 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
 
 #include "tests/support/daemon.h"
+#include "proto/sp_wire.h"
 #include "tests/support/raw.h"
 
 static daemon_proc D;
@@ -416,6 +418,84 @@ Test(process, the_priority_settings_bound_and_default_a_submit_s_priority)
     cr_assert_eq(f->fetch->tasks[1]->priority, 10);
     w_free(f);
     bc_close(c);
+}
+
+static int ipc_connect(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* ipc:// is served by berth's own server too: nng's IPC client is served
+ * as nng's listener would serve it (each message's length preceded by a
+ * byte holding 1), a stale socket file is replaced, a live one is another
+ * server's and refused, and the file goes when berthd stops. */
+Test(process, operate_over_ipc_is_berths_own_server_and_speaks_nngs_ipc)
+{
+    char dir[] = "/tmp/berth-ipc-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[96], url[128];
+    snprintf(path, sizeof(path), "%s/operate.sock", dir);
+    snprintf(url, sizeof(url), "ipc://%s", path);
+    /* A socket file whose listener is gone. */
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    int stale = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_eq(bind(stale, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    close(stale);
+
+    d_start(&D, (const char *const[]){"--operate", url, NULL});
+    cr_assert_str_eq(D.operate, url);
+
+    /* nng's REQ socket over IPC: a round trip of every shape. */
+    bc *c;
+    char err[256];
+    cr_assert_eq(bc_open(D.operate, &c, err, sizeof(err)), BC_OK, "%s", err);
+    Berth__V1__Response *r = w_submit(c, "over-ipc", "p", NULL);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    w_free(r);
+    r = w_fetch(c, "w", "over-ipc", 1, 0, 2000);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_eq(r->fetch->n_tasks, 1);
+    Berth__V1__Response *done =
+        w_guarded(c, BERTH__V1__REQUEST__METHOD_COMPLETE, r->fetch->tasks[0]->id, "w",
+                  r->fetch->tasks[0]->lock_token);
+    w_expect_code(done, BERTH__V1__CODE__OK);
+    w_free(done);
+    w_free(r);
+    bc_close(c);
+
+    /* A frame whose type byte is not 1 is not nng's IPC: the connection
+     * closes. */
+    int fd = ipc_connect(path);
+    cr_assert_geq(fd, 0);
+    uint8_t hello[SP_HEADER_LEN], peer[SP_HEADER_LEN];
+    sp_header(hello, SP_PROTO_REQ0);
+    cr_assert_eq(write(fd, hello, sizeof(hello)), (ssize_t)sizeof(hello));
+    cr_assert_eq(read(fd, peer, sizeof(peer)), (ssize_t)sizeof(peer));
+    uint8_t bad[9 + 4] = {2, 0, 0, 0, 0, 0, 0, 0, 4, 0x80, 0, 0, 1};
+    cr_assert_eq(write(fd, bad, sizeof(bad)), (ssize_t)sizeof(bad));
+    uint8_t b;
+    cr_assert_eq(read(fd, &b, 1), 0, "the connection stays open after a frame of type 2");
+    close(fd);
+
+    /* The path is in use by a live server: a second berthd is refused. */
+    int status = d_refused((const char *const[]){"--operate", url, NULL}, err, sizeof(err));
+    cr_assert_neq(status, 0);
+    cr_assert_not_null(strstr(err, "cannot listen"), "%s", err);
+
+    d_stop(&D);
+    cr_assert_neq(access(path, F_OK), 0, "the socket file outlived berthd");
+    rmdir(dir);
 }
 
 Test(process, operate_over_tls_with_a_verified_certificate)
