@@ -435,11 +435,12 @@ static int ipc_connect(const char *path)
     return fd;
 }
 
-/* ipc:// is served by berth's own server too: nng's IPC client is served
- * as nng's listener would serve it (each message's length preceded by a
- * byte holding 1), a stale socket file is replaced, a live one is another
- * server's and refused, and the file goes when berthd stops. */
-Test(process, operate_over_ipc_is_berths_own_server_and_speaks_nngs_ipc)
+/* ipc:// (berth's own server; with BERTH_TEST_OPERATE_NNG, nng's REP, held
+ * to the same): nng's IPC client is served (each message's length preceded
+ * by a byte holding 1), a frame of another type closes the connection, a
+ * stale socket file is replaced, a live one is another server's and
+ * refused, and the file goes when berthd stops. */
+Test(process, operate_over_ipc_speaks_nngs_ipc_mapping)
 {
     char dir[] = "/tmp/berth-ipc-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
@@ -485,7 +486,10 @@ Test(process, operate_over_ipc_is_berths_own_server_and_speaks_nngs_ipc)
     uint8_t bad[9 + 4] = {2, 0, 0, 0, 0, 0, 0, 0, 4, 0x80, 0, 0, 1};
     cr_assert_eq(write(fd, bad, sizeof(bad)), (ssize_t)sizeof(bad));
     uint8_t b;
-    cr_assert_eq(read(fd, &b, 1), 0, "the connection stays open after a frame of type 2");
+    /* (Closed with bytes of ours unread, a Unix socket reads ECONNRESET.) */
+    ssize_t got = read(fd, &b, 1);
+    cr_assert(got == 0 || (got < 0 && errno == ECONNRESET),
+              "the connection stays open after a frame of type 2 (%zd, %s)", got, strerror(errno));
     close(fd);
 
     /* The path is in use by a live server: a second berthd is refused. */

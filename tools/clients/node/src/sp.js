@@ -55,9 +55,27 @@ export class ReqConnection {
   /** Sends body; resolves with the answer's body (the id taken off). */
   async request(body, { timeoutMs = 10_000, signal } = {}) {
     if (this.#closed) throw new SpError("closed", "the client is closed");
-    signal?.throwIfAborted?.();
+    const aborted = () => new SpError("aborted", "aborted");
+    if (signal?.aborted) throw aborted();
     const started = Date.now();
-    await this.#connect(signal, timeoutMs);
+    // The dial and handshake, bounded by the timeout and the signal too.
+    let stop;
+    const stopped = new Promise((_resolve, reject) => {
+      const t = setTimeout(() => reject(new SpError("timeout", `no connection within ${timeoutMs} ms`)), timeoutMs);
+      const onAbort = () => reject(aborted());
+      signal?.addEventListener("abort", onAbort, { once: true });
+      stop = () => {
+        clearTimeout(t);
+        signal?.removeEventListener("abort", onAbort);
+      };
+    });
+    try {
+      await Promise.race([this.#connect(), stopped]);
+    } finally {
+      stop();
+    }
+    stopped.catch(() => {});
+    if (signal?.aborted) throw aborted();
     const sock = this.#sock;
     if (sock === null) throw new SpError("unreachable", `${this.#url}: connection lost`);
     const id = ((this.#nextId = (this.#nextId + 1) & 0x7fffffff) | 0x80000000) >>> 0;
@@ -92,7 +110,7 @@ export class ReqConnection {
     this.#fail(new SpError("closed", "the client is closed"));
   }
 
-  #connect(signal, timeoutMs) {
+  #connect() {
     if (this.#ready !== null) return this.#ready;
     const sock = net.connect(this.#target);
     sock.setNoDelay(true);
@@ -102,8 +120,8 @@ export class ReqConnection {
     this.#ready = new Promise((resolve, reject) => {
       let hello = Buffer.alloc(0);
       const timer = setTimeout(() => {
-        sock.destroy(new SpError("unreachable", `${this.#url}: no handshake within ${timeoutMs} ms`));
-      }, Math.min(timeoutMs, this.#connectTimeoutMs));
+        sock.destroy(new SpError("unreachable", `${this.#url}: no handshake within ${this.#connectTimeoutMs} ms`));
+      }, this.#connectTimeoutMs);
       const onData = (chunk) => {
         if (hello !== null) {
           hello = Buffer.concat([hello, chunk]);
@@ -144,18 +162,19 @@ export class ReqConnection {
     const lead = this.#lead;
     for (;;) {
       if (this.#inLen < lead + 8) return;
-      const buf = this.#in.length === 1 ? this.#in[0] : Buffer.concat(this.#in);
-      this.#in = [buf];
-      const len = buf.readBigUInt64BE(lead);
-      if ((lead > 0 && buf[0] !== 1) || len < 4n || len > BigInt(this.#recvMax) + 4n) {
+      if (this.#in[0].length < lead + 8) this.#in = [Buffer.concat(this.#in)];
+      const first = this.#in[0];
+      const len = first.readBigUInt64BE(lead);
+      if ((lead > 0 && first[0] !== 1) || len < 4n || len > BigInt(this.#recvMax) + 4n) {
         this.#sock?.destroy(new SpError("protocol", `${this.#url}: a frame of ${len} bytes`));
         return;
       }
-      const n = Number(len);
-      const end = lead + 8 + n;
+      const end = lead + 8 + Number(len);
+      // The chunks are joined once, when the whole frame is in.
       if (this.#inLen < end) return;
+      const buf = this.#in.length === 1 ? first : Buffer.concat(this.#in);
       const id = buf.readUInt32BE(lead + 8);
-      const body = buf.subarray(lead + 12, end);
+      const body = Buffer.from(buf.subarray(lead + 12, end));
       const rest = buf.subarray(end);
       this.#in = rest.length > 0 ? [rest] : [];
       this.#inLen = rest.length;
@@ -163,7 +182,7 @@ export class ReqConnection {
       if (p !== undefined) {
         this.#pending.delete(id);
         p.cleanup();
-        p.resolve(Buffer.from(body));
+        p.resolve(body);
       } // else: the answer to a request that timed out or was aborted
     }
   }

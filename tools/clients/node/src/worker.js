@@ -14,6 +14,7 @@
 // and completes what was done.
 
 import { Aborted, BerthError, NotFound, ResourceExhausted, Terminal, TransportError, Unavailable } from "./errors.js";
+import { resultFields } from "./client.js";
 
 // berthd's bounds on an error (engine/check.h): longer is cut, at a
 // character boundary.
@@ -45,8 +46,13 @@ export function errorOf(e) {
 }
 
 const sleep = (ms, signal) => new Promise((resolve) => {
-  const t = setTimeout(resolve, ms);
-  signal?.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
+  const done = () => {
+    clearTimeout(t);
+    signal?.removeEventListener("abort", done);
+    resolve();
+  };
+  const t = setTimeout(done, ms);
+  signal?.addEventListener("abort", done, { once: true });
 });
 
 export class WorkerTask {
@@ -58,10 +64,17 @@ export class WorkerTask {
     Object.assign(this, task);
   }
 
-  /** Completes the task with the worker's next fetch (result: a call's answer). */
+  /** Completes the task with the worker's next fetch (result: a call's answer;
+   * once the loop has ended, in a request of its own). */
   complete(result) {
+    const r = resultFields(result); // (a result of the wrong kind throws here, unanswered)
     this.#once();
-    this.#worker._queue(this, result);
+    this.#worker._queue(this, r);
+  }
+
+  /** complete(), fail(), refuse() or release() has been called. */
+  get answered() {
+    return this.#answered;
   }
 
   /** Fails it (an Error, or { code, message, details }): retried after its backoff. */
@@ -95,6 +108,7 @@ export class WorkerTask {
 export class Worker {
   #topics;
   #stopped = false;
+  #ended = false; // the loop is over: a completion goes alone
   #done = []; // [task, result] to carry on the next fetch
 
   constructor(client, topics, { maxTasks = 1, lockMs, waitMs = 5_000, signal, retryPauseMs = 500,
@@ -116,7 +130,29 @@ export class Worker {
   }
 
   _queue(task, result) {
-    this.#done.push([task, result]);
+    if (!this.#ended) {
+      this.#done.push([task, result]);
+      return;
+    }
+    this.client.complete(task, result).catch((err) => {
+      if (!(err instanceof BerthError)) throw err;
+      this.onCompletionError(task, err);
+    });
+  }
+
+  // Completions one request at a time: when a fetch carrying them all was
+  // too big (each is under the payload bound; together they need not be).
+  async #completeEach(done) {
+    for (const [task, result] of done) {
+      try {
+        await this.client.complete(task, result);
+      } catch (err) {
+        if (!(err instanceof BerthError)) throw err;
+        if (err instanceof TransportError || err instanceof Unavailable) return done.slice(done.indexOf(task));
+        this.onCompletionError(task, err);
+      }
+    }
+    return [];
   }
 
   #report(done, errs) {
@@ -125,30 +161,49 @@ export class Worker {
 
   async *[Symbol.asyncIterator]() {
     let pause = this.retryPauseMs;
+    let unseen = []; // fetched, not handed out yet: released if the loop ends early
     try {
       while (!this.#stopped) {
+        // Completions queued from now on (while this fetch is out) ride on
+        // the next one.
         const done = this.#done;
+        this.#done = [];
         let got;
         try {
           got = await this.client.fetch(this.#topics, { maxTasks: this.maxTasks, lockMs: this.lockMs,
             waitMs: this.waitMs, completes: done });
         } catch (e) {
-          if (!(e instanceof TransportError || e instanceof Unavailable || e instanceof ResourceExhausted)) throw e;
+          if (e instanceof ResourceExhausted && done.length > 0) {
+            // Too big together (or berthd is short of room): one at a time.
+            this.#done = (await this.#completeEach(done)).concat(this.#done);
+            continue;
+          }
           // The completions may or may not have been kept: they go again
           // with the next fetch (a kept one is then NOT_FOUND, and told).
+          this.#done = done.concat(this.#done);
+          if (!(e instanceof TransportError || e instanceof Unavailable || e instanceof ResourceExhausted)) throw e;
           await sleep(pause, this.signal);
           pause = Math.min(pause * 2, 30_000);
           continue;
         }
         pause = this.retryPauseMs;
-        this.#done = this.#done.slice(done.length);
         this.#report(done, got.completeErrors);
-        for (const t of got) yield new WorkerTask(this, t);
+        unseen = got.map((t) => new WorkerTask(this, t));
+        while (unseen.length > 0) yield unseen.shift();
       }
     } finally {
+      this.#ended = true;
+      await Promise.all(unseen.map((t) => t.release().catch(() => {})));
       const done = this.#done;
       this.#done = [];
-      if (done.length > 0) this.#report(done, await this.client.completeBatch(done));
+      if (done.length > 0) {
+        try {
+          this.#report(done, await this.client.completeBatch(done));
+        } catch (e) {
+          if (!(e instanceof BerthError)) throw e;
+          await this.#completeEach(done);
+        }
+      }
     }
   }
 
@@ -160,7 +215,10 @@ export class Worker {
    */
   async run(handler) {
     for await (const task of this) {
-      const period = Math.max((task.lockExpiresAtMs - Date.now()) / 3, 100);
+      // A third of the lock: as asked for, else as berthd's clock gave it
+      // (this machine's clock may be off from berthd's).
+      const period = Math.max(this.lockMs !== undefined ? this.lockMs / 3
+        : (task.lockExpiresAtMs - Date.now()) / 3, 100);
       let lost = null;
       const timer = setInterval(() => {
         task.extendLock().catch((e) => {
@@ -172,8 +230,10 @@ export class Worker {
       }, period);
       try {
         const result = await handler(task);
-        if (lost === null) task.complete(result);
+        // (A handler may have answered its task itself.)
+        if (lost === null && !task.answered) task.complete(result);
       } catch (e) {
+        if (task.answered) continue; // its own answer stands
         try {
           if (e instanceof Refuse) await task.refuse(e.code, e.message, e.details);
           else await task.fail(e);

@@ -156,6 +156,47 @@ for (const [name, flags] of [["berth's SP server", []], ["--operate-nng", ["--op
       assert.deepEqual(res.result.payload, Buffer.from("answered"));
     });
 
+    test("completions made while a fetch is out are kept; a handler may answer its own task", { timeout: 30_000 }, async () => {
+      const t = topic();
+      await c.submitBatch(Array.from({ length: 20 }, (_, i) => ({ topic: t, payload: `a-${i}` })));
+      const w = c.worker(t, { maxTasks: 3, waitMs: 100, lockMs: 1000 });
+      const seen = new Set();
+      for await (const task of w) {
+        seen.add(task.payload.toString());
+        setTimeout(() => task.complete(), 5); // later: while the next fetch is out
+        if (seen.size === 20) w.stop();
+      }
+      await new Promise((r) => setTimeout(r, 1300)); // past every lock: a lost completion shows
+      assert.equal((await c.fetch(t, { maxTasks: 50, waitMs: 0 })).length, 0);
+
+      await c.submitBatch([{ topic: t, payload: "self" }, { topic: t, payload: "number" }]);
+      const w2 = c.worker(t, { waitMs: 100 });
+      const outcomes = [];
+      await w2.run(async (task) => {
+        const p = task.payload.toString();
+        outcomes.push(p);
+        if (outcomes.length === 2) w2.stop();
+        if (p === "self") return task.refuse("Mine", "answered by the handler");
+        return 42; // not a result: the task fails, the worker goes on
+      });
+      assert.deepEqual(outcomes.sort(), ["number", "self"]);
+      const again = await c.fetch(t, { waitMs: 2000 }); // the failed one, retried
+      assert.equal(again.length, 1);
+      assert.equal(again[0].payload.toString(), "number");
+      assert.equal(again[0].attempt, 2);
+      await c.complete(again[0]);
+    });
+
+    test("breaking out of the loop releases the tasks not handed out", async () => {
+      const t = topic();
+      await c.submitBatch(Array.from({ length: 5 }, (_, i) => ({ topic: t, payload: `b-${i}` })));
+      for await (const task of c.worker(t, { maxTasks: 5, waitMs: 1000, lockMs: 60_000 })) {
+        task.complete();
+        break;
+      }
+      assert.equal((await c.fetch(t, { maxTasks: 10, waitMs: 0 })).length, 4);
+    });
+
     test("run() extends the lock of a slow handler", async () => {
       const t = topic();
       await c.submit(t, "slow");
@@ -207,6 +248,26 @@ test("after berthd restarts, the next request dials again", async () => {
     const s = await c.submit(t, "after");
     const got = await c.fetch(t, { waitMs: 2000 });
     assert.equal(got[0].id, s.id);
+  } finally {
+    c.close();
+    await b.stop();
+  }
+});
+
+test("completions too big to ride on one fetch go one at a time", { timeout: 30_000 }, async () => {
+  const b = await startBerthd("--max-message-bytes", "65536", "--payload-max-bytes", "40000");
+  const c = new Client(b.operate);
+  try {
+    const t = topic();
+    await c.submitBatch(Array.from({ length: 8 }, (_, i) => ({ topic: t, payload: `big-${i}` })));
+    const w = c.worker(t, { maxTasks: 4, waitMs: 200, lockMs: 1000 });
+    let n = 0;
+    await w.run(async () => {
+      if (++n === 8) w.stop();
+      return Buffer.alloc(30_000, 7); // four of them are over the 64 KiB request bound
+    });
+    await new Promise((r) => setTimeout(r, 1300));
+    assert.equal((await c.fetch(t, { maxTasks: 10, waitMs: 0 })).length, 0);
   } finally {
     c.close();
     await b.stop();
