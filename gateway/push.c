@@ -54,7 +54,6 @@ typedef struct flight {
 
 struct gw_push {
     gw_push_options o;
-    nng_tls_config *tls; /* client mode, made on first tls use */
     pthread_mutex_t mu;
     pthread_cond_t cv; /* a flight left p->flights */
     bool stopping;
@@ -103,24 +102,31 @@ static bool nng_url_of(const char *transport, char *out, size_t len)
     return false;
 }
 
-static int tls_config(gw_push *p, nng_tls_config **out)
+/* A client TLS configuration for one receiver: its certificate checked
+ * against --push-tls-ca (or the system's CAs) and for the URL's host (nng's
+ * dialer takes the host from the URL into its own configuration, which
+ * this one replaces). The dialer holds it; *out is the caller's to free. */
+static int tls_config(const gw_push *p, const char *url, nng_tls_config **out)
 {
-    if (p->tls == NULL) {
-        nng_tls_config *c = NULL;
-        int rv = nng_tls_config_alloc(&c, NNG_TLS_MODE_CLIENT);
-        if (rv == 0)
-            rv = nng_tls_config_ca_file(c, p->o.tls_ca_file ? p->o.tls_ca_file : GW_PUSH_SYSTEM_CA);
-        if (rv == 0)
-            rv = nng_tls_config_auth_mode(c, NNG_TLS_AUTH_MODE_REQUIRED);
-        if (rv != 0) {
-            if (c != NULL)
-                nng_tls_config_free(c);
-            return rv;
-        }
-        p->tls = c;
+    nng_tls_config *c = NULL;
+    nng_url *u = NULL;
+    int rv = nng_tls_config_alloc(&c, NNG_TLS_MODE_CLIENT);
+    if (rv == 0)
+        rv = nng_tls_config_ca_file(c, p->o.tls_ca_file ? p->o.tls_ca_file : GW_PUSH_SYSTEM_CA);
+    if (rv == 0)
+        rv = nng_tls_config_auth_mode(c, NNG_TLS_AUTH_MODE_REQUIRED);
+    if (rv == 0)
+        rv = nng_url_parse(&u, url);
+    if (rv == 0)
+        rv = nng_tls_config_server_name(c, u->u_hostname);
+    if (u != NULL)
+        nng_url_free(u);
+    if (rv != 0 && c != NULL) {
+        nng_tls_config_free(c);
+        c = NULL;
     }
-    *out = p->tls;
-    return 0;
+    *out = c;
+    return rv;
 }
 
 /* Dials r's receiver (nng redials it for ever after); r->ok says. */
@@ -145,9 +151,11 @@ static void dial(gw_push *p, receiver *r)
         rv = nng_socket_set_ms(r->sock, NNG_OPT_RECONNMAXT, 5000);
     if (rv == 0)
         rv = nng_dialer_create(&d, r->sock, url);
-    nng_tls_config *tls;
-    if (rv == 0 && strncmp(url, "tls+", 4) == 0 && (rv = tls_config(p, &tls)) == 0)
+    nng_tls_config *tls = NULL;
+    if (rv == 0 && strncmp(url, "tls+", 4) == 0 && (rv = tls_config(p, url, &tls)) == 0) {
         rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tls);
+        nng_tls_config_free(tls); /* (the dialer holds its own) */
+    }
     if (rv == 0)
         rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK); /* unreachable now: nng retries */
     if (rv != 0) {
@@ -453,8 +461,6 @@ bool gw_push_close(gw_push *p, int ms)
     for (size_t i = 0; i < p->n_rx; i++)
         free(p->rx[i].transport);
     free(p->rx);
-    if (p->tls != NULL)
-        nng_tls_config_free(p->tls);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p);

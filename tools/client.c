@@ -75,8 +75,17 @@ int bc_open_tls(const char *url, const bc_tls *tls, bc **out, char *err, size_t 
             if (rv == 0)
                 rv = nng_tls_config_auth_mode(c->tls, NNG_TLS_AUTH_MODE_REQUIRED);
         }
-        if (rv == 0 && tls != NULL && tls->server_name != NULL)
-            rv = nng_tls_config_server_name(c->tls, tls->server_name);
+        /* The name the certificate must carry: the URL's host unless told
+         * otherwise (nng's dialer takes it from the URL into its own
+         * configuration, which this one replaces). */
+        nng_url *u = NULL;
+        const char *name = tls != NULL && tls->server_name != NULL ? tls->server_name : NULL;
+        if (rv == 0 && name == NULL && (rv = nng_url_parse(&u, url)) == 0)
+            name = u->u_hostname;
+        if (rv == 0 && name != NULL && name[0] != '\0')
+            rv = nng_tls_config_server_name(c->tls, name);
+        if (u != NULL)
+            nng_url_free(u);
         if (rv == 0)
             rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, c->tls);
     }

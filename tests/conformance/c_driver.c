@@ -13,6 +13,7 @@
  */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -98,6 +99,8 @@ static cJSON *lookup(const cJSON *v, const char *path)
     return v != NULL ? cJSON_Duplicate(v, true) : NULL;
 }
 
+static bool ref_missing; /* resolve() met a "$name.path" no result has */
+
 /* v with every "$name.path" replaced by that earlier result: a new tree. */
 static cJSON *resolve(const cJSON *v, const cJSON *vars)
 {
@@ -107,6 +110,7 @@ static cJSON *resolve(const cJSON *v, const cJSON *vars)
         snprintf(name, sizeof(name), "%.*s", (int)(dot ? (size_t)(dot - ref) : strlen(ref)), ref);
         const cJSON *base = cJSON_GetObjectItemCaseSensitive(vars, name);
         cJSON *got = base == NULL ? NULL : dot ? lookup(base, dot + 1) : cJSON_Duplicate(base, 1);
+        ref_missing |= got == NULL;
         return got != NULL ? got : cJSON_CreateNull();
     }
     if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
@@ -309,8 +313,20 @@ static bool round_trip(run *r, Berth__V1__Request *req, uint64_t wait_ms,
 typedef struct loop_state {
     uint32_t *seen;
     uint64_t count, distinct, handled;
-    atomic_bool stop;
+    atomic_bool stop, over;
 } loop_state;
+
+/* The loop's deadline: stopped after 120 s whatever it found. */
+static void *loop_deadline(void *arg)
+{
+    loop_state *s = arg;
+    for (int i = 0; i < 1200 && !atomic_load(&s->over); i++) {
+        struct timespec t = {0, 100 * 1000000L};
+        nanosleep(&t, NULL);
+    }
+    atomic_store(&s->stop, true);
+    return NULL;
+}
 
 static void loop_work(void *ctx, const Berth__V1__Task *t, bc_work *out)
 {
@@ -324,7 +340,7 @@ static void loop_work(void *ctx, const Berth__V1__Task *t, bc_work *out)
     out->outcome = BC_COMPLETE;
 }
 
-static bool worker_loop(run *r, const char *topic, uint64_t count, cJSON **got)
+static bool worker_loop(run *r, const char *topic, uint64_t count, uint64_t lock_ms, cJSON **got)
 {
     for (uint64_t first = 0; first < count; first += 100) {
         uint64_t n = count - first < 100 ? count - first : 100;
@@ -355,17 +371,28 @@ static bool worker_loop(run *r, const char *topic, uint64_t count, cJSON **got)
     }
     loop_state s = {.seen = keep(count * sizeof(uint32_t)), .count = count};
     atomic_init(&s.stop, false);
+    atomic_init(&s.over, false);
+    pthread_t deadline;
+    pthread_create(&deadline, NULL, loop_deadline, &s);
     char *topics[] = {(char *)topic};
     bc_worker w = {.worker_id = WORKER_ID,
                    .topics = topics,
                    .n_topics = 1,
                    .max_tasks = 50,
+                   .lock_ms = lock_ms,
                    .wait_ms = 500,
                    .work = loop_work,
                    .ctx = &s,
                    .stop = &s.stop};
-    if (bc_worker_run(r->c, &w) != BC_OK)
+    int rv = bc_worker_run(r->c, &w);
+    atomic_store(&s.over, true);
+    pthread_join(deadline, NULL);
+    if (rv != BC_OK)
         return failf("worker_loop: the worker loop failed");
+    /* Past every lock: a task whose completion was lost is fetchable again. */
+    struct timespec past = {(time_t)((lock_ms + 300) / 1000),
+                            (long)((lock_ms + 300) % 1000) * 1000000L};
+    nanosleep(&past, NULL);
     Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
     f.worker_id = WORKER_ID;
     f.n_topics = 1;
@@ -406,8 +433,10 @@ static bool do_step(run *r, const cJSON *a, cJSON **got)
         *got = cJSON_CreateObject();
         return true;
     } else if (strcmp(op, "worker_loop") == 0) {
+        uint64_t lock_ms = 0;
         num(a, "count", &v);
-        return worker_loop(r, str(a, "topic"), v, got);
+        num(a, "lock_ms", &lock_ms);
+        return worker_loop(r, str(a, "topic"), v, lock_ms, got);
     } else if (strcmp(op, "submit") == 0) {
         req.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT;
         req.submit = submit_of(a);
@@ -614,8 +643,10 @@ static bool step(run *r, const cJSON *s)
             cJSON_AddItemToObject(a, x->string, resolve(x, r->vars));
     }
     cJSON *got = NULL;
-    bool ok = do_step(r, a, &got);
     const char *op = str(s, "do");
+    bool ok = !ref_missing || failf("%s: an argument names a result that has no such path", op);
+    ref_missing = false;
+    ok = ok && do_step(r, a, &got);
     const cJSON *expect = cJSON_GetObjectItemCaseSensitive(s, "expect");
     if (ok) {
         bool may_refuse = false;
@@ -632,9 +663,10 @@ static bool step(run *r, const cJSON *s)
         if (!ok)
             break;
         cJSON *want = resolve(x, r->vars), *have = lookup(got, x->string);
-        if (have == NULL)
-            have = cJSON_CreateNull();
-        if (!cJSON_Compare(have, want, true)) {
+        if (have == NULL || ref_missing) {
+            ok = failf("%s: no %s in the result, or a reference to nothing", op, x->string);
+            ref_missing = false;
+        } else if (!cJSON_Compare(have, want, true)) {
             char *h = cJSON_PrintUnformatted(have), *w = cJSON_PrintUnformatted(want);
             ok = failf("%s: %s is %s, not %s", op, x->string, h, w);
             free(h);

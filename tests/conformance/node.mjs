@@ -40,11 +40,15 @@ function plain(v) {
   return v;
 }
 
+/** The value at path p in v; throws when v has no such path. */
 function lookup(v, p) {
   for (const part of p ? p.split(".") : []) {
     if (v instanceof Native) v = v.shown;
+    if (v === null || typeof v !== "object") throw new Error(`no ${p} in the result`);
     if (part === "#") return v.length;
-    v = Array.isArray(v) ? v[Number(part)] : v?.[part];
+    const key = Array.isArray(v) ? Number(part) : part;
+    if (!(key in v)) throw new Error(`no ${p} in the result`);
+    v = v[key];
   }
   return v;
 }
@@ -128,26 +132,27 @@ class Run {
         await c.release(s.task);
         return {};
       case "worker_loop":
-        return this.workerLoop(s.topic, s.count);
+        return this.workerLoop(s.topic, s.count, s.lock_ms);
       default:
         throw new Error(`unknown step ${s.do}`);
     }
   }
 
-  async workerLoop(topic, count) {
+  async workerLoop(topic, count, lockMs) {
     const c = this.c;
     for (let first = 0; first < count; first += 100) {
       const n = Math.min(100, count - first);
       await c.submitBatch(Array.from({ length: n }, (_, i) => ({ topic, payload: String(first + i) })));
     }
     const seen = new Map();
-    const w = c.worker(topic, { maxTasks: 50, waitMs: 500, signal: AbortSignal.timeout(120_000) });
+    const w = c.worker(topic, { maxTasks: 50, waitMs: 500, lockMs, signal: AbortSignal.timeout(120_000) });
     for await (const task of w) {
       const p = text(task.payload);
       seen.set(p, (seen.get(p) ?? 0) + 1);
-      task.complete();
+      setTimeout(() => task.complete(), 0); // (later, as work done elsewhere would be)
       if (seen.size === count) w.stop();
     }
+    await new Promise((r) => setTimeout(r, lockMs + 300)); // a lost completion shows
     const left = (await c.fetch(topic, { maxTasks: 1000, waitMs: 0 })).length;
     return { handled: [...seen.values()].reduce((a, b) => a + b, 0), distinct: seen.size, left };
   }
@@ -169,7 +174,7 @@ class Run {
     }
     for (const [p, w] of Object.entries(expect)) {
       const want = this.arg(w);
-      const have = plain(lookup(got, p)) ?? null;
+      const have = plain(lookup(got, p));
       if (!isDeepStrictEqual(have, want)) {
         throw new Error(`${s.do}: ${p} is ${JSON.stringify(have)}, not ${JSON.stringify(want)}`);
       }

@@ -149,10 +149,10 @@ class Run:
             c.release(s["task"])
             return {}
         if op == "worker_loop":
-            return self.worker_loop(s["topic"], s["count"])
+            return self.worker_loop(s["topic"], s["count"], s["lock_ms"])
         raise ValueError(f"unknown step {op!r}")
 
-    def worker_loop(self, topic: str, count: int) -> Dict[str, Any]:
+    def worker_loop(self, topic: str, count: int, lock_ms: int) -> Dict[str, Any]:
         c = self.c
         for first in range(0, count, 100):
             c.submit_batch([Submit(topic, str(i)) for i in range(first, min(first + 100, count))])
@@ -163,13 +163,14 @@ class Run:
             if len(seen) == count:
                 w.stop()
 
-        w = Worker(c, topic, handler, max_tasks=50, wait_ms=500)
+        w = Worker(c, topic, handler, max_tasks=50, wait_ms=500, lock_ms=lock_ms)
         th = threading.Thread(target=w.run, kwargs={"handle_signals": False})
         th.start()
         th.join(120)
         if th.is_alive():
             w.stop()
             th.join()
+        time.sleep(lock_ms / 1000 + 0.3)  # a task whose completion was lost is fetchable again
         left = len(c.fetch(topic, max_tasks=1000, wait_ms=0))
         return {"handled": sum(seen.values()), "distinct": len(seen), "left": left}
 

@@ -527,6 +527,11 @@ Test(process, operate_over_tls_with_a_verified_certificate)
     w_free(r);
     bc_close(c);
 
+    /* Told no name, a client checks the URL's host (127.0.0.1), which this
+     * certificate (for localhost) does not carry: refused. */
+    bc_tls by_url = {.ca_file = cert};
+    cr_assert_eq(bc_open_tls(D.operate, &by_url, &c, err, sizeof(err)), BC_EUNREACHABLE,
+                 "a certificate for another host than the URL's was accepted");
     /* A client that checks for another name must not get through: the
      * handshake fails and the dial with it. */
     bc_tls wrong = {.ca_file = cert, .server_name = "not-this-host"};

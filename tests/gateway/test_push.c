@@ -455,7 +455,9 @@ DTest(push, receivers_over_ipc_and_over_tls_with_a_verified_certificate)
     bc_close(C);
     bc_close(A);
     d_cleanup(&D);
-    d_start(&D, (const char *const[]){"--push-tls-ca", cert, NULL});
+    d_start(&D, (const char *const[]){"--push-tls-ca", cert, "--push-timeout-ms", "500",
+                                      "--delivery-attempts", "2", "--delivery-backoff-initial-ms",
+                                      "100", "--delivery-backoff-max-ms", "100", NULL});
     C = d_client(&D);
     char err[256];
     cr_assert_eq(bc_open(D.admin, &A, err, sizeof(err)), BC_OK, "%s", err);
@@ -471,6 +473,29 @@ DTest(push, receivers_over_ipc_and_over_tls_with_a_verified_certificate)
     wait_seen(&sec, 1);
     cr_assert_str_eq(sec.seen[0].payload, "over tls");
     wait_outbox_empty();
+    /* The same receiver by its address: the certificate (for localhost)
+     * does not name 127.0.0.1, so nothing reaches it, and the delivery is
+     * poisoned after its two attempts. */
+    snprintf(transport, sizeof(transport), "nng+req+tls://127.0.0.1:%d", sec.port);
+    deploy_transport("by-address", "by-ip", transport);
+    free(submit("by-ip", "not to an unverified name"));
+    Berth__V1__ListIncidentsRequest li = BERTH__V1__LIST_INCIDENTS_REQUEST__INIT;
+    Berth__V1__AdminRequest lreq = BERTH__V1__ADMIN_REQUEST__INIT;
+    lreq.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_INCIDENTS;
+    lreq.list_incidents = &li;
+    Berth__V1__AdminResponse *lr = NULL;
+    for (int i = 0; i < 1000 && lr == NULL; i++) {
+        lr = admin(&lreq);
+        if (lr->list_incidents->n_incidents == 0) {
+            berth__v1__admin_response__free_unpacked(lr, NULL);
+            lr = NULL;
+            struct timespec t = {0, 10 * 1000000L};
+            nanosleep(&t, NULL);
+        }
+    }
+    cr_assert_not_null(lr, "the delivery to an unverified name was not poisoned");
+    berth__v1__admin_response__free_unpacked(lr, NULL);
+    cr_assert_eq(seen_count(&sec), 1, "a delivery went to a receiver whose name was not verified");
     receiver_stop(&sec);
     snprintf(cmd, sizeof(cmd), "rm -rf %s %s", dir, path);
     cr_assert_eq(system(cmd), 0);

@@ -154,6 +154,9 @@ export declare const Code: Readonly<Record<
   "ABORTED" | "OUT_OF_RANGE" | "UNIMPLEMENTED" | "INTERNAL" | "UNAVAILABLE" | "DATA_LOSS" |
   "UNAUTHENTICATED", number>>;
 export declare class BerthError extends Error {
+  constructor(code: number, message?: string, opts?: {
+    verdict?: string; engineCode?: string; retryable?: boolean; field?: string; limit?: number;
+  });
   code: number;
   codeName: string;
   statusMessage: string;

@@ -99,6 +99,13 @@ class NngError(Exception):
         super().__init__(f"{what}: {_load().nng_strerror(errno).decode()}")
 
 
+def url_host(url: str) -> str:
+    """The host of scheme://host:port (brackets off an IPv6 address)."""
+    rest = url.split("://", 1)[-1]
+    host = rest.rsplit(":", 1)[0] if ":" in rest else rest
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
 def _check(what: str, rv: int) -> None:
     if rv != 0:
         raise NngError(what, rv)
@@ -138,9 +145,13 @@ class ReqSocket:
                     _check("tls CA file", lib.nng_tls_config_ca_file(self._tls, ca))
                     _check("tls", lib.nng_tls_config_auth_mode(self._tls,
                                                                NNG_TLS_AUTH_MODE_REQUIRED))
-                if tls_server_name:
+                # The name the certificate must carry: the URL's host unless
+                # told otherwise (nng drops the one it took from the URL when
+                # a configuration of ours replaces its own).
+                name = tls_server_name or url_host(url)
+                if name:
                     _check("tls server name",
-                           lib.nng_tls_config_server_name(self._tls, tls_server_name.encode()))
+                           lib.nng_tls_config_server_name(self._tls, name.encode()))
                 _check("tls", lib.nng_dialer_set_ptr(d, b"tls-config", self._tls))
             _check(url, lib.nng_dialer_start(d, 0))
         except BaseException:
@@ -213,6 +224,10 @@ class ReqSocket:
                     self._lib.nng_aio_cancel(aio)
             done.wait()
         return self._lib.nng_aio_result(aio)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         """Closes the socket once no request is in progress on it (nng must

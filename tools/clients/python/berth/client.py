@@ -141,7 +141,14 @@ class Fetched(List[Task]):
 Completion = Union[Task, Tuple[Task, Optional[Union[Result, Bytes]]]]
 
 
+def check_result(r: object) -> None:
+    """A completion's result is None, bytes, str or a Result: else TypeError."""
+    if r is not None and not isinstance(r, (Result, bytes, bytearray, memoryview, str)):
+        raise TypeError(f"a result is bytes, str or berth.Result, not {type(r).__name__}")
+
+
 def _result_pb(r: Optional[Union[Result, Bytes]]) -> Optional[pb.Result]:
+    check_result(r)
     if r is None:
         return None
     if not isinstance(r, Result):
@@ -186,6 +193,10 @@ class Client:
 
     def close(self) -> None:
         self._sock.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._sock.closed
 
     def __enter__(self) -> "Client":
         return self

@@ -21,7 +21,7 @@ import traceback
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from berth import errors
-from berth.client import Bytes, Client, Result, Task, TaskError
+from berth.client import Bytes, Client, Result, Task, TaskError, check_result
 
 log = logging.getLogger("berth.worker")
 
@@ -118,31 +118,55 @@ class Worker:
     def _loop(self) -> None:
         done: List[Tuple[Task, Optional[Union[Result, Bytes]]]] = []
         pause = self.retry_pause_s
-        while not self._stopping.is_set():
+        try:
+            while not self._stopping.is_set():
+                try:
+                    fetched = self.client.fetch(self.topics, max_tasks=self.max_tasks,
+                                                lock_ms=self.lock_ms, wait_ms=self.wait_ms,
+                                                completes=done)
+                except errors.ResourceExhausted as e:
+                    if not done:  # berthd is short of room: wait and see
+                        log.warning("fetch: %s; again in %.1f s", e, pause)
+                        self._stopping.wait(pause)
+                        continue
+                    # Too big together (each is under the payload bound;
+                    # several need not be): one request each.
+                    done = self._complete_each(done)
+                    continue
+                except (errors.TransportError, errors.Unavailable) as e:
+                    if self.client.closed:
+                        break
+                    # The completions may or may not have been kept: they go
+                    # again with the next fetch (a repeat of a kept one is
+                    # answered NOT_FOUND, which is logged and dropped).
+                    log.warning("fetch: %s; again in %.1f s", e, pause)
+                    self._stopping.wait(pause)
+                    pause = min(pause * 2, 30.0)
+                    continue
+                pause = self.retry_pause_s
+                self._report(done, fetched.complete_errors)
+                done = []
+                for task in fetched:
+                    outcome = self._handle(task)
+                    if outcome is not None:
+                        done.append(outcome)
+        finally:  # what was done is completed, however the loop ends
+            if done and not self.client.closed:
+                try:
+                    self._report(done, self.client.complete_batch(done))
+                except errors.BerthError:
+                    self._complete_each(done)
+
+    def _complete_each(self, done):
+        """Completes one request each; returns those berthd could not be asked about."""
+        for i, (task, result) in enumerate(done):
             try:
-                fetched = self.client.fetch(self.topics, max_tasks=self.max_tasks,
-                                            lock_ms=self.lock_ms, wait_ms=self.wait_ms,
-                                            completes=done)
-            except (errors.TransportError, errors.Unavailable, errors.ResourceExhausted) as e:
-                # The completions may or may not have been kept: they go
-                # again with the next fetch (a repeat of a kept one is
-                # answered NOT_FOUND, which is logged and dropped).
-                log.warning("fetch: %s; again in %.1f s", e, pause)
-                self._stopping.wait(pause)
-                pause = min(pause * 2, 30.0)
-                continue
-            pause = self.retry_pause_s
-            self._report(done, fetched.complete_errors)
-            done = []
-            for task in fetched:
-                outcome = self._handle(task)
-                if outcome is not None:
-                    done.append(outcome)
-        if done:
-            try:
-                self._report(done, self.client.complete_batch(done))
+                self.client.complete(task, result)
+            except (errors.TransportError, errors.Unavailable):
+                return done[i:]
             except errors.BerthError as e:
-                log.error("completing %d tasks at the end: %s", len(done), e)
+                log.warning("task %s: completion not kept: %s", task.id, e)
+        return []
 
     @staticmethod
     def _report(done, statuses) -> None:
@@ -151,11 +175,15 @@ class Worker:
                 log.warning("task %s: completion not kept: %s", task.id, err)
 
     def _handle(self, task: Task) -> Optional[Tuple[Task, Optional[Union[Result, Bytes]]]]:
-        lock_left_s = max(task.lock_expires_at_ms / 1000.0 - time.time(), 0.3)
-        ext = _Extender(self.client, task, self.lock_ms, lock_left_s / 3)
+        # A third of the lock: as asked for, else as berthd's clock gave it
+        # (this machine's clock may be off from berthd's).
+        lock_s = self.lock_ms / 1000.0 if self.lock_ms else \
+            task.lock_expires_at_ms / 1000.0 - time.time()
+        ext = _Extender(self.client, task, self.lock_ms, max(lock_s, 0.3) / 3)
         self.handled += 1
         try:
             result = self.handler(task)
+            check_result(result)  # the wrong kind fails the task, as a raise would
         except Refuse as r:
             ext.stop()
             self._answer(task, lambda: self.client.refuse(task, TaskError(

@@ -253,3 +253,50 @@ def test_worker_stops_on_sigterm_and_completes_what_it_did(berthd, tmp_path):
         out, _ = p.communicate(timeout=20)
         assert p.returncode == 0 and out.strip() == "stopped"
         assert list(c.fetch(t, max_tasks=10, wait_ms=0)) == []
+
+
+def test_worker_fails_a_result_of_the_wrong_kind_and_goes_on(berthd):
+    t = topic()
+    with Client(berthd.operate) as c:
+        c.submit_batch([Submit(t, b"dict"), Submit(t, b"fine")])
+        seen = []
+
+        def handler(task):
+            seen.append(task.payload)
+            if len(seen) == 2:
+                w.stop()
+            return {"not": "a result"} if task.payload == b"dict" else b"ok"
+
+        w = Worker(c, t, handler, max_tasks=2, wait_ms=200)
+        w.run(handle_signals=False)
+        again = c.fetch(t, wait_ms=2000)  # the failed one, retried; the other completed
+        assert [x.payload for x in again] == [b"dict"] and again[0].attempt == 2
+        c.complete(again[0])
+
+
+def test_worker_completes_one_at_a_time_when_together_they_are_too_big():
+    from conftest import Berthd
+
+    b = Berthd("--max-message-bytes", "65536", "--payload-max-bytes", "40000")
+    try:
+        t = topic()
+        with Client(b.operate) as c:
+            c.submit_batch([Submit(t, f"big-{i}") for i in range(8)])
+            n = [0]
+
+            def handler(task):
+                n[0] += 1
+                if n[0] == 8:
+                    w.stop()
+                return b"\x07" * 30_000  # four together are over the 64 KiB bound
+
+            w = Worker(c, t, handler, max_tasks=4, wait_ms=200, lock_ms=1000)
+            th = threading.Thread(target=w.run, kwargs={"handle_signals": False})
+            th.start()
+            th.join(30)
+            assert not th.is_alive(), "the worker is stuck on its completions"
+            time.sleep(1.3)  # past every lock: a completion not kept shows
+            assert list(c.fetch(t, max_tasks=10, wait_ms=0)) == []
+    finally:
+        b.close()
+
