@@ -7,7 +7,8 @@
 // a byte holding 1, the message type.
 // Requests are pipelined on one connection and matched to answers by id,
 // so they may be answered in any order. A connection that fails fails the
-// requests on it; the next request dials again.
+// requests on it; the next request dials again. An idle connection does
+// not keep the process alive (a script that forgets close() still ends).
 
 import net from "node:net";
 
@@ -93,9 +94,11 @@ export class ReqConnection {
       const cleanup = () => {
         clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
+        if (this.#pending.size === 0) this.#sock?.unref();
       };
       signal?.addEventListener("abort", onAbort, { once: true });
       this.#pending.set(id, { resolve, reject, cleanup });
+      sock.ref();
       const lead = this.#lead;
       const head = Buffer.alloc(lead + 12);
       if (lead > 0) head[0] = 1;

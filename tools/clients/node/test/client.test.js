@@ -187,6 +187,20 @@ for (const [name, flags] of [["berth's SP server", []], ["--operate-nng", ["--op
       await c.complete(again[0]);
     });
 
+    test("an idle client does not keep its process alive", { timeout: 20_000 }, async () => {
+      const { execFile } = await import("node:child_process");
+      const index = new URL("../src/index.js", import.meta.url).href;
+      const script = `import { Client } from ${JSON.stringify(index)};
+        const c = new Client(${JSON.stringify(b.operate)});
+        await c.submit("idle-exit", "x"); // and no close()
+        console.log("done");`;
+      const out = await new Promise((resolve, reject) => {
+        execFile(process.execPath, ["--input-type=module", "-e", script], { timeout: 10_000 },
+          (err, stdout) => (err ? reject(err) : resolve(stdout)));
+      });
+      assert.equal(out.trim(), "done");
+    });
+
     test("breaking out of the loop releases the tasks not handed out", async () => {
       const t = topic();
       await c.submitBatch(Array.from({ length: 5 }, (_, i) => ({ topic: t, payload: `b-${i}` })));
