@@ -21,6 +21,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <time.h>
@@ -934,7 +935,12 @@ static int listen_ipc(gw_sp *s, const char *url, char *err, size_t errlen)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int rv = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     if (rv != 0 && errno == EADDRINUSE) {
-        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        /* Only a socket is ever removed: a file of another kind at the path
+         * is left as it is, and the start fails. */
+        struct stat st;
+        int probe = lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)
+                        ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)
+                        : -1;
         bool stale = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
                      errno == ECONNREFUSED;
         if (probe >= 0)

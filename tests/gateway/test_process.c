@@ -492,14 +492,34 @@ Test(process, operate_over_ipc_speaks_nngs_ipc_mapping)
               "the connection stays open after a frame of type 2 (%zd, %s)", got, strerror(errno));
     close(fd);
 
-    /* The path is in use by a live server: a second berthd is refused. */
-    int status = d_refused((const char *const[]){"--operate", url, NULL}, err, sizeof(err));
+    /* The path is in use by a live server: a second berthd is refused. (It
+     * opens its store before it listens: one of its own, in dir.) */
+    char second[96];
+    snprintf(second, sizeof(second), "%s/second", dir);
+    int status = d_refused((const char *const[]){"--data", second, "--operate", url, NULL}, err,
+                           sizeof(err));
     cr_assert_neq(status, 0);
     cr_assert_not_null(strstr(err, "cannot listen"), "%s", err);
+    /* A file that is not a socket is never removed to make room. */
+    char plain[112], plain_url[144];
+    snprintf(plain, sizeof(plain), "%s/not-a-socket", dir);
+    snprintf(plain_url, sizeof(plain_url), "ipc://%s", plain);
+    FILE *f = fopen(plain, "w");
+    cr_assert_not_null(f);
+    fputs("keep me", f);
+    fclose(f);
+    status = d_refused((const char *const[]){"--data", second, "--operate", plain_url, NULL}, err,
+                       sizeof(err));
+    cr_assert_neq(status, 0);
+    cr_assert_not_null(strstr(err, "cannot listen"), "%s", err);
+    cr_assert_eq(access(plain, F_OK), 0, "berthd removed a file that was not a socket");
+    unlink(plain);
 
     d_stop(&D);
     cr_assert_neq(access(path, F_OK), 0, "the socket file outlived berthd");
-    rmdir(dir);
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
 }
 
 Test(process, operate_over_tls_with_a_verified_certificate)

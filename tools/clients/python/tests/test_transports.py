@@ -3,9 +3,7 @@ and tcp:// on nng's own REP socket (--operate-nng)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import tempfile
 import uuid
 
 import pytest
@@ -22,8 +20,8 @@ def round_trip(c: Client) -> None:
     assert c.complete_batch(got) == [None]
 
 
-def test_ipc():
-    path = os.path.join(tempfile.mkdtemp(prefix="berth-ipc-"), "operate.sock")
+def test_ipc(tmp_path):
+    path = str(tmp_path / "operate.sock")
     b = Berthd("--operate", f"ipc://{path}")
     try:
         assert b.operate == f"ipc://{path}"
