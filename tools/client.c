@@ -341,13 +341,12 @@ int bc_send(bc *c, const Berth__V1__Request *req, uint32_t id)
     if ((id & 0x80000000u) == 0)
         return BC_EINVAL;
     size_t len = berth__v1__request__get_packed_size(req);
-    uint8_t stack[4096], *buf = len <= sizeof(stack) ? stack : malloc(len);
+    uint8_t *buf = malloc(len ? len : 1);
     if (buf == NULL)
         return BC_ENOMEM;
     berth__v1__request__pack(req, buf);
     bool ok = direct_write(c, buf, len, id);
-    if (buf != stack)
-        free(buf);
+    free(buf);
     return ok ? BC_OK : BC_EUNREACHABLE;
 }
 

@@ -73,9 +73,8 @@ export class ReqConnection {
     try {
       await Promise.race([this.#connect(), stopped]);
     } finally {
-      stop();
+      stop(); // (so `stopped` never settles after the race)
     }
-    stopped.catch(() => {});
     if (signal?.aborted) throw aborted();
     const sock = this.#sock;
     if (sock === null) throw new SpError("unreachable", `${this.#url}: connection lost`);
