@@ -416,6 +416,15 @@ int gw_config_load(gw_config *c, int argc, char **argv, char *err, size_t errlen
         snprintf(err, errlen, "tls-cert and tls-key go together");
         return GW_CONFIG_ERROR;
     }
+    const char *urls[][2] = {
+        {"operate", c->operate_url}, {"admin", c->admin_url}, {"events", c->events_url}};
+    for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]) && c->tls_cert == NULL; i++) {
+        if (urls[i][1] != NULL && strncmp(urls[i][1], "tls+", 4) == 0) {
+            snprintf(err, errlen, "%s %s: a tls+tcp:// URL needs tls-cert and tls-key", urls[i][0],
+                     urls[i][1]);
+            return GW_CONFIG_ERROR;
+        }
+    }
     return GW_CONFIG_OK;
 }
 

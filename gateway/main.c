@@ -22,6 +22,7 @@
 #include "gateway/events.h"
 #include "gateway/listen.h"
 #include "gateway/sp.h"
+#include "gateway/tls.h"
 #include "gateway/metrics.h"
 #include "gateway/push.h"
 #include "gateway/server.h"
@@ -120,10 +121,15 @@ static int serve(gw_config *cfg)
         fprintf(stderr, "berthd: %s\n", err);
         return 2;
     }
+    /* tls+tcp://: berth's own server's TLS (tls.h), and nng's for the
+     * event socket and --operate-nng. */
     nng_tls_config *tls = NULL;
+    gw_tls *sp_tls = NULL;
     if (cfg->tls_cert != NULL &&
-        gw_tls_server(cfg->tls_cert, cfg->tls_key, &tls, err, sizeof(err))) {
+        (gw_tls_open(cfg->tls_cert, cfg->tls_key, &sp_tls, err, sizeof(err)) ||
+         gw_tls_server(cfg->tls_cert, cfg->tls_key, &tls, err, sizeof(err)))) {
         fprintf(stderr, "berthd: %s\n", err);
+        gw_tls_close(sp_tls);
         return 2;
     }
     gw_admin *admin = NULL;
@@ -170,6 +176,7 @@ static int serve(gw_config *cfg)
         .contexts = cfg->contexts,
         .contexts_max = cfg->contexts_max,
         .tls = tls,
+        .sp_tls = sp_tls,
         .nng = cfg->operate_nng,
         .max_connections = cfg->max_connections,
         .idle_timeout_ms = cfg->idle_timeout_ms,
@@ -185,6 +192,7 @@ static int serve(gw_config *cfg)
         .contexts = 2,
         .contexts_max = 64,
         .tls = tls,
+        .sp_tls = sp_tls,
         .max_connections = 64,
         .idle_timeout_ms = cfg->idle_timeout_ms,
         .frame_timeout_ms = cfg->frame_timeout_ms,
@@ -236,6 +244,7 @@ static int serve(gw_config *cfg)
     gw_events_close(events);
     if (tls != NULL)
         nng_tls_config_free(tls);
+    gw_tls_close(sp_tls);
     return 0;
 
     /* A server did not start: what started stops, in the reverse order. */

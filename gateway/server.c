@@ -344,13 +344,14 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
         return BERTH_ENOMEM;
     s->codec = o->codec ? o->codec : &gw_operate_codec;
     s->codec_ctx = o->codec_ctx;
-    if (!o->nng && o->tls == NULL &&
-        (strncmp(o->url, "tcp://", 6) == 0 || strncmp(o->url, "ipc://", 6) == 0)) {
+    if (!o->nng && (strncmp(o->url, "tcp://", 6) == 0 || strncmp(o->url, "ipc://", 6) == 0 ||
+                    strncmp(o->url, "tls+tcp://", 10) == 0)) {
         gw_sp_limits lim = {.max_message_bytes = o->max_message_bytes,
                             .max_connections = o->max_connections,
                             .idle_timeout_ms = o->idle_timeout_ms,
                             .frame_timeout_ms = o->frame_timeout_ms,
                             .buffers_max_bytes = o->buffers_max_bytes,
+                            .tls = o->sp_tls,
                             .codec = s->codec,
                             .codec_ctx = s->codec_ctx};
         s->is_sp = true;

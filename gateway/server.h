@@ -1,8 +1,11 @@
 /*
- * server.h — the operate surface: a tcp:// URL is served by berth's own
- * server (sp.h) unless `nng` is set; every other URL (tls+tcp://, ipc://,
- * ws://), and tcp:// with `nng`, by an nng REP socket served
- * asynchronously on contexts, as follows.
+ * server.h — the operate surface: a tcp://, tls+tcp:// or ipc:// URL is
+ * served by berth's own server (sp.h) unless `nng` is set; every other URL
+ * (ws://), and those with `nng` (a mode kept to compare with), by an nng
+ * REP socket served asynchronously on contexts, as follows. (nng 1.5.2's
+ * TCP and TLS transports can lose a pipe's receive when its peer hangs up
+ * with requests in flight, and then never let any closed pipe go: see
+ * BENCHMARKS.md "Hostile clients". berth's own server has no such path.)
  *
  * Each context runs one request at a time through the states of its
  * callback: RECV (decode, check, hand to the engine) → ENGINE (nothing runs:
@@ -37,11 +40,12 @@ typedef struct gw_server gw_server;
 typedef struct gw_server_options {
     const char *url;
     size_t max_message_bytes;
-    uint32_t contexts;        /* receiving at start */
-    uint32_t contexts_max;    /* the pool's ceiling */
-    nng_tls_config *tls;      /* for tls+tcp://; NULL otherwise */
-    bool nng;                 /* tcp:// through nng too (else gateway/sp.c serves it) */
-    uint32_t max_connections; /* both servers: more are closed as they come (0: no limit) */
+    uint32_t contexts;           /* receiving at start */
+    uint32_t contexts_max;       /* the pool's ceiling */
+    nng_tls_config *tls;         /* for tls+tcp:// with `nng`; NULL otherwise */
+    const struct gw_tls *sp_tls; /* for tls+tcp:// on berth's own server (tls.h) */
+    bool nng;                    /* every URL through nng (else gateway/sp.c serves them) */
+    uint32_t max_connections;    /* both servers: more are closed as they come (0: no limit) */
     uint64_t idle_timeout_ms;
     uint64_t frame_timeout_ms;
     uint64_t buffers_max_bytes;

@@ -29,6 +29,7 @@
 
 #include "gateway/call.h"
 #include "gateway/convert.h"
+#include "gateway/tls.h"
 #include "proto/sp_wire.h"
 #include "store/err.h"
 
@@ -56,6 +57,7 @@ typedef struct sp_deadlines {
 typedef struct sp_conn {
     struct gw_sp *s;
     int fd;
+    gw_tls_conn *tls;            /* tls+tcp://: every byte each way goes through it (under mu) */
     uint64_t owner;              /* the engine's name for its requests (never reused) */
     atomic_int refs;             /* the loop's while registered, one per request in the engine */
     atomic_size_t held;          /* in_cap + out_cap: its part of the memory budget */
@@ -71,6 +73,7 @@ typedef struct sp_conn {
     size_t in_len, in_cap;
     bool starved; /* not read: over its share of the memory budget (also under mu) */
     bool hup;     /* its peer has hung up: what is left to read is its last */
+    bool tls_up;  /* its TLS handshake is done */
 
     pthread_mutex_t mu; /* guards what follows */
     bool closed;        /* nothing more is sent; fd closed */
@@ -101,8 +104,9 @@ struct gw_sp {
     int lfd, efd, wake; /* listener, epoll, eventfd */
     pthread_t thread;
     char url[300];
-    uint8_t lead;  /* bytes before a frame's length: 1 on ipc:// (its type), else 0 */
-    char ipc[108]; /* ipc://: the socket's path, removed at close ("": tcp://) */
+    uint8_t lead;      /* bytes before a frame's length: 1 on ipc:// (its type), else 0 */
+    char ipc[108];     /* ipc://: the socket's path, removed at close ("": tcp://) */
+    const gw_tls *tls; /* tls+tcp://: the certificate and key; else NULL */
     sp_conn *conns;
     sp_deadlines hello;  /* awaiting their header (SP_HELLO_MS; loop thread) */
     sp_deadlines frames; /* a frame begun, not all in (frame_ms; loop thread) */
@@ -211,6 +215,7 @@ static void conn_unref(sp_conn *c)
         return;
     atomic_fetch_sub(&c->s->mem, atomic_load(&c->held));
     pthread_mutex_destroy(&c->mu);
+    gw_tls_conn_free(c->tls);
     free(c->in);
     free(c->out);
     free(c);
@@ -314,12 +319,41 @@ static bool out_reserve(sp_conn *c, size_t n)
     return true;
 }
 
+/* What TLS sends, queued in order with the rest; c->mu held. */
+static bool tls_out(void *arg, const uint8_t *p, size_t n)
+{
+    sp_conn *c = arg;
+    if (!out_reserve(c, n))
+        return false;
+    memcpy(c->out + c->out_len, p, n);
+    c->out_len += n;
+    return true;
+}
+
 /* Ends the connection from the commit thread (c->mu held): the peer sees
  * it at once, and the loop sees the end and closes it. */
 static void conn_end(sp_conn *c)
 {
     c->ending = true;
     shutdown(c->fd, SHUT_RDWR);
+}
+
+/* Puts c on the list the loop runs again (resume_all): its frames, and on
+ * tls+tcp:// what TLS holds decrypted; c->mu held. */
+static void resume_later(sp_conn *c)
+{
+    gw_sp *s = c->s;
+    if (c->resume_listed)
+        return;
+    c->resume_listed = true;
+    atomic_fetch_add(&c->refs, 1); /* the list's */
+    pthread_mutex_lock(&s->mu);
+    c->resume_next = s->resume;
+    s->resume = c;
+    pthread_mutex_unlock(&s->mu);
+    uint64_t one = 1;
+    ssize_t w = write(s->wake, &one, sizeof(one));
+    (void)w;
 }
 
 /* ---- answers (the commit thread, or the loop for refusals) ---- */
@@ -342,8 +376,14 @@ static void req_answer(sp_req *r, nng_msg *m)
         conn_end(c);
     } else if (!c->closed && !c->ending) {
         size_t body = nng_msg_len(m), total = head_len + r->bt_len + body, sent = 0;
-        if (c->out_len == c->out_off) { /* nothing queued: try the socket now */
-            struct iovec iov[3] = {{head, head_len}, {r->bt, r->bt_len}, {nng_msg_body(m), body}};
+        struct iovec iov[3] = {{head, head_len}, {r->bt, r->bt_len}, {nng_msg_body(m), body}};
+        if (c->tls != NULL) {
+            /* Encrypted into the queue (a connection that fails stays
+             * failed: TLS does not resume a record cut short), then sent. */
+            if (!gw_tls_writev(c->tls, iov, 3) || !conn_flush(c))
+                conn_end(c);
+            sent = total;
+        } else if (c->out_len == c->out_off) { /* nothing queued: try the socket now */
             struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
             ssize_t n;
             do
@@ -369,17 +409,8 @@ static void req_answer(sp_req *r, nng_msg *m)
     /* Read again once half the window is free, not on every answer. */
     bool resume = c->paused && c->inflight <= SP_INFLIGHT_MAX / 2 && !c->closed;
     if (!c->closed && (c->out_len > c->out_off || resume)) {
-        if (resume && !c->resume_listed) {
-            c->resume_listed = true;
-            atomic_fetch_add(&c->refs, 1); /* the list's */
-            pthread_mutex_lock(&s->mu);
-            c->resume_next = s->resume;
-            s->resume = c;
-            pthread_mutex_unlock(&s->mu);
-            uint64_t one = 1;
-            ssize_t w = write(s->wake, &one, sizeof(one));
-            (void)w;
-        }
+        if (resume)
+            resume_later(c);
         conn_arm(c);
     }
     pthread_mutex_unlock(&c->mu);
@@ -601,15 +632,84 @@ static bool conn_frames(sp_conn *c)
     return ok;
 }
 
+/* What TLS queued is sent; c->mu held. False: the connection failed. */
+static bool tls_sent(sp_conn *c)
+{
+    if (c->out_len == c->out_off)
+        return true;
+    if (!conn_flush(c))
+        return false;
+    conn_arm(c);
+    return true;
+}
+
+/* Reads up to n bytes (through TLS on tls+tcp://): > 0 read, 0 nothing
+ * now, -1 the peer hung up or the connection failed. Loop thread. */
+static ssize_t conn_recv(sp_conn *c, void *buf, size_t n)
+{
+    if (c->tls == NULL) {
+        for (;;) {
+            ssize_t r = recv(c->fd, buf, n, 0);
+            if (r > 0)
+                return r;
+            if (r < 0 && errno == EINTR)
+                continue;
+            return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    ssize_t r = gw_tls_read(c->tls, buf, n);
+    if (!tls_sent(c)) /* (what reading made TLS say: an alert) */
+        r = -1;
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+/* Decrypted bytes no read took: the socket says nothing of them. */
+static bool tls_pending(sp_conn *c)
+{
+    if (c->tls == NULL)
+        return false;
+    pthread_mutex_lock(&c->mu);
+    bool some = gw_tls_pending(c->tls) > 0;
+    pthread_mutex_unlock(&c->mu);
+    return some;
+}
+
+/* Loop thread: the connection is run again soon (resume_all). */
+static void conn_again(sp_conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (!c->closed)
+        resume_later(c);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* tls+tcp://: the handshake as far as the peer's bytes go, then our SP
+ * header, under TLS. False: the connection failed. */
+static bool conn_tls_start(sp_conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int h = gw_tls_handshake(c->tls);
+    bool ok = h >= 0 && tls_sent(c);
+    if (ok && h == 1) {
+        c->tls_up = true;
+        uint8_t hello[SP_HEADER_LEN];
+        sp_header(hello, SP_PROTO_REP0);
+        struct iovec iov = {hello, sizeof(hello)};
+        ok = gw_tls_writev(c->tls, &iov, 1) && tls_sent(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
 static bool conn_hello(sp_conn *c)
 {
     while (c->hello_got < SP_HEADER_LEN) {
-        ssize_t n = recv(c->fd, c->hello + c->hello_got, SP_HEADER_LEN - c->hello_got, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        ssize_t n = conn_recv(c, c->hello + c->hello_got, SP_HEADER_LEN - c->hello_got);
+        if (n == 0)
             return true;
-        if (n <= 0)
+        if (n < 0)
             return false;
         c->hello_got += (size_t)n;
     }
@@ -621,9 +721,17 @@ static bool conn_hello(sp_conn *c)
 /* hup: the peer has hung up (EPOLLRDHUP). Its last requests are still
  * run (a completion it sent before it went counts) except fetches: their
  * answers cannot reach it, and they would claim tasks for nobody. */
-static void conn_readable(sp_conn *c, bool hup)
+static void conn_read(sp_conn *c, bool hup)
 {
     c->hup = c->hup || hup;
+    if (c->tls != NULL && !c->tls_up) {
+        if (!conn_tls_start(c)) {
+            conn_close(c);
+            return;
+        }
+        if (!c->tls_up)
+            return;
+    }
     if (c->hello_got < SP_HEADER_LEN) {
         if (!conn_hello(c)) {
             conn_close(c);
@@ -648,12 +756,10 @@ static void conn_readable(sp_conn *c, bool hup)
             }
         }
         size_t want = c->in_cap - c->in_len;
-        ssize_t n = recv(c->fd, c->in + c->in_len, want, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        ssize_t n = conn_recv(c, c->in + c->in_len, want);
+        if (n == 0)
             break;
-        if (n <= 0) {
+        if (n < 0) {
             conn_close(c);
             return;
         }
@@ -664,9 +770,25 @@ static void conn_readable(sp_conn *c, bool hup)
         }
         if (c->paused || c->full || c->starved)
             return;
-        if ((size_t)n < want)
+        if ((size_t)n < want && c->tls == NULL)
             break; /* drained for now: no recv just to see EAGAIN */
     }
+}
+
+static bool conn_reading(const sp_conn *c)
+{
+    return c->fd >= 0 && !c->paused && !c->full && !c->starved;
+}
+
+static void conn_readable(sp_conn *c, bool hup)
+{
+    conn_read(c, hup);
+    /* What TLS decrypted past what was read waits for no event: the
+     * connection is run again after the others. (A connection not read
+     * now is run again when it is: resume_all, budget_check,
+     * conn_writable.) */
+    if (c->tls != NULL && conn_reading(c) && tls_pending(c))
+        conn_again(c);
 }
 
 static void conn_writable(sp_conn *c)
@@ -681,6 +803,8 @@ static void conn_writable(sp_conn *c)
     /* Its peer read: the frames buffered meanwhile run now. */
     if (!ok || (drained && !conn_frames(c)))
         conn_close(c);
+    else if (drained && c->tls != NULL)
+        conn_again(c); /* and what TLS holds decrypted */
 }
 
 /* Under 3/4 of the budget again: the starved connections are read again
@@ -699,6 +823,8 @@ static void budget_check(gw_sp *s)
         pthread_mutex_lock(&c->mu);
         c->starved = false;
         conn_arm(c);
+        if (c->tls != NULL)
+            resume_later(c); /* what TLS holds decrypted is read too */
         pthread_mutex_unlock(&c->mu);
         s->n_starved--;
     }
@@ -760,7 +886,10 @@ static void accept_all(gw_sp *s)
         sp_conn *c = calloc(1, sizeof(*c));
         uint8_t hello[SP_HEADER_LEN];
         sp_header(hello, SP_PROTO_REP0);
-        if (c == NULL || send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) {
+        /* (tls+tcp://: the header goes once the handshake is done) */
+        if (c == NULL ||
+            (s->tls != NULL ? (c->tls = gw_tls_conn_new(s->tls, fd, tls_out, c)) == NULL
+                            : send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello))) {
             free(c);
             close(fd);
             continue;
@@ -774,6 +903,7 @@ static void accept_all(gw_sp *s)
         struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
         if (epoll_ctl(s->efd, EPOLL_CTL_ADD, fd, &ev) != 0) {
             pthread_mutex_destroy(&c->mu);
+            gw_tls_conn_free(c->tls);
             free(c);
             close(fd);
             continue;
@@ -834,6 +964,8 @@ static void resume_all(gw_sp *s)
         pthread_mutex_unlock(&c->mu);
         if (!closed && !conn_frames(c))
             conn_close(c);
+        else if (!closed && conn_reading(c) && tls_pending(c))
+            conn_readable(c, false);
         conn_unref(c);
     }
 }
@@ -965,11 +1097,20 @@ static int listen_ipc(gw_sp *s, const char *url, char *err, size_t errlen)
     return BERTH_OK;
 }
 
-static int listen_on(gw_sp *s, const char *url, char *err, size_t errlen)
+static int listen_on(gw_sp *s, const char *url, const gw_tls *tls, char *err, size_t errlen)
 {
     if (strncmp(url, "ipc://", 6) == 0)
         return listen_ipc(s, url, err, errlen);
-    const char *hp = url + strlen("tcp://");
+    const char *scheme = "tcp://";
+    if (strncmp(url, "tls+tcp://", 10) == 0) {
+        if (tls == NULL) {
+            snprintf(err, errlen, "%s: a tls+tcp:// URL needs --tls-cert and --tls-key", url);
+            return BERTH_EINVAL;
+        }
+        scheme = "tls+tcp://";
+        s->tls = tls;
+    }
+    const char *hp = url + strlen(scheme);
     const char *colon = strrchr(hp, ':');
     if (colon == NULL) {
         snprintf(err, errlen, "%s: a tcp:// URL needs a port", url);
@@ -1022,7 +1163,7 @@ static int listen_on(gw_sp *s, const char *url, char *err, size_t errlen)
     getsockname(fd, (struct sockaddr *)&ss, &sl);
     unsigned port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                              : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    snprintf(s->url, sizeof(s->url), "tcp://%.*s:%u", (int)hl, hp, port);
+    snprintf(s->url, sizeof(s->url), "%s%.*s:%u", scheme, (int)hl, hp, port);
     s->lfd = fd;
     return BERTH_OK;
 }
@@ -1051,7 +1192,7 @@ int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out
     atomic_init(&s->open, 0);
     atomic_init(&s->mem, 0);
     pthread_mutex_init(&s->mu, NULL);
-    int rv = listen_on(s, url, err, errlen);
+    int rv = listen_on(s, url, lim->tls, err, errlen);
     if (rv == BERTH_OK) {
         s->efd = epoll_create1(EPOLL_CLOEXEC);
         s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -1,6 +1,6 @@
 /*
- * sp.h — berth's own server for the operate (and admin) surface on tcp://
- * and ipc://.
+ * sp.h — berth's own server for the operate (and admin) surface on tcp://,
+ * tls+tcp:// and ipc://.
  *
  * It speaks what an nng REQ socket speaks to a REP socket over TCP (the
  * scalability protocols' TCP mapping): an 8-byte header each way
@@ -12,7 +12,9 @@
  * (another closes the connection). Clients cannot tell it from nng's REP.
  * An ipc:// socket file left by a listener that is gone is replaced; one
  * that answers is another server's, and starting fails. The file is
- * removed at close.
+ * removed at close. Over tls+tcp:// (nng's TLS mapping) the same bytes go
+ * through TLS (tls.h): the handshake first (within the 10 s a peer has
+ * for its SP header), then the headers and frames as over tcp://.
  *
  * One thread runs an epoll loop: it accepts, reads frames and hands each
  * request to the engine (gateway/call.h). The engine's commit thread
@@ -75,13 +77,15 @@ typedef struct gw_sp_limits {
                                    its first byte, or its connection is closed;
                                    0: never */
     uint64_t buffers_max_bytes; /* the memory budget (above); 0: SIZE_MAX */
+    /* tls+tcp://: the certificate and key (tls.h); unused by other URLs. */
+    const struct gw_tls *tls;
     /* The surface it serves (call.h): NULL is the operate surface's. */
     const struct gw_codec *codec;
     const void *codec_ctx;
 } gw_sp_limits;
 
-/* url: tcp://HOST:PORT (HOST may be empty or '*' for every address, or
- * [v6]; PORT may be 0). */
+/* url: tcp://HOST:PORT or tls+tcp://HOST:PORT (HOST may be empty or '*'
+ * for every address, or [v6]; PORT may be 0), or ipc://PATH. */
 int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out, char *err,
                 size_t errlen);
 const char *gw_sp_url(const gw_sp *s);

@@ -7,7 +7,7 @@
  *               [--topics K] [--lock-ms MS] [--json] [--csv FILE]
  *               [--client direct|nng] [--calls] [--push [--admin URL]]
  *               [--priorities K] [--delay-ms D] [--no-fused] [--preload N]
- *               [--rate TASKS_PER_S]
+ *               [--rate TASKS_PER_S] [--tls-ca FILE]
  *
  * P producer threads submit (submit_batch when B > 1), W worker threads
  * long-poll fetch up to F tasks and complete them with their next fetch
@@ -60,6 +60,9 @@
  * (client.h: SP's TCP mapping with blocking calls, one connection per
  * thread, like beanstalk-bench's plain sockets); --client nng uses nng's
  * REQ socket, whose threads cost the shared machine more per round trip.
+ * Any other URL goes through nng's REQ socket; on tls+tcp:// berthd's
+ * certificate is checked against --tls-ca FILE (default: the system's
+ * CAs) and the URL's host.
  *
  * Output: a table (a progress line on stderr when it is a terminal), or one
  * JSON object with --json. --csv writes a per-second series (see
@@ -113,6 +116,7 @@ typedef struct cfg {
     uint64_t preload; /* tasks submitted to BACKLOG_TOPIC (never fetched) before the run */
     double rate;      /* --rate: tasks/s offered in all, open loop; 0: flat out */
     const char *admin;
+    const char *tls_ca; /* tls+tcp://: the CAs berthd's certificate is checked against */
 } cfg;
 
 /* Shared state. Per-task arrays are indexed by the task's number, which
@@ -153,6 +157,10 @@ static int open_client(bc **c, char *err, size_t errlen)
 {
     if (!C.nng_client && strncmp(C.operate, "tcp://", 6) == 0)
         return bc_open_direct(C.operate, c, err, errlen);
+    if (strncmp(C.operate, "tls+", 4) == 0) {
+        bc_tls tls = {.ca_file = C.tls_ca};
+        return bc_open_tls(C.operate, &tls, c, err, errlen);
+    }
     return bc_open(C.operate, c, err, errlen);
 }
 
@@ -1099,7 +1107,7 @@ static void usage(FILE *f)
                "                   [--topics K] [--lock-ms MS] [--json] [--csv FILE]\n"
                "                   [--client direct|nng] [--calls] [--push [--admin URL]]\n"
                "                   [--priorities K] [--delay-ms D] [--no-fused] [--preload N]\n"
-               "                   [--rate TASKS_PER_S]\n");
+               "                   [--rate TASKS_PER_S] [--tls-ca FILE]\n");
 }
 
 static bool num(const char *s, uint64_t *out)
@@ -1144,6 +1152,8 @@ int main(int argc, char **argv)
             C.rate = atof(v), i++;
         } else if (strcmp(a, "--admin") == 0 && v) {
             C.admin = argv[++i];
+        } else if (strcmp(a, "--tls-ca") == 0 && v) {
+            C.tls_ca = argv[++i];
         } else if (strcmp(a, "--operate") == 0 && v) {
             C.operate = v, i++;
         } else if (strcmp(a, "--client") == 0 && v &&

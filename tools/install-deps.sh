@@ -8,7 +8,7 @@ apt-get install -y --no-install-recommends \
   build-essential cmake pkg-config \
   protobuf-c-compiler libprotobuf-c-dev \
   libnng-dev librocksdb-dev libsodium-dev libgoogle-perftools-dev \
-  libcriterion-dev openssl clang libfuzzer-14-dev \
+  libcriterion-dev openssl clang libfuzzer-14-dev libmbedtls-dev \
   python3 python3-protobuf protobuf-compiler python3-pytest nodejs libcjson-dev
 # npm (for the Node client's one dependency), unless a nodejs that brings
 # its own is installed already

@@ -18,7 +18,11 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/tls/tls.h>
 
+#include "gateway/sp.h"
 #include "tests/support/daemon.h"
 #include "proto/sp_wire.h"
 #include "tests/support/raw.h"
@@ -522,18 +526,32 @@ Test(process, operate_over_ipc_speaks_nngs_ipc_mapping)
     cr_assert_eq(system(cmd), 0);
 }
 
-Test(process, operate_over_tls_with_a_verified_certificate)
+/* A self-signed certificate for localhost in a new directory dir (a
+ * mkdtemp template): dir/cert.pem, dir/key.pem. */
+static void make_cert(char *dir, char cert[96], char key[96])
 {
-    char dir[] = "/tmp/berth-tls-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    char cmd[1024], cert[96], key[96];
-    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
-    snprintf(key, sizeof(key), "%s/key.pem", dir);
+    char cmd[1024];
+    snprintf(cert, 96, "%s/cert.pem", dir);
+    snprintf(key, 96, "%s/key.pem", dir);
     snprintf(cmd, sizeof(cmd),
              "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
              "-addext subjectAltName=DNS:localhost -keyout %s -out %s >/dev/null 2>&1",
              key, cert);
     cr_assert_eq(system(cmd), 0, "openssl could not make a test certificate");
+}
+
+static void rm_dir(const char *dir)
+{
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+Test(process, operate_over_tls_with_a_verified_certificate)
+{
+    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96], key[96];
+    make_cert(dir, cert, key);
     d_start(&D, (const char *const[]){"--operate", "tls+tcp://127.0.0.1:0", "--tls-cert", cert,
                                       "--tls-key", key, NULL});
     cr_assert(strncmp(D.operate, "tls+tcp://", 10) == 0, "%s", D.operate);
@@ -564,8 +582,284 @@ Test(process, operate_over_tls_with_a_verified_certificate)
     bc_tls insecure = {.insecure = true};
     cr_assert_eq(bc_open_tls(D.operate, &insecure, &c, err, sizeof(err)), BC_OK, "%s", err);
     bc_close(c);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    rm_dir(dir);
+}
+
+/* A client of D's tls+tcp:// URL, the certificate not checked. */
+static bc *tls_client(void)
+{
+    bc *c;
+    char err[256];
+    bc_tls insecure = {.insecure = true};
+    cr_assert_eq(bc_open_tls(D.operate, &insecure, &c, err, sizeof(err)), BC_OK, "%s", err);
+    return c;
+}
+
+/* An nng REQ socket dialled to a tls+tcp:// URL, the certificate not
+ * checked (these tests are about the bytes, not the name). */
+static nng_socket tls_req(const char *url)
+{
+    nng_tls_config *cfg;
+    cr_assert_eq(nng_tls_config_alloc(&cfg, NNG_TLS_MODE_CLIENT), 0);
+    cr_assert_eq(nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_NONE), 0);
+    nng_socket s;
+    nng_dialer d;
+    cr_assert_eq(nng_req0_open(&s), 0);
+    cr_assert_eq(nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE), 0);
+    cr_assert_eq(nng_dialer_create(&d, s, url), 0);
+    cr_assert_eq(nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg), 0);
+    int rv = nng_dialer_start(d, 0);
+    nng_tls_config_free(cfg); /* (the dialer holds its own reference) */
+    cr_assert_eq(rv, 0, "dial %s: %s", url, nng_strerror(rv));
+    return s;
+}
+
+/* n requests on their own contexts of s, sent at once (pipelined on its
+ * one connection), and each one's Response (free_unpacked). */
+static void tls_pipeline(nng_socket s, const uint8_t *const *bodies, const size_t *lens, int n,
+                         Berth__V1__Response **answers)
+{
+    nng_ctx ctx[64];
+    nng_aio *aio[64];
+    cr_assert(n <= 64);
+    for (int i = 0; i < n; i++) {
+        nng_msg *m;
+        cr_assert_eq(nng_ctx_open(&ctx[i], s), 0);
+        cr_assert_eq(nng_aio_alloc(&aio[i], NULL, NULL), 0);
+        nng_aio_set_timeout(aio[i], 10000);
+        cr_assert_eq(nng_msg_alloc(&m, 0), 0);
+        cr_assert_eq(nng_msg_append(m, bodies[i], lens[i]), 0);
+        nng_aio_set_msg(aio[i], m);
+        nng_ctx_send(ctx[i], aio[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        nng_aio_wait(aio[i]);
+        cr_assert_eq(nng_aio_result(aio[i]), 0, "send %d: %s", i,
+                     nng_strerror(nng_aio_result(aio[i])));
+        nng_ctx_recv(ctx[i], aio[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        nng_aio_wait(aio[i]);
+        int rv = nng_aio_result(aio[i]);
+        cr_assert_eq(rv, 0, "answer %d: %s", i, nng_strerror(rv));
+        nng_msg *m = nng_aio_get_msg(aio[i]);
+        answers[i] = berth__v1__response__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+        cr_assert_not_null(answers[i]);
+        nng_msg_free(m);
+        nng_ctx_close(ctx[i]);
+        nng_aio_free(aio[i]);
+    }
+}
+
+/* tls+tcp:// on berth's own server: requests pipelined on one connection
+ * are each answered, answers many TLS records long (a fetch of 64 tasks of
+ * 40 KB) too, and a peer that speaks no TLS is let go without an answer. */
+Test(process, operate_over_tls_answers_pipelined_and_large_requests)
+{
+    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96], key[96];
+    make_cert(dir, cert, key);
+    d_start(&D, (const char *const[]){"--operate", "tls+tcp://127.0.0.1:0", "--tls-cert", cert,
+                                      "--tls-key", key, NULL});
+    enum { N = 64, PAYLOAD = 40000 };
+    static uint8_t payload[PAYLOAD], packed[N][PAYLOAD + 256];
+    const uint8_t *bodies[N];
+    size_t lens[N];
+    for (int i = 0; i < N; i++) {
+        memset(payload, 'a' + i % 26, sizeof(payload));
+        Berth__V1__SubmitRequest sr = BERTH__V1__SUBMIT_REQUEST__INIT;
+        sr.topic = "tls-big";
+        sr.has_payload = true;
+        sr.payload = (ProtobufCBinaryData){sizeof(payload), payload};
+        Berth__V1__Request r = BERTH__V1__REQUEST__INIT;
+        r.method_case = BERTH__V1__REQUEST__METHOD_SUBMIT;
+        r.submit = &sr;
+        lens[i] = berth__v1__request__pack(&r, packed[i]);
+        bodies[i] = packed[i];
+    }
+    nng_socket s = tls_req(D.operate);
+    Berth__V1__Response *answers[N];
+    tls_pipeline(s, bodies, lens, N, answers);
+    for (int i = 0; i < N; i++) {
+        w_expect_code(answers[i], BERTH__V1__CODE__OK);
+        berth__v1__response__free_unpacked(answers[i], NULL);
+    }
+    uint8_t fetch[128];
+    const uint8_t *fb[1] = {fetch};
+    size_t fl[1];
+    fl[0] = raw_pack_fetch(fetch, "tls-big", N, 0);
+    Berth__V1__Response *got;
+    tls_pipeline(s, fb, fl, 1, &got);
+    w_expect_code(got, BERTH__V1__CODE__OK);
+    cr_assert_eq(got->fetch->n_tasks, N);
+    int seen[26] = {0};
+    for (size_t i = 0; i < got->fetch->n_tasks; i++) {
+        ProtobufCBinaryData p = got->fetch->tasks[i]->payload;
+        cr_assert_eq(p.len, PAYLOAD);
+        for (size_t k = 0; k < p.len; k++)
+            cr_assert_eq(p.data[k], p.data[0], "a payload came back changed");
+        seen[p.data[0] - 'a']++;
+    }
+    for (int i = 0; i < 26; i++)
+        cr_assert_eq(seen[i], N / 26 + (i < N % 26), "payload %c", 'a' + i);
+    berth__v1__response__free_unpacked(got, NULL);
+    nng_close(s);
+
+    /* Plaintext SP to the TLS port: no handshake, so no answer, and the
+     * connection is closed. */
+    int fd = raw_connect(D.operate);
+    uint8_t plain[SP_HEADER_LEN + 256];
+    sp_header(plain, SP_PROTO_REQ0);
+    size_t pl = SP_HEADER_LEN + raw_frame(plain + SP_HEADER_LEN, 1, fetch, fl[0]);
+    cr_assert_eq(send(fd, plain, pl, MSG_NOSIGNAL), (ssize_t)pl);
+    char x;
+    ssize_t n = recv(fd, &x, 1, 0);
+    cr_assert(n == 0 || (n < 0 && errno == ECONNRESET), "a plaintext peer was answered");
+    close(fd);
+    bc *c = tls_client();
+    Berth__V1__Response *r = w_submit(c, "after", "x", NULL);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    w_free(r);
+    bc_close(c);
+    d_stop(&D);
+    rm_dir(dir);
+}
+
+/* TLS settings berthd cannot serve are refused at boot (exit 2), with a
+ * message that names the file and the problem. */
+Test(process, tls_settings_that_cannot_serve_are_refused_at_boot)
+{
+    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96], key[96];
+    make_cert(dir, cert, key);
+    char other[] = "/tmp/berth-tls-XXXXXX", other_cert[96], other_key[96];
+    make_cert(other, other_cert, other_key);
+    char data[128], missing[128];
+    snprintf(data, sizeof(data), "%s/data", dir);
+    snprintf(missing, sizeof(missing), "%s/missing.pem", dir);
+    struct {
+        const char *cert, *key, *says, *names;
+    } cases[] = {
+        {cert, other_key, "is not the key of certificate", other_key},
+        {missing, key, "No such file", missing},
+        {key, key, "TLS certificate", key}, /* a key where the certificate goes */
+        {cert, cert, "TLS key", cert},
+        {NULL, NULL, "needs tls-cert and tls-key", "tls+tcp://127.0.0.1:0"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char err[512];
+        const char *flags[] = {"--data",
+                               data,
+                               "--operate",
+                               "tls+tcp://127.0.0.1:0",
+                               cases[i].cert ? "--tls-cert" : NULL,
+                               cases[i].cert,
+                               "--tls-key",
+                               cases[i].key,
+                               NULL};
+        int status = d_refused(flags, err, sizeof(err));
+        cr_assert_eq(status, 2, "case %zu: exit %d (%s)", i, status, err);
+        cr_assert_not_null(strstr(err, cases[i].says), "case %zu: %s", i, err);
+        cr_assert_not_null(strstr(err, cases[i].names), "case %zu names %s: %s", i, cases[i].names,
+                           err);
+    }
+    rm_dir(dir);
+    rm_dir(other);
+}
+
+/* A TLS connection with more long polls than berthd runs at once (256):
+ * it stops reading at 256 and reads on as they are answered. The last
+ * 16 KiB come in one TLS record that begins inside the 256th long poll:
+ * berthd reads that record in part (its buffer holds the start of the
+ * 256th) and stops, so TLS holds the rest decrypted, with nothing left on
+ * the socket to wake the connection. It must be read when the connection
+ * is read again. Every long poll gets its task. */
+Test(process, operate_over_tls_reads_on_after_too_many_long_polls)
+{
+    if (getenv("BERTH_TEST_OPERATE_NNG") != NULL)
+        cr_skip_test("nng's REP reads on and answers past waits-per-connection at once");
+    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96], key[96];
+    make_cert(dir, cert, key);
+    d_start(&D, (const char *const[]){"--operate", "tls+tcp://127.0.0.1:0", "--tls-cert", cert,
+                                      "--tls-key", key, NULL});
+    enum { RECORD = 16384, MAX = 400 };
+    char topic[200];
+    memset(topic, 't', sizeof(topic) - 1);
+    topic[sizeof(topic) - 1] = '\0';
+    uint8_t fetch[512];
+    size_t fl = raw_pack_fetch(fetch, topic, 1, 20000);
+    static uint8_t frames[MAX * 600];
+    size_t frame = raw_frame(frames, 1, fetch, fl);
+    uint32_t n = SP_INFLIGHT_MAX + (uint32_t)(RECORD / frame);
+    size_t len = 0;
+    for (uint32_t i = 0; i < n; i++)
+        len += raw_frame(frames + len, 1 + i, fetch, fl);
+    size_t split = len - RECORD;
+    cr_assert(split > (SP_INFLIGHT_MAX - 1) * frame && split < SP_INFLIGHT_MAX * frame,
+              "the last record begins inside the 256th long poll");
+    raw_tls *t = raw_tls_req(D.operate);
+    raw_tls_write(t, frames, split);
+    raw_tls_write(t, frames + split, RECORD);
+    bc *c = tls_client();
+    for (uint32_t i = 0; i < n; i++) {
+        Berth__V1__Response *r = w_submit(c, topic, "x", NULL);
+        w_expect_code(r, BERTH__V1__CODE__OK);
+        w_free(r);
+    }
+    bc_close(c);
+    bool seen[MAX + 1] = {false};
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id;
+        Berth__V1__Response *r = raw_tls_answer(t, &id);
+        cr_assert(id >= 1 && id <= n && !seen[id], "answer id %u", id);
+        seen[id] = true;
+        w_expect_code(r, BERTH__V1__CODE__OK);
+        cr_assert_eq(r->fetch->n_tasks, 1, "long poll %u answered without its task", id);
+        berth__v1__response__free_unpacked(r, NULL);
+    }
+    raw_tls_hang_up(t);
+    d_stop(&D);
+    rm_dir(dir);
+}
+
+/* nng 1.5.2's TCP and TLS transports can lose a pipe's receive when its
+ * peer hangs up with requests in flight, and then never let a closed pipe
+ * go (BENCHMARKS.md "Hostile clients"): with --operate-nng this leaks
+ * descriptors for good. tls+tcp:// is berth's own server now: every
+ * connection of a flood of peers that pipeline and hang up is let go, and
+ * others are served. */
+Test(process, operate_over_tls_lets_go_of_peers_that_pipeline_and_hang_up)
+{
+    if (getenv("BERTH_TEST_OPERATE_NNG") != NULL)
+        cr_skip_test("nng's REP keeps such pipes (the reason tls+tcp:// is not served by it)");
+    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96], key[96];
+    make_cert(dir, cert, key);
+    d_start(&D, (const char *const[]){"--operate", "tls+tcp://127.0.0.1:0", "--tls-cert", cert,
+                                      "--tls-key", key, NULL});
+    int before = d_open_fds(&D);
+    enum { ROUNDS = 100, PER = 64 };
+    uint8_t fetch[128];
+    size_t fl = raw_pack_fetch(fetch, "flood", 1, 0);
+    static uint8_t frames[PER * 256];
+    size_t len = 0;
+    for (uint32_t i = 0; i < PER; i++)
+        len += raw_frame(frames + len, 1 + i, fetch, fl);
+    for (int round = 0; round < ROUNDS; round++) {
+        raw_tls *t = raw_tls_req(D.operate);
+        raw_tls_write(t, frames, len);
+        raw_tls_hang_up(t);
+    }
+    int now = d_open_fds(&D);
+    for (int waited = 0; waited < 5000 && now > before; waited += 50) {
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+        now = d_open_fds(&D);
+    }
+    cr_assert_leq(now, before, "%d descriptors kept of %d connections", now - before, ROUNDS);
+    bc *c = tls_client();
+    Berth__V1__Response *r = w_submit(c, "after", "x", NULL);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    w_free(r);
+    bc_close(c);
+    d_stop(&D);
+    rm_dir(dir);
 }
 
 /* nng's REP socket (--operate-nng) under a flood of clients that pipeline

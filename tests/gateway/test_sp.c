@@ -5,7 +5,6 @@
 #define _XOPEN_SOURCE 700
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -229,35 +228,22 @@ DTest(sp, a_peer_silent_past_the_header_timeout_is_closed_an_idle_one_is_not)
     close(idle);
 }
 
-static int open_fds(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-    DIR *d = opendir(path);
-    cr_assert_not_null(d);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 DTest(sp, a_peer_that_leaves_while_its_connection_is_paused_is_let_go_at_once)
 {
-    int before = open_fds(D.pid);
+    int before = d_open_fds(&D);
     /* 300 long polls of 20 s: berthd stops reading at 256 in the engine. */
     enum { N = 300 };
     int fd = raw_req_d();
     write_long_polls(fd, N, "paused-and-gone", 1, 20000);
     struct timespec t = {0, 200 * 1000000L};
     nanosleep(&t, NULL);
-    cr_assert_eq(open_fds(D.pid), before + 1, "the connection is open while paused");
+    cr_assert_eq(d_open_fds(&D), before + 1, "the connection is open while paused");
     close(fd);
     int now = before + 1;
     for (int waited = 0; waited < 3000 && now != before; waited += 50) {
         struct timespec s = {0, 50 * 1000000L};
         nanosleep(&s, NULL);
-        now = open_fds(D.pid);
+        now = d_open_fds(&D);
     }
     cr_assert_eq(now, before, "closed when its peer left, not when its 20 s polls end");
     still_serving();
@@ -416,7 +402,7 @@ DTest(sp, out_of_descriptors_new_connections_are_closed_at_once_and_the_others_g
     /* berthd may open four more descriptors, no more. */
     struct rlimit before, low;
     cr_assert_eq(prlimit(D.pid, RLIMIT_NOFILE, NULL, &before), 0);
-    low.rlim_cur = (rlim_t)open_fds(D.pid) + 4;
+    low.rlim_cur = (rlim_t)d_open_fds(&D) + 4;
     low.rlim_max = before.rlim_max; /* (raising a hard limit back needs a privilege) */
     cr_assert_eq(prlimit(D.pid, RLIMIT_NOFILE, &low, NULL), 0);
     int fds[24], served = 0, closed = 0;

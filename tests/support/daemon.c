@@ -3,6 +3,7 @@
 #include "tests/support/daemon.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -306,6 +307,19 @@ Berth__V1__Response *w_fetch_completing_or_null(bc *c, const char *worker, const
                                                 const char *const *tokens, size_t n)
 {
     return fetch_with(call_or_null, c, worker, topic, 0, 0, wait_ms, ids, tokens, n);
+}
+
+int d_open_fds(const daemon_proc *d)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)d->pid);
+    DIR *dir = opendir(path);
+    cr_assert_not_null(dir);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(dir)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(dir);
+    return n;
 }
 
 uint64_t d_waiting_fetches(const daemon_proc *d)

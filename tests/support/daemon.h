@@ -80,6 +80,8 @@ Berth__V1__Response *w_fetch_completing_or_null(bc *c, const char *worker, const
                                                 const char *const *tokens, size_t n);
 /* Fetches and awaits waiting in berthd now (admin stats, no key). */
 uint64_t d_waiting_fetches(const daemon_proc *d);
+/* Descriptors berthd holds open now. */
+int d_open_fds(const daemon_proc *d);
 /* Completes task t (held by worker) with a result of len bytes. */
 Berth__V1__Response *w_answer(bc *c, const Berth__V1__Task *t, const char *worker,
                               const void *result, size_t len);

@@ -10,6 +10,11 @@
 #include <time.h>
 
 #include <criterion/criterion.h>
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/ssl.h>
+#include <unistd.h>
 
 #include "proto/sp_wire.h"
 
@@ -107,10 +112,12 @@ size_t raw_frame(uint8_t *out, uint32_t id, const uint8_t *body, size_t len)
     return 12 + len;
 }
 
-Berth__V1__Response *raw_answer(int fd, uint32_t *id)
+/* One answer read through read_all from its source. */
+static Berth__V1__Response *answer_from(void (*read_all)(void *src, void *p, size_t n), void *src,
+                                        uint32_t *id)
 {
     uint8_t h[12];
-    raw_read_all(fd, h, sizeof(h));
+    read_all(src, h, sizeof(h));
     uint64_t n = 0;
     for (int i = 0; i < 8; i++)
         n = n << 8 | h[i];
@@ -118,11 +125,21 @@ Berth__V1__Response *raw_answer(int fd, uint32_t *id)
     *id =
         ((uint32_t)h[8] << 24 | (uint32_t)h[9] << 16 | (uint32_t)h[10] << 8 | h[11]) & 0x7fffffffu;
     uint8_t *body = malloc(n - 4 + 1);
-    raw_read_all(fd, body, n - 4);
+    read_all(src, body, n - 4);
     Berth__V1__Response *r = berth__v1__response__unpack(NULL, n - 4, body);
     free(body);
     cr_assert_not_null(r, "the answer is a Response");
     return r;
+}
+
+static void fd_read_all(void *src, void *p, size_t n)
+{
+    raw_read_all(*(int *)src, p, n);
+}
+
+Berth__V1__Response *raw_answer(int fd, uint32_t *id)
+{
+    return answer_from(fd_read_all, &fd, id);
 }
 
 size_t raw_pack_fetch(uint8_t *out, const char *topic, uint32_t max, uint64_t wait_ms)
@@ -153,4 +170,76 @@ void raw_round_trip(int fd, uint32_t id)
     cr_assert(r->status != NULL && r->status->code == BERTH__V1__CODE__OK, "status %d",
               r->status != NULL ? (int)r->status->code : -1);
     berth__v1__response__free_unpacked(r, NULL);
+}
+
+struct raw_tls {
+    mbedtls_net_context net;
+    mbedtls_ssl_context ssl;
+    mbedtls_ssl_config conf;
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+};
+
+static void tls_read_all(void *src, void *p, size_t n)
+{
+    raw_tls *t = src;
+    for (size_t got = 0; got < n;) {
+        int r = mbedtls_ssl_read(&t->ssl, (unsigned char *)p + got, n - got);
+        cr_assert_gt(r, 0, "TLS read: -0x%04x after %zu of %zu bytes", (unsigned)-r, got, n);
+        got += (size_t)r;
+    }
+}
+
+raw_tls *raw_tls_req(const char *url)
+{
+    raw_tls *t = calloc(1, sizeof(*t));
+    cr_assert_not_null(t);
+    mbedtls_net_init(&t->net);
+    mbedtls_ssl_init(&t->ssl);
+    mbedtls_ssl_config_init(&t->conf);
+    mbedtls_entropy_init(&t->entropy);
+    mbedtls_ctr_drbg_init(&t->drbg);
+    t->net.fd = raw_connect(url);
+    cr_assert_eq(mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy, NULL, 0), 0);
+    cr_assert_eq(mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_CLIENT,
+                                             MBEDTLS_SSL_TRANSPORT_STREAM,
+                                             MBEDTLS_SSL_PRESET_DEFAULT),
+                 0);
+    mbedtls_ssl_conf_authmode(&t->conf, MBEDTLS_SSL_VERIFY_NONE);
+    mbedtls_ssl_conf_rng(&t->conf, mbedtls_ctr_drbg_random, &t->drbg);
+    cr_assert_eq(mbedtls_ssl_setup(&t->ssl, &t->conf), 0);
+    mbedtls_ssl_set_bio(&t->ssl, &t->net, mbedtls_net_send, mbedtls_net_recv, NULL);
+    int rv = mbedtls_ssl_handshake(&t->ssl);
+    cr_assert_eq(rv, 0, "TLS handshake: -0x%04x", (unsigned)-rv);
+    uint8_t mine[SP_HEADER_LEN], theirs[SP_HEADER_LEN], got[SP_HEADER_LEN];
+    sp_header(mine, SP_PROTO_REQ0);
+    sp_header(theirs, SP_PROTO_REP0);
+    raw_tls_write(t, mine, sizeof(mine));
+    tls_read_all(t, got, sizeof(got));
+    cr_assert_eq(memcmp(got, theirs, sizeof(theirs)), 0, "berthd answers as a REP peer");
+    return t;
+}
+
+void raw_tls_write(raw_tls *t, const void *p, size_t n)
+{
+    for (size_t put = 0; put < n;) {
+        int r = mbedtls_ssl_write(&t->ssl, (const unsigned char *)p + put, n - put);
+        cr_assert_gt(r, 0, "TLS write: -0x%04x", (unsigned)-r);
+        put += (size_t)r;
+    }
+}
+
+void raw_tls_hang_up(raw_tls *t)
+{
+    close(t->net.fd);
+    mbedtls_ssl_free(&t->ssl);
+    mbedtls_ssl_config_free(&t->conf);
+    mbedtls_ctr_drbg_free(&t->drbg);
+    mbedtls_entropy_free(&t->entropy);
+    free(t);
+}
+
+Berth__V1__Response *raw_tls_answer(raw_tls *t, uint32_t *id)
+{
+    return answer_from(tls_read_all, t, id);
 }

@@ -38,4 +38,16 @@ void raw_round_trip(int fd, uint32_t id);
 /* A packed fetch of max tasks of topic, waiting wait_ms (worker "raw"). */
 size_t raw_pack_fetch(uint8_t *out, const char *topic, uint32_t max, uint64_t wait_ms);
 
+/* A REQ peer over tls+tcp:// (mbed TLS, the certificate not checked): the
+ * handshake done and the SP headers exchanged. Written by hand, as
+ * raw_req, so that it can hang up with requests in flight (nng 1.5.2's
+ * own REQ socket can then wait for good in its close). */
+typedef struct raw_tls raw_tls;
+raw_tls *raw_tls_req(const char *url);
+void raw_tls_write(raw_tls *t, const void *p, size_t n);
+/* Reads one answer, as raw_answer. */
+Berth__V1__Response *raw_tls_answer(raw_tls *t, uint32_t *id);
+/* Hangs up (no TLS close_notify: close(2), as a peer that goes) and frees. */
+void raw_tls_hang_up(raw_tls *t);
+
 #endif
