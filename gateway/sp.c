@@ -20,6 +20,8 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -57,6 +59,7 @@ typedef struct sp_deadlines {
 typedef struct sp_conn {
     struct gw_sp *s;
     int fd;
+    int efd;                     /* the epoll it is in: the handshake thread's, then the loop's */
     gw_tls_conn *tls;            /* tls+tcp://: every byte each way goes through it (under mu) */
     uint64_t owner;              /* the engine's name for its requests (never reused) */
     atomic_int refs;             /* the loop's while registered, one per request in the engine */
@@ -74,6 +77,11 @@ typedef struct sp_conn {
     bool starved; /* not read: over its share of the memory budget (also under mu) */
     bool hup;     /* its peer has hung up: what is left to read is its last */
     bool tls_up;  /* its TLS handshake is done */
+    /* tls+tcp://, while the handshake thread has it */
+    uint64_t born_ms;        /* accepted (monotonic): its handshake is due SP_HELLO_MS later */
+    bool hs_over;            /* handed to the loop (handshake thread) */
+    bool hs_failed;          /* its handshake failed or was late */
+    struct sp_conn *hs_next; /* in s->hs_new or s->hs_done */
 
     pthread_mutex_t mu; /* guards what follows */
     bool closed;        /* nothing more is sent; fd closed */
@@ -122,9 +130,18 @@ struct gw_sp {
     uint64_t idle_ms;    /* 0: never closed for idleness */
     int spare;           /* a descriptor kept to accept-and-close at EMFILE */
     sp_conn *dead;       /* closed this batch of events: freed after it */
-    pthread_mutex_t mu;  /* guards resume and closing */
+    pthread_mutex_t mu;  /* guards resume, closing, hs_new and hs_done */
     sp_conn *resume;     /* unpaused: the loop reads them again */
     bool closing;
+    /* tls+tcp://: handshakes run on a thread of their own, at a lower
+     * priority than the loop's: a handshake is a private-key operation
+     * (~10 ms with RSA 2048), and a flood of new connections must not
+     * stall the ones open. */
+    pthread_t hs_thread;
+    bool hs_started;
+    int hs_efd, hs_wake; /* its epoll and eventfd */
+    sp_conn *hs_new;     /* accepted, for the handshake thread */
+    sp_conn *hs_done;    /* handshaken (or failed), for the loop */
 };
 
 /* ---- connections ---- */
@@ -231,7 +248,7 @@ static void conn_arm(sp_conn *c)
         ev.events |= EPOLLIN;
     if (c->out_len > c->out_off)
         ev.events |= EPOLLOUT;
-    epoll_ctl(c->s->efd, EPOLL_CTL_MOD, c->fd, &ev);
+    epoll_ctl(c->efd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
 /* Loop thread. */
@@ -685,24 +702,6 @@ static void conn_again(sp_conn *c)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* tls+tcp://: the handshake as far as the peer's bytes go, then our SP
- * header, under TLS. False: the connection failed. */
-static bool conn_tls_start(sp_conn *c)
-{
-    pthread_mutex_lock(&c->mu);
-    int h = gw_tls_handshake(c->tls);
-    bool ok = h >= 0 && tls_sent(c);
-    if (ok && h == 1) {
-        c->tls_up = true;
-        uint8_t hello[SP_HEADER_LEN];
-        sp_header(hello, SP_PROTO_REP0);
-        struct iovec iov = {hello, sizeof(hello)};
-        ok = gw_tls_writev(c->tls, &iov, 1) && tls_sent(c);
-    }
-    pthread_mutex_unlock(&c->mu);
-    return ok;
-}
-
 static bool conn_hello(sp_conn *c)
 {
     while (c->hello_got < SP_HEADER_LEN) {
@@ -724,14 +723,6 @@ static bool conn_hello(sp_conn *c)
 static void conn_read(sp_conn *c, bool hup)
 {
     c->hup = c->hup || hup;
-    if (c->tls != NULL && !c->tls_up) {
-        if (!conn_tls_start(c)) {
-            conn_close(c);
-            return;
-        }
-        if (!c->tls_up)
-            return;
-    }
     if (c->hello_got < SP_HEADER_LEN) {
         if (!conn_hello(c)) {
             conn_close(c);
@@ -843,6 +834,176 @@ static void reap(gw_sp *s)
     }
 }
 
+/* Loop thread: an accepted connection, not served: let go. */
+static void conn_drop(gw_sp *s, sp_conn *c)
+{
+    s->n_conns--;
+    atomic_fetch_sub(&s->open, 1);
+    pthread_mutex_lock(&c->mu);
+    c->closed = true;
+    close(c->fd);
+    c->fd = -1;
+    pthread_mutex_unlock(&c->mu);
+    conn_unref(c);
+}
+
+/* Loop thread: c is served from now on; its SP header is due within
+ * SP_HELLO_MS (on tls+tcp://, of the end of its handshake, which had as
+ * long). */
+static void conn_adopt(gw_sp *s, sp_conn *c)
+{
+    c->efd = s->efd;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+    if (epoll_ctl(s->efd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+        conn_drop(s, c);
+        return;
+    }
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    deadline_set(&s->hello, &c->hello_by, engine_monotonic_ms() + SP_HELLO_MS);
+    pthread_mutex_lock(&c->mu);
+    if (c->out_len > c->out_off)
+        conn_arm(c); /* (what its handshake left to send) */
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- TLS handshakes (tls+tcp://: a thread of their own) ---- */
+
+static void wake_up(int efd)
+{
+    uint64_t one = 1;
+    ssize_t w = write(efd, &one, sizeof(one));
+    (void)w;
+}
+
+/* Loop thread: c goes to the handshake thread. */
+static void hs_hand(gw_sp *s, sp_conn *c)
+{
+    pthread_mutex_lock(&s->mu);
+    c->hs_next = s->hs_new;
+    s->hs_new = c;
+    pthread_mutex_unlock(&s->mu);
+    wake_up(s->hs_wake);
+}
+
+/* Handshake thread: done with c (handshaken, or failed or late): out of
+ * its epoll and deadlines, onto *done, which goes to the loop after the
+ * batch of events (a later event of the batch may still name c). */
+static void hs_over(gw_sp *s, sp_deadlines *dl, sp_conn *c, bool failed, sp_conn **done)
+{
+    deadline_unlink(dl, &c->hello_by);
+    epoll_ctl(s->hs_efd, EPOLL_CTL_DEL, c->fd, NULL);
+    c->hs_over = true;
+    c->hs_failed = failed;
+    c->hs_next = *done;
+    *done = c;
+}
+
+/* Handshake thread: the handshake as far as the peer's bytes go; once it
+ * is done, our SP header, under TLS. */
+static void hs_step(gw_sp *s, sp_deadlines *dl, sp_conn *c, sp_conn **done)
+{
+    pthread_mutex_lock(&c->mu);
+    int h = gw_tls_handshake(c->tls);
+    bool ok = h >= 0 && tls_sent(c);
+    if (ok && h == 1) {
+        c->tls_up = true;
+        uint8_t hello[SP_HEADER_LEN];
+        sp_header(hello, SP_PROTO_REP0);
+        struct iovec iov = {hello, sizeof(hello)};
+        ok = gw_tls_writev(c->tls, &iov, 1) && tls_sent(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!ok || h == 1)
+        hs_over(s, dl, c, !ok, done);
+}
+
+/* Handshake thread: *done to the loop. */
+static void hs_deliver(gw_sp *s, sp_conn **done)
+{
+    if (*done == NULL)
+        return;
+    pthread_mutex_lock(&s->mu);
+    while (*done != NULL) {
+        sp_conn *c = *done;
+        *done = c->hs_next;
+        c->hs_next = s->hs_done;
+        s->hs_done = c;
+    }
+    pthread_mutex_unlock(&s->mu);
+    wake_up(s->wake);
+}
+
+static void *hs_main(void *arg)
+{
+    gw_sp *s = arg;
+    prctl(PR_SET_NAME, "berth-tls", 0, 0, 0);
+    /* Handshakes take the CPU the loop leaves. */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    sp_deadlines dl = {NULL, NULL};
+    struct epoll_event evs[64];
+    for (bool closing = false; !closing;) {
+        pthread_mutex_lock(&s->mu);
+        closing = s->closing;
+        sp_conn *fresh = NULL;
+        while (s->hs_new != NULL) { /* (oldest first: their deadlines in order) */
+            sp_conn *c = s->hs_new;
+            s->hs_new = c->hs_next;
+            c->hs_next = fresh;
+            fresh = c;
+        }
+        pthread_mutex_unlock(&s->mu);
+        sp_conn *done = NULL;
+        while (fresh != NULL) {
+            sp_conn *c = fresh;
+            fresh = c->hs_next;
+            c->efd = s->hs_efd;
+            deadline_set(&dl, &c->hello_by, c->born_ms + SP_HELLO_MS);
+            struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+            if (closing || epoll_ctl(s->hs_efd, EPOLL_CTL_ADD, c->fd, &ev) != 0)
+                hs_over(s, &dl, c, true, &done);
+            else
+                hs_step(s, &dl, c, &done); /* (its ClientHello may be in) */
+        }
+        uint64_t now = engine_monotonic_ms();
+        while (dl.head != NULL && (closing || dl.head->at_ms <= now))
+            hs_over(s, &dl, dl.head->c, true, &done);
+        hs_deliver(s, &done);
+        int n = closing ? 0 : epoll_wait(s->hs_efd, evs, 64, deadline_wait(&dl, now));
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.ptr == &s->hs_wake) {
+                uint64_t v;
+                ssize_t r = read(s->hs_wake, &v, sizeof(v));
+                (void)r;
+            } else if (!((sp_conn *)evs[i].data.ptr)->hs_over) {
+                hs_step(s, &dl, evs[i].data.ptr, &done);
+            }
+        }
+        hs_deliver(s, &done);
+    }
+    return NULL;
+}
+
+/* Loop thread: the connections whose handshake ended are served, or let
+ * go. */
+static void hs_adopt(gw_sp *s)
+{
+    pthread_mutex_lock(&s->mu);
+    sp_conn *list = s->hs_done;
+    s->hs_done = NULL;
+    pthread_mutex_unlock(&s->mu);
+    while (list != NULL) {
+        sp_conn *c = list;
+        list = c->hs_next;
+        if (c->hs_failed)
+            conn_drop(s, c);
+        else
+            conn_adopt(s, c);
+    }
+}
+
 /* Out of descriptors: the spare one is let go to accept the waiting peer
  * and close it at once, so that it hears "no" now rather than time out in
  * the backlog, and the loop never sleeps on it. */
@@ -900,22 +1061,14 @@ static void accept_all(gw_sp *s)
         atomic_init(&c->refs, 1);
         atomic_init(&c->held, 0);
         pthread_mutex_init(&c->mu, NULL);
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
-        if (epoll_ctl(s->efd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            pthread_mutex_destroy(&c->mu);
-            gw_tls_conn_free(c->tls);
-            free(c);
-            close(fd);
-            continue;
-        }
+        c->hello_by.c = c->frame.c = c->idle.c = c;
+        c->born_ms = engine_monotonic_ms();
         s->n_conns++;
         atomic_fetch_add(&s->open, 1);
-        c->next = s->conns;
-        if (s->conns)
-            s->conns->prev = c;
-        s->conns = c;
-        c->hello_by.c = c->frame.c = c->idle.c = c;
-        deadline_set(&s->hello, &c->hello_by, engine_monotonic_ms() + SP_HELLO_MS);
+        if (s->tls != NULL)
+            hs_hand(s, c); /* the loop has it back once its handshake is done */
+        else
+            conn_adopt(s, c);
     }
 }
 
@@ -1018,6 +1171,7 @@ static void *loop_main(void *arg)
                 uint64_t v;
                 ssize_t r = read(s->wake, &v, sizeof(v));
                 (void)r;
+                hs_adopt(s);
                 resume_all(s);
             } else {
                 sp_conn *c = p;
@@ -1168,6 +1322,35 @@ static int listen_on(gw_sp *s, const char *url, const gw_tls *tls, char *err, si
     return BERTH_OK;
 }
 
+/* The handshake thread stopped, and the connections it had or handed
+ * back let go (the loop has stopped, or never started). */
+static void hs_stop(gw_sp *s)
+{
+    if (s->hs_started) {
+        pthread_mutex_lock(&s->mu);
+        s->closing = true;
+        pthread_mutex_unlock(&s->mu);
+        wake_up(s->hs_wake);
+        pthread_join(s->hs_thread, NULL);
+        s->hs_started = false;
+    }
+    sp_conn *lists[2] = {s->hs_new, s->hs_done};
+    s->hs_new = s->hs_done = NULL;
+    for (int i = 0; i < 2; i++) {
+        while (lists[i] != NULL) {
+            sp_conn *c = lists[i];
+            lists[i] = c->hs_next;
+            close(c->fd);
+            conn_unref(c);
+        }
+    }
+    if (s->hs_efd >= 0)
+        close(s->hs_efd);
+    if (s->hs_wake >= 0)
+        close(s->hs_wake);
+    s->hs_efd = s->hs_wake = -1;
+}
+
 int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out, char *err,
                 size_t errlen)
 {
@@ -1188,7 +1371,7 @@ int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out
     s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     /* (frames up to twice this, plus a backtrace, must fit a size_t) */
     s->max_msg = max_message_bytes < SIZE_MAX / 4 ? max_message_bytes : SIZE_MAX / 4;
-    s->lfd = s->efd = s->wake = -1;
+    s->lfd = s->efd = s->wake = s->hs_efd = s->hs_wake = -1;
     atomic_init(&s->open, 0);
     atomic_init(&s->mem, 0);
     pthread_mutex_init(&s->mu, NULL);
@@ -1202,12 +1385,29 @@ int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out
             epoll_ctl(s->efd, EPOLL_CTL_ADD, s->wake, &w) != 0) {
             snprintf(err, errlen, "cannot start the operate server: %s", strerror(errno));
             rv = BERTH_EIO;
-        } else if ((rv = pthread_create(&s->thread, NULL, loop_main, s)) != 0) {
-            snprintf(err, errlen, "cannot start the operate server: %s", strerror(rv));
-            rv = BERTH_EIO;
         }
     }
+    if (rv == BERTH_OK && s->tls != NULL) {
+        s->hs_efd = epoll_create1(EPOLL_CLOEXEC);
+        s->hs_wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        struct epoll_event w = {.events = EPOLLIN, .data.ptr = &s->hs_wake};
+        if (s->hs_efd < 0 || s->hs_wake < 0 ||
+            epoll_ctl(s->hs_efd, EPOLL_CTL_ADD, s->hs_wake, &w) != 0) {
+            snprintf(err, errlen, "cannot start the operate server: %s", strerror(errno));
+            rv = BERTH_EIO;
+        } else if ((rv = pthread_create(&s->hs_thread, NULL, hs_main, s)) != 0) {
+            snprintf(err, errlen, "cannot start the operate server: %s", strerror(rv));
+            rv = BERTH_EIO;
+        } else {
+            s->hs_started = true;
+        }
+    }
+    if (rv == BERTH_OK && (rv = pthread_create(&s->thread, NULL, loop_main, s)) != 0) {
+        snprintf(err, errlen, "cannot start the operate server: %s", strerror(rv));
+        rv = BERTH_EIO;
+    }
     if (rv != BERTH_OK) {
+        hs_stop(s);
         if (s->spare >= 0)
             close(s->spare);
         if (s->lfd >= 0)
@@ -1245,6 +1445,7 @@ void gw_sp_close(gw_sp *s)
     ssize_t w = write(s->wake, &one, sizeof(one));
     (void)w;
     pthread_join(s->thread, NULL);
+    hs_stop(s);
     if (s->spare >= 0)
         close(s->spare);
     close(s->lfd);

@@ -13,8 +13,11 @@
  * An ipc:// socket file left by a listener that is gone is replaced; one
  * that answers is another server's, and starting fails. The file is
  * removed at close. Over tls+tcp:// (nng's TLS mapping) the same bytes go
- * through TLS (tls.h): the handshake first (within the 10 s a peer has
- * for its SP header), then the headers and frames as over tcp://.
+ * through TLS (tls.h): the handshake first, then the headers and frames as
+ * over tcp://. Handshakes run on a thread of their own at a lower priority
+ * (nice 10) than the loop: each is a private-key operation, and a flood of
+ * new connections must not stall the ones open. A peer has 10 s for its
+ * handshake, then 10 s for its SP header.
  *
  * One thread runs an epoll loop: it accepts, reads frames and hands each
  * request to the engine (gateway/call.h). The engine's commit thread

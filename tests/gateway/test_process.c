@@ -724,6 +724,55 @@ Test(process, operate_over_tls_answers_pipelined_and_large_requests)
     rm_dir(dir);
 }
 
+/* tls+tcp://: handshakes run on a thread of their own. A peer that never
+ * finishes its handshake (one says nothing, one sends half a record
+ * header) is closed once the 10 s it has for it are up, and others shake
+ * hands and are served meanwhile. */
+Test(process, operate_over_tls_closes_a_peer_that_never_shakes_hands)
+{
+    if (getenv("BERTH_TEST_OPERATE_NNG") != NULL)
+        cr_skip_test("nng's TLS keeps a peer that never shakes hands open past 20 s");
+    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96], key[96];
+    make_cert(dir, cert, key);
+    d_start(&D, (const char *const[]){"--operate", "tls+tcp://127.0.0.1:0", "--tls-cert", cert,
+                                      "--tls-key", key, NULL});
+    int before = d_open_fds(&D);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int mute = raw_connect(D.operate), half = raw_connect(D.operate);
+    static const uint8_t record[3] = {0x16, 0x03, 0x01}; /* a handshake record, cut short */
+    raw_write_all(half, record, sizeof(record));
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(mute, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(half, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    for (int i = 0; i < 3; i++) {
+        bc *c = tls_client();
+        Berth__V1__Response *r = w_submit(c, "meanwhile", "x", NULL);
+        w_expect_code(r, BERTH__V1__CODE__OK);
+        w_free(r);
+        bc_close(c);
+    }
+    int fds[2] = {mute, half};
+    for (int i = 0; i < 2; i++) {
+        char x;
+        ssize_t n = recv(fds[i], &x, 1, 0);
+        cr_assert(n == 0 || (n < 0 && errno == ECONNRESET), "peer %d: not closed (%zd, %s)", i, n,
+                  strerror(errno));
+        close(fds[i]);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    cr_assert_geq(waited, 9.0, "closed after %.1f s: before the 10 s timeout", waited);
+    int now = d_open_fds(&D);
+    for (int tries = 0; tries < 40 && now > before; tries++) {
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+        now = d_open_fds(&D);
+    }
+    cr_assert_leq(now, before, "%d descriptors kept", now - before);
+    d_stop(&D);
+    rm_dir(dir);
+}
+
 /* TLS settings berthd cannot serve are refused at boot (exit 2), with a
  * message that names the file and the problem. */
 Test(process, tls_settings_that_cannot_serve_are_refused_at_boot)
