@@ -541,6 +541,26 @@ static void make_cert(char *dir, char cert[96], char key[96])
     cr_assert_eq(system(cmd), 0, "openssl could not make a test certificate");
 }
 
+/* D on tls+tcp://, with a certificate made in dir (as make_cert). */
+static void start_tls(char *dir, char cert[96])
+{
+    char key[96];
+    make_cert(dir, cert, key);
+    d_start(&D, (const char *const[]){"--operate", "tls+tcp://127.0.0.1:0", "--tls-cert", cert,
+                                      "--tls-key", key, NULL});
+}
+
+/* berthd's descriptors, once back to `before` or fewer (2 s at most). */
+static int fds_back_to(int before)
+{
+    int now = d_open_fds(&D);
+    for (int tries = 0; tries < 40 && now > before; tries++) {
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+        now = d_open_fds(&D);
+    }
+    return now;
+}
+
 static void rm_dir(const char *dir)
 {
     char cmd[160];
@@ -550,10 +570,8 @@ static void rm_dir(const char *dir)
 
 Test(process, operate_over_tls_with_a_verified_certificate)
 {
-    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96], key[96];
-    make_cert(dir, cert, key);
-    d_start(&D, (const char *const[]){"--operate", "tls+tcp://127.0.0.1:0", "--tls-cert", cert,
-                                      "--tls-key", key, NULL});
+    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96];
+    start_tls(dir, cert);
     cr_assert(strncmp(D.operate, "tls+tcp://", 10) == 0, "%s", D.operate);
 
     bc *c;
@@ -656,10 +674,8 @@ static void tls_pipeline(nng_socket s, const uint8_t *const *bodies, const size_
  * 40 KB) too, and a peer that speaks no TLS is let go without an answer. */
 Test(process, operate_over_tls_answers_pipelined_and_large_requests)
 {
-    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96], key[96];
-    make_cert(dir, cert, key);
-    d_start(&D, (const char *const[]){"--operate", "tls+tcp://127.0.0.1:0", "--tls-cert", cert,
-                                      "--tls-key", key, NULL});
+    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96];
+    start_tls(dir, cert);
     enum { N = 64, PAYLOAD = 40000 };
     static uint8_t payload[PAYLOAD], packed[N][PAYLOAD + 256];
     const uint8_t *bodies[N];
@@ -732,10 +748,8 @@ Test(process, operate_over_tls_closes_a_peer_that_never_shakes_hands)
 {
     if (getenv("BERTH_TEST_OPERATE_NNG") != NULL)
         cr_skip_test("nng's TLS keeps a peer that never shakes hands open past 20 s");
-    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96], key[96];
-    make_cert(dir, cert, key);
-    d_start(&D, (const char *const[]){"--operate", "tls+tcp://127.0.0.1:0", "--tls-cert", cert,
-                                      "--tls-key", key, NULL});
+    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96];
+    start_tls(dir, cert);
     int before = d_open_fds(&D);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -763,11 +777,7 @@ Test(process, operate_over_tls_closes_a_peer_that_never_shakes_hands)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     cr_assert_geq(waited, 9.0, "closed after %.1f s: before the 10 s timeout", waited);
-    int now = d_open_fds(&D);
-    for (int tries = 0; tries < 40 && now > before; tries++) {
-        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
-        now = d_open_fds(&D);
-    }
+    int now = fds_back_to(before);
     cr_assert_leq(now, before, "%d descriptors kept", now - before);
     d_stop(&D);
     rm_dir(dir);
@@ -825,10 +835,8 @@ Test(process, operate_over_tls_reads_on_after_too_many_long_polls)
 {
     if (getenv("BERTH_TEST_OPERATE_NNG") != NULL)
         cr_skip_test("nng's REP reads on and answers past waits-per-connection at once");
-    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96], key[96];
-    make_cert(dir, cert, key);
-    d_start(&D, (const char *const[]){"--operate", "tls+tcp://127.0.0.1:0", "--tls-cert", cert,
-                                      "--tls-key", key, NULL});
+    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96];
+    start_tls(dir, cert);
     enum { RECORD = 16384, MAX = 400 };
     char topic[200];
     memset(topic, 't', sizeof(topic) - 1);
@@ -879,10 +887,8 @@ Test(process, operate_over_tls_lets_go_of_peers_that_pipeline_and_hang_up)
 {
     if (getenv("BERTH_TEST_OPERATE_NNG") != NULL)
         cr_skip_test("nng's REP keeps such pipes (the reason tls+tcp:// is not served by it)");
-    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96], key[96];
-    make_cert(dir, cert, key);
-    d_start(&D, (const char *const[]){"--operate", "tls+tcp://127.0.0.1:0", "--tls-cert", cert,
-                                      "--tls-key", key, NULL});
+    char dir[] = "/tmp/berth-tls-XXXXXX", cert[96];
+    start_tls(dir, cert);
     int before = d_open_fds(&D);
     enum { ROUNDS = 100, PER = 64 };
     uint8_t fetch[128];
@@ -896,11 +902,7 @@ Test(process, operate_over_tls_lets_go_of_peers_that_pipeline_and_hang_up)
         raw_tls_write(t, frames, len);
         raw_tls_hang_up(t);
     }
-    int now = d_open_fds(&D);
-    for (int waited = 0; waited < 5000 && now > before; waited += 50) {
-        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
-        now = d_open_fds(&D);
-    }
+    int now = fds_back_to(before);
     cr_assert_leq(now, before, "%d descriptors kept of %d connections", now - before, ROUNDS);
     bc *c = tls_client();
     Berth__V1__Response *r = w_submit(c, "after", "x", NULL);
