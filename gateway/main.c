@@ -41,6 +41,11 @@ static void close_server(void *arg)
     gw_server_close(arg);
 }
 
+static void close_metrics(void *arg)
+{
+    gw_metrics_close(arg);
+}
+
 /* gw_server_close(), waiting for it ms at most. */
 static bool close_within(gw_server *server, int ms)
 {
@@ -227,14 +232,17 @@ static int serve(gw_config *cfg)
     engine_stop(e);         /* the turn in flight finishes; waiters are answered */
     gw_server_stop(server); /* bounded: no request reaches the engine after */
     gw_server_stop(admin_server);
-    gw_metrics_close(metrics); /* the engine answered what it owed: nothing waits */
-    gw_push_stop(push);        /* deliveries in flight are sent again at the next start */
-    engine_close(e);           /* the store is closed: everything is on disk */
+    gw_metrics_stop(metrics); /* no scrape reaches the engine after */
+    gw_push_stop(push);       /* deliveries in flight are sent again at the next start */
+    engine_close(e);          /* the store is closed: everything is on disk */
     if (!close_within(server, SHUTDOWN_SOCKET_MS) ||
         !close_within(admin_server, SHUTDOWN_SOCKET_MS) ||
-        !gw_push_close(push, SHUTDOWN_SOCKET_MS)) {
-        /* nng's socket close waits for pipes that a peer may have left
-         * stuck: nothing is left to keep, so do not wait for it. */
+        !gw_push_close(push, SHUTDOWN_SOCKET_MS) ||
+        !gw_within(close_metrics, metrics, SHUTDOWN_SOCKET_MS)) {
+        /* nng's socket and HTTP server closes wait for connections that a
+         * peer may have left stuck (a push receiver that resets with
+         * answers in flight is enough): nothing is left to keep, so do
+         * not wait for them. */
         fprintf(stderr, "berthd: a socket did not close within %d ms; exiting\n",
                 SHUTDOWN_SOCKET_MS);
         fflush(stderr);

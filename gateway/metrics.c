@@ -7,9 +7,12 @@
 
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
@@ -18,6 +21,8 @@
 
 struct gw_metrics {
     engine *e;
+    atomic_bool stopping; /* gw_metrics_stop(): no scrape reaches the engine */
+    atomic_int busy;      /* scrapes between their start and their answer */
     nng_http_server *srv;
     nng_http_handler *metrics, *health;
     char url[160];
@@ -27,6 +32,7 @@ typedef struct job {
     engine_request req;
     nng_aio *aio;
     bool health;
+    struct gw_metrics *m;
 } job;
 
 static void finish(nng_aio *aio, uint16_t status, const char *body, size_t len)
@@ -173,6 +179,7 @@ static void exposition(FILE *f, const engine_reply *r)
 static void engine_answered(void *arg, engine_reply *r)
 {
     job *j = arg;
+    gw_metrics *m = j->m;
     if (r->status.code != ENGINE_CODE_OK) {
         char body[400];
         int n = snprintf(body, sizeof(body), "unavailable: %s\n", r->status.message);
@@ -194,23 +201,31 @@ static void engine_answered(void *arg, engine_reply *r)
     }
     engine_reply_free(r);
     free(j);
+    atomic_fetch_sub(&m->busy, 1);
 }
 
 static void handle(nng_aio *aio, bool health)
 {
     nng_http_handler *h = nng_aio_get_input(aio, 1);
     gw_metrics *m = nng_http_handler_get_data(h);
-    job *j = calloc(1, sizeof(*j));
+    atomic_fetch_add(&m->busy, 1);
+    job *j = atomic_load(&m->stopping) ? NULL : calloc(1, sizeof(*j));
     if (j == NULL) {
-        finish(aio, 503, "out of memory\n", 14);
+        if (atomic_load(&m->stopping))
+            finish(aio, 503, "unavailable: berthd is stopping\n", 32);
+        else
+            finish(aio, 503, "out of memory\n", 14);
+        atomic_fetch_sub(&m->busy, 1);
         return;
     }
     j->req.op = ENGINE_OP_METRICS;
     j->aio = aio;
     j->health = health;
+    j->m = m;
     if (engine_exec(m->e, &j->req, engine_answered, j) != BERTH_OK) {
         free(j);
         finish(aio, 503, "unavailable: berthd is stopping\n", 32);
+        atomic_fetch_sub(&m->busy, 1);
     }
 }
 
@@ -273,6 +288,17 @@ int gw_metrics_start(engine *e, const char *url, gw_metrics **out, char *err, si
 const char *gw_metrics_url(const gw_metrics *m)
 {
     return m->url;
+}
+
+void gw_metrics_stop(gw_metrics *m)
+{
+    if (m == NULL)
+        return;
+    atomic_store(&m->stopping, true);
+    /* After engine_stop() the engine answers at once: this is short. */
+    struct timespec tick = {0, 5 * 1000000L};
+    for (int i = 0; i < 2000 && atomic_load(&m->busy) > 0; i++)
+        nanosleep(&tick, NULL);
 }
 
 void gw_metrics_close(gw_metrics *m)

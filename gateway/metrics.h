@@ -21,7 +21,13 @@ typedef struct gw_metrics gw_metrics;
 int gw_metrics_start(engine *e, const char *url, gw_metrics **out, char *err, size_t errlen);
 /* The URL served (a port 0 resolved). */
 const char *gw_metrics_url(const gw_metrics *m);
-/* Stops serving and frees it (after engine_stop(): answers owed are in). */
+/* From now on a scrape is answered 503 without the engine; returns once
+ * no scrape is with the engine (after engine_stop(), which answers them,
+ * at once). Then the engine may be closed. */
+void gw_metrics_stop(gw_metrics *m);
+/* Stops the HTTP server and frees it. nng's server waits for its
+ * connections to go, which a stuck nng may keep it from (berthd bounds
+ * that wait: gateway/main.c). */
 void gw_metrics_close(gw_metrics *m);
 
 #endif
