@@ -154,7 +154,7 @@ int idtab_put(idtab *t, void *obj)
 {
     const uint8_t *id = id_of(t, obj);
     uint32_t tag = tag_of(mix(id));
-    size_t empty;
+    size_t empty = 0; /* (set by find() when it finds no match) */
     size_t i = find(t, id, tag, &empty);
     if (i != SIZE_MAX) {
         t->p[i] = obj;

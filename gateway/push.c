@@ -1,50 +1,75 @@
 /*
  * push.c — see push.h.
  *
- * A FLIGHT is one delivery on its way: a context of its receiver's socket
- * and an aio that first sends the Delivery, then receives the
- * DeliveryAck. Its callback ends it exactly once, as the engine request
- * ENGINE_OP_PUSH_ACK, which the flight owns (with the decoded answer)
- * until the engine's done() frees it on the engine's commit thread. A
- * flight ended while stopping goes to the dead list instead, freed by
- * gw_push_stop(): an aio is never freed inside its own callback.
+ * One thread ("berth-push") owns every receiver's connection and every
+ * delivery in flight; gw_push_send() only encodes the Delivery and hands
+ * it over (a list under `in_mu`, an eventfd), so the commit thread that
+ * calls it never waits on the network or on a lock held across I/O.
+ *
+ * A RECEIVER is one connection, dialled when a delivery first needs it
+ * and again after it fails (100 ms, doubling to 5 s, as nng's dialer):
+ * connect, the TLS handshake on nng+req+tls://, the SP headers (REQ
+ * each way), then frames. Each delivery is one request with an id of its
+ * own, pipelined on the connection. A FLIGHT is one delivery from its
+ * hand-over to its end, which is exactly one ENGINE_OP_PUSH_ACK: the
+ * receiver's answer, or a RETRY saying why (no answer within the timeout,
+ * the connection failed with it unanswered, the receiver cannot be
+ * reached or its answer cannot be read). The flight, with its decoded
+ * answer, belongs to that engine request until the engine's done() frees
+ * it. An answer whose id is no flight's (it came after its timeout) is
+ * dropped, as nng's REQ socket drops it.
+ *
+ * (This replaced nng's REQ socket, whose TCP and TLS transports in
+ * 1.5.2 can lose a receive when a receiver resets with answers in flight,
+ * after which nng never frees a closed connection nor dials that receiver
+ * again: BENCHMARKS.md "Hostile clients".)
  */
+#define _GNU_SOURCE
 #include "gateway/push.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
-
-#include <nng/nng.h>
-#include <nng/protocol/reqrep0/req.h>
-#include <nng/supplemental/tls/tls.h>
+#include <unistd.h>
 
 #include "berth/v1/push.pb-c.h"
-#include "gateway/listen.h"
+#include "gateway/tls.h"
+#include "proto/sp_wire.h"
 #include "store/err.h"
 
 #define GW_PUSH_SYSTEM_CA "/etc/ssl/certs/ca-certificates.crt"
 /* A delivery's headers: a submit's (64 at most), and a call's two. */
 #define GW_PUSH_HEADERS_MAX 80
+#define REDIAL_FIRST_MS     100
+#define REDIAL_MAX_MS       5000
 
-typedef struct receiver {
-    char *transport; /* as the channel declares it */
-    nng_socket sock;
-    bool ok;
-    char why[200]; /* why it cannot be dialled */
-} receiver;
+typedef enum { R_DOWN, R_CONNECTING, R_HANDSHAKE, R_HELLO, R_READY } rstate;
 
 typedef struct flight {
-    struct flight *prev, *next; /* in p->flights, or p->dead */
+    struct flight *next, *prev;   /* in its receiver's queue or sent list */
+    struct flight *tnext, *tprev; /* in p->timeouts (every flight, by deadline) */
+    struct receiver *r;
     gw_push *p;
     engine *e;
-    nng_ctx ctx;
-    nng_aio *aio;
-    bool receiving;
+    uint8_t *frame; /* SP frame: length (after ipc's type byte), id, Delivery */
+    size_t frame_len;
+    uint32_t req_id; /* 0 until sent */
     uint64_t deadline_ms;
     char id[ENGINE_ID_STR];
+    char *transport; /* until it reaches its receiver */
     Berth__V1__DeliveryAck *ack;
     engine_header *hs;
     engine_result res;
@@ -52,156 +77,58 @@ typedef struct flight {
     char why[256];
 } flight;
 
+typedef struct flist {
+    flight *head, *tail;
+} flist;
+
+typedef struct receiver {
+    gw_push *p;
+    char *transport; /* as the channel declares it */
+    char why[200];   /* why it cannot be dialled at all ("": it can) */
+    bool ipc, tls;
+    char host[256], port[16], path[108];
+    rstate state;
+    int fd;
+    gw_tls_conn *tc;
+    uint64_t redial_at_ms; /* R_DOWN: not before this */
+    uint64_t backoff_ms;
+    uint8_t hello[SP_HEADER_LEN];
+    size_t hello_got;
+    uint8_t *out; /* bytes for the socket */
+    size_t out_len, out_off, out_cap;
+    uint8_t *in; /* a frame being read */
+    size_t in_len, in_cap;
+    uint32_t next_id;
+    bool again;  /* TLS holds answers decrypted: read on without an event */
+    flist queue; /* waiting for the connection */
+    flist sent;  /* sent, unanswered */
+} receiver;
+
 struct gw_push {
     gw_push_options o;
-    pthread_mutex_t mu;
-    pthread_cond_t cv; /* a flight left p->flights */
+    pthread_t thread;
+    bool started;
+    int efd, wake;
+    gw_tls *tls; /* the client side, made on the first nng+req+tls:// receiver */
+    char tls_why[200];
+    pthread_mutex_t in_mu; /* guards incoming and stopping */
+    flight *incoming;
     bool stopping;
+    /* the thread's */
     receiver *rx;
     size_t n_rx;
-    flight *flights, *dead;
-    size_t n_flights;
+    bool again;                       /* some receiver's `again` is set */
+    flight *timeouts, *timeouts_tail; /* every flight not yet ended, oldest first */
 };
 
-int gw_push_open(const gw_push_options *o, gw_push **out, char *err, size_t errlen)
-{
-    *out = NULL;
-    gw_push *p = calloc(1, sizeof(*p));
-    if (p == NULL ||
-        (p->rx = calloc(o->receivers_max ? o->receivers_max : 1, sizeof(receiver))) == NULL) {
-        free(p);
-        snprintf(err, errlen, "out of memory");
-        return BERTH_ENOMEM;
-    }
-    p->o = *o;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    *out = p;
-    return BERTH_OK;
-}
-
-/* ---- receivers ---- */
-
-/* The nng URL of a push transport, or false. */
-static bool nng_url_of(const char *transport, char *out, size_t len)
-{
-    static const struct {
-        const char *scheme, *url;
-    } map[] = {
-        {"nng+req+ipc://", "ipc://"},
-        {"nng+req+tls://", "tls+tcp://"},
-        {"nng+req://", "tcp://"},
-    };
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-        size_t n = strlen(map[i].scheme);
-        if (strncmp(transport, map[i].scheme, n) == 0) {
-            int w = snprintf(out, len, "%s%s", map[i].url, transport + n);
-            return w > 0 && (size_t)w < len;
-        }
-    }
-    return false;
-}
-
-/* A client TLS configuration for one receiver: its certificate checked
- * against --push-tls-ca (or the system's CAs) and for the URL's host (nng's
- * dialer takes the host from the URL into its own configuration, which
- * this one replaces). The dialer holds it; *out is the caller's to free. */
-static int tls_config(const gw_push *p, const char *url, nng_tls_config **out)
-{
-    nng_tls_config *c = NULL;
-    nng_url *u = NULL;
-    int rv = nng_tls_config_alloc(&c, NNG_TLS_MODE_CLIENT);
-    if (rv == 0)
-        rv = nng_tls_config_ca_file(c, p->o.tls_ca_file ? p->o.tls_ca_file : GW_PUSH_SYSTEM_CA);
-    if (rv == 0)
-        rv = nng_tls_config_auth_mode(c, NNG_TLS_AUTH_MODE_REQUIRED);
-    if (rv == 0)
-        rv = nng_url_parse(&u, url);
-    if (rv == 0)
-        rv = nng_tls_config_server_name(c, u->u_hostname);
-    if (u != NULL)
-        nng_url_free(u);
-    if (rv != 0 && c != NULL) {
-        nng_tls_config_free(c);
-        c = NULL;
-    }
-    *out = c;
-    return rv;
-}
-
-/* Dials r's receiver (nng redials it for ever after); r->ok says. */
-static void dial(gw_push *p, receiver *r)
-{
-    char url[600];
-    int rv = NNG_EINVAL;
-    nng_dialer d;
-    if (!nng_url_of(r->transport, url, sizeof(url))) {
-        snprintf(r->why, sizeof(r->why), "%.120s is not a push receiver's URI", r->transport);
-        return;
-    }
-    if ((rv = nng_req0_open(&r->sock)) != 0) {
-        snprintf(r->why, sizeof(r->why), "cannot open a socket: %s", nng_strerror(rv));
-        return;
-    }
-    /* The engine sends again, on its own curve: nng must not. */
-    rv = nng_socket_set_ms(r->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    if (rv == 0)
-        rv = nng_socket_set_size(r->sock, NNG_OPT_RECVMAXSZ, p->o.max_message_bytes);
-    if (rv == 0)
-        rv = nng_socket_set_ms(r->sock, NNG_OPT_RECONNMAXT, 5000);
-    if (rv == 0)
-        rv = nng_dialer_create(&d, r->sock, url);
-    nng_tls_config *tls = NULL;
-    if (rv == 0 && strncmp(url, "tls+", 4) == 0 && (rv = tls_config(p, url, &tls)) == 0) {
-        rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, tls);
-        nng_tls_config_free(tls); /* (the dialer holds its own) */
-    }
-    if (rv == 0)
-        rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK); /* unreachable now: nng retries */
-    if (rv != 0) {
-        snprintf(r->why, sizeof(r->why), "cannot dial %.120s: %s", url, nng_strerror(rv));
-        nng_close(r->sock);
-        return;
-    }
-    r->ok = true;
-}
-
-/* The receiver of transport (p->mu held); NULL with why when there is
- * none to send to. */
-static receiver *receiver_of(gw_push *p, const char *transport, char *why, size_t len)
-{
-    for (size_t i = 0; i < p->n_rx; i++)
-        if (strcmp(p->rx[i].transport, transport) == 0) {
-            if (!p->rx[i].ok)
-                snprintf(why, len, "%s", p->rx[i].why);
-            return p->rx[i].ok ? &p->rx[i] : NULL;
-        }
-    if (p->n_rx == p->o.receivers_max) {
-        snprintf(why, len, "more than %zu push receivers", p->o.receivers_max);
-        return NULL;
-    }
-    receiver *r = &p->rx[p->n_rx];
-    memset(r, 0, sizeof(*r));
-    if ((r->transport = strdup(transport)) == NULL) {
-        snprintf(why, len, "out of memory");
-        return NULL;
-    }
-    p->n_rx++;
-    dial(p, r);
-    if (!r->ok)
-        snprintf(why, len, "%s", r->why);
-    return r->ok ? r : NULL;
-}
-
-/* ---- flights ---- */
+/* ---- ends ---- */
 
 static void flight_free(flight *f)
 {
-    if (f->aio != NULL)
-        nng_aio_free(f->aio); /* (waits for its callback, never inside it) */
-    nng_ctx_close(f->ctx);
     if (f->ack != NULL)
         berth__v1__delivery_ack__free_unpacked(f->ack, NULL);
+    free(f->frame);
+    free(f->transport);
     free(f->hs);
     free(f);
 }
@@ -212,39 +139,51 @@ static void flight_done(void *arg, engine_reply *reply)
     flight_free(arg);
 }
 
-static void unlink_flight(gw_push *p, flight *f)
+static void flist_add(flist *l, flight *f)
+{
+    f->next = NULL;
+    f->prev = l->tail;
+    if (l->tail != NULL)
+        l->tail->next = f;
+    else
+        l->head = f;
+    l->tail = f;
+}
+
+static void flist_remove(flist *l, flight *f)
 {
     if (f->prev != NULL)
         f->prev->next = f->next;
     else
-        p->flights = f->next;
+        l->head = f->next;
     if (f->next != NULL)
         f->next->prev = f->prev;
-    f->prev = f->next = NULL;
-    p->n_flights--;
-    pthread_cond_broadcast(&p->cv);
+    else
+        l->tail = f->prev;
+    f->next = f->prev = NULL;
 }
 
-/* The flight's end: its request to the engine, or the dead list. */
+/* The flight's end (thread): out of every list here, then its answer to
+ * the engine, which frees it (or, stopping, nothing: the engine sends it
+ * again at its next start). */
 static void finish(flight *f)
 {
     gw_push *p = f->p;
-    pthread_mutex_lock(&p->mu);
-    unlink_flight(p, f);
+    if (f->r != NULL)
+        flist_remove(f->req_id != 0 ? &f->r->sent : &f->r->queue, f);
+    if (f->tprev != NULL)
+        f->tprev->tnext = f->tnext;
+    else
+        p->timeouts = f->tnext;
+    if (f->tnext != NULL)
+        f->tnext->tprev = f->tprev;
+    else
+        p->timeouts_tail = f->tprev;
+    pthread_mutex_lock(&p->in_mu);
     bool stopping = p->stopping;
-    if (stopping) {
-        f->next = p->dead;
-        p->dead = f;
-    }
-    pthread_mutex_unlock(&p->mu);
-    if (stopping)
-        return;
-    if (engine_exec(f->e, &f->req, flight_done, f) != BERTH_OK) {
-        pthread_mutex_lock(&p->mu);
-        f->next = p->dead;
-        p->dead = f;
-        pthread_mutex_unlock(&p->mu);
-    }
+    pthread_mutex_unlock(&p->in_mu);
+    if (stopping || engine_exec(f->e, &f->req, flight_done, f) != BERTH_OK)
+        flight_free(f);
 }
 
 static void retry(flight *f, const char *fmt, const char *what)
@@ -256,10 +195,9 @@ static void retry(flight *f, const char *fmt, const char *what)
 }
 
 /* The receiver's answer, as the engine takes it. */
-static void answered(flight *f, nng_msg *m)
+static void answered(flight *f, const uint8_t *body, size_t len)
 {
-    f->ack = berth__v1__delivery_ack__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
-    nng_msg_free(m);
+    f->ack = berth__v1__delivery_ack__unpack(NULL, len, body);
     if (f->ack == NULL) {
         retry(f, "%s", "the receiver's answer is not a berth.v1.DeliveryAck");
         return;
@@ -303,41 +241,591 @@ static void answered(flight *f, nng_msg *m)
     finish(f);
 }
 
-static void flight_cb(void *arg)
+/* ---- receivers ---- */
+
+/* A push transport's address: nng+req://HOST:PORT (tcp),
+ * nng+req+tls://HOST:PORT, nng+req+ipc:///PATH. False: r->why says. */
+static bool parse_transport(receiver *r)
 {
-    flight *f = arg;
-    int rv = nng_aio_result(f->aio);
-    if (!f->receiving) {
-        if (rv != 0) {
-            nng_msg_free(nng_aio_get_msg(f->aio)); /* not sent: still ours */
-            retry(f, "cannot send to the push receiver: %s", nng_strerror(rv));
-            return;
-        }
-        /* Started under the lock: gw_push_stop() either cancels it or is
-         * seen here. */
-        pthread_mutex_lock(&f->p->mu);
-        bool stopping = f->p->stopping;
-        uint64_t now = engine_monotonic_ms();
-        if (!stopping && now < f->deadline_ms) {
-            f->receiving = true;
-            nng_aio_set_timeout(f->aio, (nng_duration)(f->deadline_ms - now));
-            nng_ctx_recv(f->ctx, f->aio);
-        }
-        pthread_mutex_unlock(&f->p->mu);
-        if (!f->receiving)
-            retry(f, "%s", stopping ? "berthd is stopping" : "no answer within push-timeout-ms");
-        return;
+    const char *t = r->transport, *rest;
+    if (strncmp(t, "nng+req+ipc://", 14) == 0) {
+        rest = t + 14;
+        if (rest[0] == '\0' || strlen(rest) >= sizeof(r->path))
+            goto bad;
+        r->ipc = true;
+        snprintf(r->path, sizeof(r->path), "%s", rest);
+        return true;
     }
-    if (rv == NNG_ETIMEDOUT)
-        retry(f, "%s", "no answer within push-timeout-ms");
-    else if (rv != 0)
-        retry(f, "the push receiver's answer did not come: %s", nng_strerror(rv));
-    else
-        answered(f, nng_aio_get_msg(f->aio));
+    if (strncmp(t, "nng+req+tls://", 14) == 0) {
+        r->tls = true;
+        rest = t + 14;
+    } else if (strncmp(t, "nng+req://", 10) == 0) {
+        rest = t + 10;
+    } else {
+        goto bad;
+    }
+    const char *colon = strrchr(rest, ':');
+    if (colon == NULL || colon == rest || colon[1] == '\0' || strlen(colon + 1) >= sizeof(r->port))
+        goto bad;
+    size_t hl = (size_t)(colon - rest);
+    if (rest[0] == '[' && hl >= 2 && rest[hl - 1] == ']') { /* [v6] */
+        rest++;
+        hl -= 2;
+    }
+    if (hl == 0 || hl >= sizeof(r->host))
+        goto bad;
+    memcpy(r->host, rest, hl);
+    r->host[hl] = '\0';
+    snprintf(r->port, sizeof(r->port), "%s", colon + 1);
+    return true;
+bad:
+    snprintf(r->why, sizeof(r->why),
+             "cannot dial %.100s: not nng+req://HOST:PORT, nng+req+tls://HOST:PORT or "
+             "nng+req+ipc:///PATH",
+             t);
+    return false;
 }
 
-/* The Delivery d, encoded into a new message. */
-static nng_msg *encode(const engine_push_delivery *d)
+static uint8_t lead(const receiver *r)
+{
+    return r->ipc ? 1 : 0; /* nng's IPC mapping: a type byte before each length */
+}
+
+static bool out_add(receiver *r, const uint8_t *b, size_t n)
+{
+    if (r->out_off > 0 && r->out_off == r->out_len)
+        r->out_off = r->out_len = 0;
+    if (r->out_len + n > r->out_cap) {
+        size_t cap = r->out_cap ? r->out_cap : 4096;
+        while (cap < r->out_len + n)
+            cap *= 2;
+        uint8_t *o = realloc(r->out, cap);
+        if (o == NULL)
+            return false;
+        r->out = o;
+        r->out_cap = cap;
+    }
+    memcpy(r->out + r->out_len, b, n);
+    r->out_len += n;
+    return true;
+}
+
+static bool tls_out(void *arg, const uint8_t *b, size_t n)
+{
+    return out_add(arg, b, n);
+}
+
+/* Bytes for the peer: through TLS on nng+req+tls://. */
+static bool put(receiver *r, const uint8_t *b, size_t n)
+{
+    if (r->tc == NULL)
+        return out_add(r, b, n);
+    struct iovec iov = {(void *)b, n};
+    return gw_tls_writev(r->tc, &iov, 1);
+}
+
+/* Up to n bytes from the peer: > 0, 0 nothing now, -1 gone or failed. */
+static ssize_t take(receiver *r, void *b, size_t n)
+{
+    if (r->tc != NULL)
+        return gw_tls_read(r->tc, b, n);
+    for (;;) {
+        ssize_t got = recv(r->fd, b, n, 0);
+        if (got > 0)
+            return got;
+        if (got < 0 && errno == EINTR)
+            continue;
+        return got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
+    }
+}
+
+static void arm(receiver *r)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = r};
+    if (r->state == R_CONNECTING || r->out_len > r->out_off)
+        ev.events |= EPOLLOUT;
+    epoll_ctl(r->p->efd, EPOLL_CTL_MOD, r->fd, &ev);
+}
+
+/* Sends what is queued. False: the connection failed. */
+static bool flush(receiver *r)
+{
+    while (r->out_off < r->out_len) {
+        ssize_t n =
+            send(r->fd, r->out + r->out_off, r->out_len - r->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0)
+            return false;
+        r->out_off += (size_t)n;
+    }
+    arm(r);
+    return true;
+}
+
+/* The connection failed or ended: its unanswered deliveries are retried
+ * (they may have been acted on: the key says so to the receiver). The
+ * queued ones wait for the next connection, dialled after a backoff,
+ * unless this one never got as far as the SP headers: then the receiver
+ * cannot be reached now, and they are retried too, saying why. */
+static void drop(receiver *r, const char *why)
+{
+    gw_push *p = r->p;
+    bool unreached = r->state != R_READY && r->state != R_DOWN;
+    if (r->fd >= 0) {
+        epoll_ctl(p->efd, EPOLL_CTL_DEL, r->fd, NULL);
+        close(r->fd);
+    }
+    r->fd = -1;
+    gw_tls_conn_free(r->tc);
+    r->tc = NULL;
+    r->state = R_DOWN;
+    r->out_len = r->out_off = r->in_len = r->hello_got = 0;
+    r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : REDIAL_FIRST_MS;
+    if (r->backoff_ms > REDIAL_MAX_MS)
+        r->backoff_ms = REDIAL_MAX_MS;
+    r->redial_at_ms = engine_monotonic_ms() + r->backoff_ms;
+    while (r->sent.head != NULL)
+        retry(r->sent.head, "the push receiver's connection failed: %s", why);
+    char dial_why[220];
+    snprintf(dial_why, sizeof(dial_why), "cannot dial %.100s: %s", r->transport, why);
+    while (unreached && r->queue.head != NULL)
+        retry(r->queue.head, "%s", dial_why);
+}
+
+/* Sends the queued deliveries on a ready connection. */
+static bool send_queued(receiver *r)
+{
+    while (r->queue.head != NULL) {
+        flight *f = r->queue.head;
+        flist_remove(&r->queue, f);
+        r->next_id = (r->next_id + 1) & 0x7fffffffu;
+        if (r->next_id == 0)
+            r->next_id = 1;
+        f->req_id = r->next_id;
+        size_t at = lead(r) + 8u;
+        uint32_t id = f->req_id | 0x80000000u;
+        for (int i = 0; i < 4; i++)
+            f->frame[at + (size_t)i] = (uint8_t)(id >> (24 - 8 * i));
+        flist_add(&r->sent, f);
+        if (!put(r, f->frame, f->frame_len))
+            return false;
+    }
+    return true;
+}
+
+static bool tls_of(gw_push *p, char *why, size_t len)
+{
+    if (p->tls == NULL && p->tls_why[0] == '\0') {
+        const char *ca = p->o.tls_ca_file ? p->o.tls_ca_file : GW_PUSH_SYSTEM_CA;
+        if (gw_tls_client_open(ca, &p->tls, p->tls_why, sizeof(p->tls_why)) != BERTH_OK &&
+            p->tls_why[0] == '\0')
+            snprintf(p->tls_why, sizeof(p->tls_why), "cannot read %s", ca);
+    }
+    if (p->tls == NULL)
+        snprintf(why, len, "%s", p->tls_why);
+    return p->tls != NULL;
+}
+
+/* Starts a connection (non-blocking). False: r->why says why not now. */
+static bool dial(receiver *r, char *why, size_t len)
+{
+    gw_push *p = r->p;
+    int fd = -1;
+    if (r->ipc) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        memcpy(sa.sun_path, r->path, strlen(r->path));
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
+            errno != EINPROGRESS && errno != EAGAIN) {
+            snprintf(why, len, "cannot dial ipc://%s: %s", r->path, strerror(errno));
+            close(fd);
+            return false;
+        }
+    } else {
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+        struct addrinfo *ai = NULL;
+        int g = getaddrinfo(r->host, r->port, &hints, &ai);
+        if (g != 0) {
+            snprintf(why, len, "cannot dial %.120s: %s", r->host, gai_strerror(g));
+            return false;
+        }
+        int saved = 0;
+        for (struct addrinfo *a = ai; a != NULL && fd < 0; a = a->ai_next) {
+            fd =
+                socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+            if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+                saved = errno;
+                close(fd);
+                fd = -1;
+            }
+        }
+        freeaddrinfo(ai);
+        if (fd < 0) {
+            snprintf(why, len, "cannot dial %.120s:%s: %s", r->host, r->port,
+                     strerror(saved ? saved : EINVAL));
+            return false;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    if (fd < 0) {
+        snprintf(why, len, "cannot open a socket: %s", strerror(errno));
+        return false;
+    }
+    if (r->tls && (!tls_of(p, why, len) ||
+                   (r->tc = gw_tls_conn_client(p->tls, fd, r->host, tls_out, r)) == NULL)) {
+        if (why[0] == '\0')
+            snprintf(why, len, "out of memory");
+        close(fd);
+        return false;
+    }
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = r};
+    if (epoll_ctl(p->efd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        snprintf(why, len, "cannot watch a socket: %s", strerror(errno));
+        gw_tls_conn_free(r->tc);
+        r->tc = NULL;
+        close(fd);
+        return false;
+    }
+    r->fd = fd;
+    r->state = R_CONNECTING;
+    return true;
+}
+
+/* Our SP header goes out (after the handshake on TLS). */
+static bool hello(receiver *r)
+{
+    uint8_t h[SP_HEADER_LEN];
+    sp_header(h, SP_PROTO_REQ0);
+    r->state = R_HELLO;
+    return put(r, h, sizeof(h)) && flush(r);
+}
+
+/* Reads answers; false: the connection must go (why set). */
+static bool read_answers(receiver *r, const char **why)
+{
+    gw_push *p = r->p;
+    size_t head = lead(r) + 8u;
+    for (int reads = 0; reads < 64; reads++) {
+        if (r->state == R_HELLO) {
+            ssize_t n = take(r, r->hello + r->hello_got, SP_HEADER_LEN - r->hello_got);
+            if (n <= 0) {
+                *why = "it hung up";
+                return n == 0;
+            }
+            r->hello_got += (size_t)n;
+            if (r->hello_got < SP_HEADER_LEN)
+                continue;
+            uint8_t want[SP_HEADER_LEN];
+            sp_header(want, SP_PROTO_REP0);
+            if (memcmp(r->hello, want, SP_HEADER_LEN) != 0) {
+                *why = "it is not an nng REP socket";
+                return false;
+            }
+            r->state = R_READY;
+            r->backoff_ms = 0;
+            if (!send_queued(r) || !flush(r)) {
+                *why = "cannot send to it";
+                return false;
+            }
+            continue;
+        }
+        /* The frame's head, then its whole length. */
+        size_t want = head;
+        if (r->in_len >= head) {
+            uint64_t len = 0;
+            for (size_t i = lead(r); i < head; i++)
+                len = len << 8 | r->in[i];
+            if (len < 4 || len > p->o.max_message_bytes + 64) {
+                *why = "its answer is over max-message-bytes or has no id";
+                return false;
+            }
+            want = head + (size_t)len;
+        }
+        if (want > r->in_cap) {
+            uint8_t *in = realloc(r->in, want);
+            if (in == NULL) {
+                *why = "out of memory";
+                return false;
+            }
+            r->in = in;
+            r->in_cap = want;
+        }
+        if (r->in_len < want) {
+            ssize_t n = take(r, r->in + r->in_len, want - r->in_len);
+            if (n < 0) {
+                *why = "it hung up";
+                return false;
+            }
+            if (n == 0)
+                return true;
+            r->in_len += (size_t)n;
+            continue;
+        }
+        if (want == head)
+            continue; /* (the length is in: read the rest) */
+        if (lead(r) > 0 && r->in[0] != 1) {
+            *why = "its frame is not a message";
+            return false;
+        }
+        uint32_t id = (uint32_t)r->in[head] << 24 | (uint32_t)r->in[head + 1] << 16 |
+                      (uint32_t)r->in[head + 2] << 8 | r->in[head + 3];
+        if ((id & 0x80000000u) == 0) {
+            *why = "its answer has no request id";
+            return false;
+        }
+        id &= 0x7fffffffu;
+        for (flight *f = r->sent.head; f != NULL; f = f->next)
+            if (f->req_id == id) {
+                answered(f, r->in + head + 4, want - head - 4);
+                break;
+            } /* none: an answer after its timeout, dropped */
+        r->in_len = 0;
+        if (r->in_cap > (64u << 10)) { /* after a big answer */
+            free(r->in);
+            r->in = NULL;
+            r->in_cap = 0;
+        }
+    }
+    /* Reads left: what TLS decrypted wakes no epoll. */
+    if (r->tc != NULL && gw_tls_pending(r->tc) > 0)
+        r->again = p->again = true;
+    return true;
+}
+
+/* What the socket said, for r. */
+static void on_event(receiver *r, uint32_t events)
+{
+    const char *why = "it hung up";
+    if (r->state == R_CONNECTING) {
+        int err = 0;
+        socklen_t el = sizeof(err);
+        if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+            drop(r, strerror(err ? err : errno));
+            return;
+        }
+        if (!(events & (EPOLLOUT | EPOLLIN)))
+            return;
+        r->state = r->tls ? R_HANDSHAKE : R_HELLO;
+        if (!r->tls && !hello(r)) {
+            drop(r, "cannot send to it");
+            return;
+        }
+    }
+    if (r->state == R_HANDSHAKE) {
+        int h = gw_tls_handshake(r->tc);
+        if (h < 0 || !flush(r)) {
+            drop(r, "the TLS handshake failed (its certificate, or its name)");
+            return;
+        }
+        if (h == 0)
+            return;
+        if (!hello(r)) {
+            drop(r, "cannot send to it");
+            return;
+        }
+    }
+    if ((events & EPOLLOUT) && !flush(r)) {
+        drop(r, "cannot send to it");
+        return;
+    }
+    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !read_answers(r, &why)) {
+        drop(r, why);
+        return;
+    }
+    if (r->state == R_READY && (!send_queued(r) || !flush(r)))
+        drop(r, "cannot send to it");
+}
+
+/* The receiver of transport, made on first use. */
+static receiver *receiver_of(gw_push *p, const char *transport)
+{
+    for (size_t i = 0; i < p->n_rx; i++)
+        if (strcmp(p->rx[i].transport, transport) == 0)
+            return &p->rx[i];
+    if (p->n_rx == p->o.receivers_max)
+        return NULL;
+    receiver *r = &p->rx[p->n_rx];
+    memset(r, 0, sizeof(*r));
+    if ((r->transport = strdup(transport)) == NULL)
+        return NULL;
+    r->p = p;
+    r->fd = -1;
+    p->n_rx++;
+    (void)parse_transport(r);
+    return r;
+}
+
+/* ---- the thread ---- */
+
+/* New flights to their receivers (or ended at once, saying why). */
+static void take_incoming(gw_push *p)
+{
+    pthread_mutex_lock(&p->in_mu);
+    flight *in = p->incoming;
+    p->incoming = NULL;
+    pthread_mutex_unlock(&p->in_mu);
+    flight *list = NULL; /* oldest first */
+    while (in != NULL) {
+        flight *f = in;
+        in = f->next;
+        f->next = list;
+        list = f;
+    }
+    while (list != NULL) {
+        flight *f = list;
+        list = f->next;
+        f->next = NULL;
+        f->tprev = p->timeouts_tail;
+        if (p->timeouts_tail != NULL)
+            p->timeouts_tail->tnext = f;
+        else
+            p->timeouts = f;
+        p->timeouts_tail = f;
+        receiver *r = receiver_of(p, f->transport);
+        if (r == NULL) {
+            char why[120];
+            snprintf(why, sizeof(why), "more than %zu push receivers (or no memory)",
+                     p->o.receivers_max);
+            retry(f, "%s", why);
+            continue;
+        }
+        if (r->why[0] != '\0') {
+            retry(f, "%s", r->why);
+            continue;
+        }
+        f->r = r;
+        flist_add(&r->queue, f);
+        char why[200] = "";
+        if (r->state == R_DOWN && engine_monotonic_ms() >= r->redial_at_ms &&
+            !dial(r, why, sizeof(why))) {
+            r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : REDIAL_FIRST_MS;
+            if (r->backoff_ms > REDIAL_MAX_MS)
+                r->backoff_ms = REDIAL_MAX_MS;
+            r->redial_at_ms = engine_monotonic_ms() + r->backoff_ms;
+            while (r->queue.head != NULL)
+                retry(r->queue.head, "%s", why);
+        } else if (r->state == R_READY && (!send_queued(r) || !flush(r))) {
+            drop(r, "cannot send to it");
+        }
+    }
+}
+
+/* Flights past their deadline end (all: every one). Returns the epoll
+ * timeout until the next deadline or redial (-1: none). */
+static int expire(gw_push *p, bool all)
+{
+    uint64_t now = engine_monotonic_ms();
+    while (p->timeouts != NULL && (all || p->timeouts->deadline_ms <= now))
+        retry(p->timeouts, "%s", all ? "berthd is stopping" : "no answer within push-timeout-ms");
+    int wait = -1;
+    if (p->timeouts != NULL)
+        wait = (int)(p->timeouts->deadline_ms - now) + 1;
+    for (size_t i = 0; i < p->n_rx; i++) {
+        receiver *r = &p->rx[i];
+        if (r->state != R_DOWN || r->queue.head == NULL)
+            continue;
+        if (now >= r->redial_at_ms) {
+            char why[200] = "";
+            if (!dial(r, why, sizeof(why))) {
+                r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : REDIAL_FIRST_MS;
+                if (r->backoff_ms > REDIAL_MAX_MS)
+                    r->backoff_ms = REDIAL_MAX_MS;
+                r->redial_at_ms = now + r->backoff_ms;
+                while (r->queue.head != NULL)
+                    retry(r->queue.head, "%s", why);
+            }
+        } else {
+            int w = (int)(r->redial_at_ms - now) + 1;
+            wait = wait < 0 || w < wait ? w : wait;
+        }
+    }
+    return wait;
+}
+
+static void *push_main(void *arg)
+{
+    gw_push *p = arg;
+    prctl(PR_SET_NAME, "berth-push", 0, 0, 0);
+    struct epoll_event evs[64];
+    for (;;) {
+        pthread_mutex_lock(&p->in_mu);
+        bool stopping = p->stopping;
+        pthread_mutex_unlock(&p->in_mu);
+        take_incoming(p);
+        int wait = expire(p, stopping);
+        if (stopping)
+            break;
+        int n = epoll_wait(p->efd, evs, 64, p->again ? 0 : wait);
+        if (p->again) {
+            p->again = false;
+            for (size_t i = 0; i < p->n_rx; i++)
+                if (p->rx[i].again) {
+                    p->rx[i].again = false;
+                    if (p->rx[i].fd >= 0)
+                        on_event(&p->rx[i], EPOLLIN);
+                }
+        }
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.ptr == &p->wake) {
+                uint64_t v;
+                ssize_t got = read(p->wake, &v, sizeof(v));
+                (void)got;
+            } else {
+                receiver *r = evs[i].data.ptr;
+                if (r->fd >= 0)
+                    on_event(r, evs[i].events);
+            }
+        }
+    }
+    for (size_t i = 0; i < p->n_rx; i++)
+        if (p->rx[i].fd >= 0)
+            drop(&p->rx[i], "berthd is stopping");
+    return NULL;
+}
+
+/* ---- the surface ---- */
+
+int gw_push_open(const gw_push_options *o, gw_push **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    gw_push *p = calloc(1, sizeof(*p));
+    if (p == NULL ||
+        (p->rx = calloc(o->receivers_max ? o->receivers_max : 1, sizeof(receiver))) == NULL) {
+        free(p);
+        snprintf(err, errlen, "out of memory");
+        return BERTH_ENOMEM;
+    }
+    p->o = *o;
+    pthread_mutex_init(&p->in_mu, NULL);
+    p->efd = epoll_create1(EPOLL_CLOEXEC);
+    p->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event w = {.events = EPOLLIN, .data.ptr = &p->wake};
+    int rv = p->efd < 0 || p->wake < 0 || epoll_ctl(p->efd, EPOLL_CTL_ADD, p->wake, &w) != 0
+                 ? errno
+                 : pthread_create(&p->thread, NULL, push_main, p);
+    if (rv != 0) {
+        snprintf(err, errlen, "cannot start the push sender: %s", strerror(rv));
+        if (p->efd >= 0)
+            close(p->efd);
+        if (p->wake >= 0)
+            close(p->wake);
+        pthread_mutex_destroy(&p->in_mu);
+        free(p->rx);
+        free(p);
+        return BERTH_EIO;
+    }
+    p->started = true;
+    *out = p;
+    return BERTH_OK;
+}
+
+/* The Delivery d, encoded into a frame for a receiver (its id filled in
+ * when it is sent); NULL: no memory. */
+static uint8_t *encode(const engine_push_delivery *d, bool ipc, size_t *len)
 {
     Berth__V1__Delivery m = BERTH__V1__DELIVERY__INIT;
     Berth__V1__Delivery__HeadersEntry hv[GW_PUSH_HEADERS_MAX], *hp[GW_PUSH_HEADERS_MAX];
@@ -363,11 +851,18 @@ static nng_msg *encode(const engine_push_delivery *d)
     m.idempotency_key = (char *)d->id;
     m.has_created_at_ms = 1;
     m.created_at_ms = d->created_at_ms;
-    nng_msg *msg;
-    if (nng_msg_alloc(&msg, berth__v1__delivery__get_packed_size(&m)) != 0)
+    size_t body = berth__v1__delivery__get_packed_size(&m);
+    size_t head = (ipc ? 1u : 0u) + 8u;
+    uint8_t *frame = malloc(head + 4 + body);
+    if (frame == NULL)
         return NULL;
-    berth__v1__delivery__pack(&m, nng_msg_body(msg));
-    return msg;
+    uint64_t n = 4 + body;
+    frame[0] = 1; /* (ipc://: the message type) */
+    for (size_t i = 0; i < 8; i++)
+        frame[head - 8 + i] = (uint8_t)(n >> (56 - 8 * i));
+    berth__v1__delivery__pack(&m, frame + head + 4);
+    *len = head + 4 + body;
+    return frame;
 }
 
 int gw_push_send(void *ctx, engine *e, const engine_push_delivery *d)
@@ -383,86 +878,62 @@ int gw_push_send(void *ctx, engine *e, const engine_push_delivery *d)
     f->req.u.push_ack.id = f->id;
     f->req.u.push_ack.flight = d->flight;
     f->deadline_ms = engine_monotonic_ms() + p->o.timeout_ms;
-    nng_msg *msg = encode(d);
-    if (msg == NULL || nng_aio_alloc(&f->aio, flight_cb, f) != 0) {
-        nng_msg_free(msg);
-        free(f);
+    f->frame = encode(d, strncmp(d->transport, "nng+req+ipc://", 14) == 0, &f->frame_len);
+    f->transport = strdup(d->transport);
+    if (f->frame == NULL || f->transport == NULL) {
+        flight_free(f);
         return BERTH_ENOMEM;
     }
-    pthread_mutex_lock(&p->mu);
-    char why[200] = "";
-    bool stopping = p->stopping;
-    receiver *r = stopping ? NULL : receiver_of(p, d->transport, why, sizeof(why));
-    if (r == NULL || nng_ctx_open(&f->ctx, r->sock) != 0) {
-        pthread_mutex_unlock(&p->mu);
-        nng_msg_free(msg);
-        nng_aio_free(f->aio);
-        f->aio = NULL;
-        /* Answered at once, saying why (the operator sees it as the
-         * delivery's last error); stopping, the engine sends it again at
-         * its next start. */
-        if (!stopping) {
-            snprintf(f->why, sizeof(f->why), "%s", why[0] ? why : "cannot open a context");
-            f->req.u.push_ack.outcome = ENGINE_PUSH_RETRY;
-            f->req.u.push_ack.error = (engine_error){.code = "PUSH_FAILED", .message = f->why};
-            if (engine_exec(e, &f->req, flight_done, f) == BERTH_OK)
-                return BERTH_OK;
-        }
-        free(f);
-        return BERTH_EIO; /* the engine's deadline makes it a failed attempt */
+    pthread_mutex_lock(&p->in_mu);
+    if (p->stopping) { /* the engine sends it again at its next start */
+        pthread_mutex_unlock(&p->in_mu);
+        flight_free(f);
+        return BERTH_EIO;
     }
-    f->next = p->flights;
-    if (p->flights != NULL)
-        p->flights->prev = f;
-    p->flights = f;
-    p->n_flights++;
-    nng_aio_set_timeout(f->aio, (nng_duration)p->o.timeout_ms);
-    nng_aio_set_msg(f->aio, msg);
-    nng_ctx_send(f->ctx, f->aio);
-    pthread_mutex_unlock(&p->mu);
+    f->next = p->incoming;
+    p->incoming = f;
+    pthread_mutex_unlock(&p->in_mu);
+    uint64_t one = 1;
+    ssize_t w = write(p->wake, &one, sizeof(one));
+    (void)w;
     return BERTH_OK;
 }
 
 void gw_push_stop(gw_push *p)
 {
-    if (p == NULL)
+    if (p == NULL || !p->started)
         return;
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(&p->in_mu);
     p->stopping = true;
-    for (flight *f = p->flights; f != NULL; f = f->next)
-        nng_aio_cancel(f->aio); /* its callback ends it: onto the dead list */
-    while (p->n_flights > 0)
-        pthread_cond_wait(&p->cv, &p->mu);
-    flight *dead = p->dead;
-    p->dead = NULL;
-    pthread_mutex_unlock(&p->mu);
-    while (dead != NULL) {
-        flight *next = dead->next;
-        flight_free(dead);
-        dead = next;
-    }
-}
-
-static void close_all(void *arg)
-{
-    gw_push *p = arg;
-    for (size_t i = 0; i < p->n_rx; i++)
-        if (p->rx[i].ok)
-            nng_close(p->rx[i].sock);
+    pthread_mutex_unlock(&p->in_mu);
+    uint64_t one = 1;
+    ssize_t w = write(p->wake, &one, sizeof(one));
+    (void)w;
+    pthread_join(p->thread, NULL); /* it ends every flight first */
+    p->started = false;
 }
 
 bool gw_push_close(gw_push *p, int ms)
 {
+    (void)ms; /* nothing here waits on a peer */
     if (p == NULL)
         return true;
     gw_push_stop(p);
-    if (!gw_within(close_all, p, ms))
-        return false; /* p stays: the close may still use it */
-    for (size_t i = 0; i < p->n_rx; i++)
+    for (flight *f = p->incoming; f != NULL;) { /* (sent after the thread ended: none) */
+        flight *next = f->next;
+        flight_free(f);
+        f = next;
+    }
+    for (size_t i = 0; i < p->n_rx; i++) {
         free(p->rx[i].transport);
+        free(p->rx[i].out);
+        free(p->rx[i].in);
+    }
+    gw_tls_close(p->tls);
+    close(p->efd);
+    close(p->wake);
     free(p->rx);
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->in_mu);
     free(p);
     return true;
 }

@@ -105,6 +105,45 @@ fail:
     return BERTH_EINVAL;
 }
 
+int gw_tls_client_open(const char *ca_file, gw_tls **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!readable("CA file", ca_file, err, errlen))
+        return BERTH_EINVAL;
+    gw_tls *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return BERTH_ENOMEM;
+    mbedtls_ssl_config_init(&t->conf);
+    mbedtls_x509_crt_init(&t->chain);
+    mbedtls_pk_init(&t->key);
+    mbedtls_entropy_init(&t->entropy);
+    mbedtls_ctr_drbg_init(&t->drbg);
+    int rv = mbedtls_x509_crt_parse_file(&t->chain, ca_file);
+    if (rv < 0 || t->chain.version == 0) { /* (> 0: some of a bundle unread; the rest serve) */
+        tls_error(err, errlen, "CA file", ca_file, rv < 0 ? rv : MBEDTLS_ERR_X509_INVALID_FORMAT);
+        gw_tls_close(t);
+        return BERTH_EINVAL;
+    }
+    static const unsigned char who[] = "berthd tls client";
+    if ((rv = mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy, who,
+                                    sizeof(who) - 1)) != 0 ||
+        (rv = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_CLIENT,
+                                          MBEDTLS_SSL_TRANSPORT_STREAM,
+                                          MBEDTLS_SSL_PRESET_DEFAULT)) != 0) {
+        tls_error(err, errlen, "setup for", ca_file, rv);
+        gw_tls_close(t);
+        return BERTH_EINVAL;
+    }
+    mbedtls_ssl_conf_rng(&t->conf, mbedtls_ctr_drbg_random, &t->drbg);
+    mbedtls_ssl_conf_min_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
+                                 MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_renegotiation(&t->conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+    mbedtls_ssl_conf_authmode(&t->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
+    mbedtls_ssl_conf_ca_chain(&t->conf, &t->chain, NULL);
+    *out = t;
+    return BERTH_OK;
+}
+
 void gw_tls_close(gw_tls *t)
 {
     if (t == NULL)
@@ -141,11 +180,18 @@ static int bio_recv(void *arg, unsigned char *p, size_t n)
 
 gw_tls_conn *gw_tls_conn_new(const gw_tls *t, int fd, gw_tls_out_fn out, void *arg)
 {
+    return gw_tls_conn_client(t, fd, NULL, out, arg);
+}
+
+gw_tls_conn *gw_tls_conn_client(const gw_tls *t, int fd, const char *server_name, gw_tls_out_fn out,
+                                void *arg)
+{
     gw_tls_conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return NULL;
     mbedtls_ssl_init(&c->ssl);
-    if (mbedtls_ssl_setup(&c->ssl, &t->conf) != 0) {
+    if (mbedtls_ssl_setup(&c->ssl, &t->conf) != 0 ||
+        (server_name != NULL && mbedtls_ssl_set_hostname(&c->ssl, server_name) != 0)) {
         mbedtls_ssl_free(&c->ssl);
         free(c);
         return NULL;

@@ -4,7 +4,8 @@
  * on nng meets the same protocol versions and cipher suites).
  *
  * A gw_tls is a certificate chain and its private key, read once at
- * start; every tls+tcp:// connection then gets a gw_tls_conn. TLS 1.2 or
+ * start; every tls+tcp:// connection then gets a gw_tls_conn. The client
+ * side (the push sender) is a gw_tls of CAs instead. TLS 1.2 or
  * later, no renegotiation, no client certificates (as berthd's nng
  * listeners). The connection reads the socket itself, but never writes
  * it: what TLS sends (the handshake, alerts, records) is handed to the
@@ -35,10 +36,16 @@ typedef bool (*gw_tls_out_fn)(void *arg, const uint8_t *p, size_t n);
  * error names the file and the problem. */
 int gw_tls_open(const char *cert_file, const char *key_file, gw_tls **out, char *err,
                 size_t errlen);
+/* A client's: the PEM CAs a server's certificate is checked against. */
+int gw_tls_client_open(const char *ca_file, gw_tls **out, char *err, size_t errlen);
 void gw_tls_close(gw_tls *t);
 
 /* A server connection on fd (non-blocking). NULL: no memory. */
 gw_tls_conn *gw_tls_conn_new(const gw_tls *t, int fd, gw_tls_out_fn out, void *arg);
+/* A client connection on fd (t from gw_tls_client_open): the server's
+ * certificate must chain to t's CAs and name server_name. */
+gw_tls_conn *gw_tls_conn_client(const gw_tls *t, int fd, const char *server_name, gw_tls_out_fn out,
+                                void *arg);
 void gw_tls_conn_free(gw_tls_conn *c);
 
 /* Runs the handshake as far as the peer's bytes allow: 1 done, 0 it waits
