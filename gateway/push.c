@@ -365,6 +365,15 @@ static bool flush(receiver *r)
     return true;
 }
 
+/* The next dial of r, later each time it fails (REDIAL_MAX_MS at most). */
+static void back_off(receiver *r, uint64_t now)
+{
+    r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : REDIAL_FIRST_MS;
+    if (r->backoff_ms > REDIAL_MAX_MS)
+        r->backoff_ms = REDIAL_MAX_MS;
+    r->redial_at_ms = now + r->backoff_ms;
+}
+
 /* The connection failed or ended: its unanswered deliveries are retried
  * (they may have been acted on: the key says so to the receiver). The
  * queued ones wait for the next connection, dialled after a backoff,
@@ -383,10 +392,7 @@ static void drop(receiver *r, const char *why)
     r->tc = NULL;
     r->state = R_DOWN;
     r->out_len = r->out_off = r->in_len = r->hello_got = 0;
-    r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : REDIAL_FIRST_MS;
-    if (r->backoff_ms > REDIAL_MAX_MS)
-        r->backoff_ms = REDIAL_MAX_MS;
-    r->redial_at_ms = engine_monotonic_ms() + r->backoff_ms;
+    back_off(r, engine_monotonic_ms());
     while (r->sent.head != NULL)
         retry(r->sent.head, "the push receiver's connection failed: %s", why);
     char dial_why[220];
@@ -493,6 +499,18 @@ static bool dial(receiver *r, char *why, size_t len)
     r->fd = fd;
     r->state = R_CONNECTING;
     return true;
+}
+
+/* Dials r for its queued deliveries; one that cannot start fails them,
+ * saying why, and the next waits a backoff. */
+static void redial(receiver *r, uint64_t now)
+{
+    char why[200] = "";
+    if (dial(r, why, sizeof(why)))
+        return;
+    back_off(r, now);
+    while (r->queue.head != NULL)
+        retry(r->queue.head, "%s", why);
 }
 
 /* Our SP header goes out (after the handshake on TLS). */
@@ -699,18 +717,11 @@ static void take_incoming(gw_push *p)
         }
         f->r = r;
         flist_add(&r->queue, f);
-        char why[200] = "";
-        if (r->state == R_DOWN && engine_monotonic_ms() >= r->redial_at_ms &&
-            !dial(r, why, sizeof(why))) {
-            r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : REDIAL_FIRST_MS;
-            if (r->backoff_ms > REDIAL_MAX_MS)
-                r->backoff_ms = REDIAL_MAX_MS;
-            r->redial_at_ms = engine_monotonic_ms() + r->backoff_ms;
-            while (r->queue.head != NULL)
-                retry(r->queue.head, "%s", why);
-        } else if (r->state == R_READY && (!send_queued(r) || !flush(r))) {
+        uint64_t now = engine_monotonic_ms();
+        if (r->state == R_DOWN && now >= r->redial_at_ms)
+            redial(r, now);
+        else if (r->state == R_READY && (!send_queued(r) || !flush(r)))
             drop(r, "cannot send to it");
-        }
     }
 }
 
@@ -729,15 +740,7 @@ static int expire(gw_push *p, bool all)
         if (r->state != R_DOWN || r->queue.head == NULL)
             continue;
         if (now >= r->redial_at_ms) {
-            char why[200] = "";
-            if (!dial(r, why, sizeof(why))) {
-                r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : REDIAL_FIRST_MS;
-                if (r->backoff_ms > REDIAL_MAX_MS)
-                    r->backoff_ms = REDIAL_MAX_MS;
-                r->redial_at_ms = now + r->backoff_ms;
-                while (r->queue.head != NULL)
-                    retry(r->queue.head, "%s", why);
-            }
+            redial(r, now);
         } else {
             int w = (int)(r->redial_at_ms - now) + 1;
             wait = wait < 0 || w < wait ? w : wait;

@@ -53,19 +53,47 @@ static bool readable(const char *what, const char *file, char *err, size_t errle
     return true;
 }
 
-int gw_tls_open(const char *cert_file, const char *key_file, gw_tls **out, char *err, size_t errlen)
+static gw_tls *tls_new(void)
 {
-    *out = NULL;
-    if (!readable("certificate", cert_file, err, errlen) || !readable("key", key_file, err, errlen))
-        return BERTH_EINVAL;
     gw_tls *t = calloc(1, sizeof(*t));
     if (t == NULL)
-        return BERTH_ENOMEM;
+        return NULL;
     mbedtls_ssl_config_init(&t->conf);
     mbedtls_x509_crt_init(&t->chain);
     mbedtls_pk_init(&t->key);
     mbedtls_entropy_init(&t->entropy);
     mbedtls_ctr_drbg_init(&t->drbg);
+    return t;
+}
+
+/* What both sides share: a seeded RNG, TLS 1.2 or later, no
+ * renegotiation. `file` names the setup in an error. */
+static bool tls_setup(gw_tls *t, int endpoint, const char *file, char *err, size_t errlen)
+{
+    static const unsigned char who[] = "berthd tls";
+    int rv;
+    if ((rv = mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy, who,
+                                    sizeof(who) - 1)) != 0 ||
+        (rv = mbedtls_ssl_config_defaults(&t->conf, endpoint, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                          MBEDTLS_SSL_PRESET_DEFAULT)) != 0) {
+        tls_error(err, errlen, "setup for", file, rv);
+        return false;
+    }
+    mbedtls_ssl_conf_rng(&t->conf, mbedtls_ctr_drbg_random, &t->drbg);
+    mbedtls_ssl_conf_min_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
+                                 MBEDTLS_SSL_MINOR_VERSION_3); /* TLS 1.2 */
+    mbedtls_ssl_conf_renegotiation(&t->conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
+    return true;
+}
+
+int gw_tls_open(const char *cert_file, const char *key_file, gw_tls **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!readable("certificate", cert_file, err, errlen) || !readable("key", key_file, err, errlen))
+        return BERTH_EINVAL;
+    gw_tls *t = tls_new();
+    if (t == NULL)
+        return BERTH_ENOMEM;
     int rv = mbedtls_x509_crt_parse_file(&t->chain, cert_file);
     if (rv != 0) {
         if (rv > 0) /* some parsed, rv did not: a file we would serve in part */
@@ -83,20 +111,12 @@ int gw_tls_open(const char *cert_file, const char *key_file, gw_tls **out, char 
         snprintf(err, errlen, "TLS key %s is not the key of certificate %s", key_file, cert_file);
         goto fail;
     }
-    static const unsigned char who[] = "berthd tls";
-    if ((rv = mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy, who,
-                                    sizeof(who) - 1)) != 0 ||
-        (rv = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_SERVER,
-                                          MBEDTLS_SSL_TRANSPORT_STREAM,
-                                          MBEDTLS_SSL_PRESET_DEFAULT)) != 0 ||
-        (rv = mbedtls_ssl_conf_own_cert(&t->conf, &t->chain, &t->key)) != 0) {
+    if (!tls_setup(t, MBEDTLS_SSL_IS_SERVER, cert_file, err, errlen))
+        goto fail;
+    if ((rv = mbedtls_ssl_conf_own_cert(&t->conf, &t->chain, &t->key)) != 0) {
         tls_error(err, errlen, "setup for", cert_file, rv);
         goto fail;
     }
-    mbedtls_ssl_conf_rng(&t->conf, mbedtls_ctr_drbg_random, &t->drbg);
-    mbedtls_ssl_conf_min_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
-                                 MBEDTLS_SSL_MINOR_VERSION_3); /* TLS 1.2 */
-    mbedtls_ssl_conf_renegotiation(&t->conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
     mbedtls_ssl_conf_authmode(&t->conf, MBEDTLS_SSL_VERIFY_NONE); /* no client certificates */
     *out = t;
     return BERTH_OK;
@@ -110,34 +130,19 @@ int gw_tls_client_open(const char *ca_file, gw_tls **out, char *err, size_t errl
     *out = NULL;
     if (!readable("CA file", ca_file, err, errlen))
         return BERTH_EINVAL;
-    gw_tls *t = calloc(1, sizeof(*t));
+    gw_tls *t = tls_new();
     if (t == NULL)
         return BERTH_ENOMEM;
-    mbedtls_ssl_config_init(&t->conf);
-    mbedtls_x509_crt_init(&t->chain);
-    mbedtls_pk_init(&t->key);
-    mbedtls_entropy_init(&t->entropy);
-    mbedtls_ctr_drbg_init(&t->drbg);
     int rv = mbedtls_x509_crt_parse_file(&t->chain, ca_file);
     if (rv < 0 || t->chain.version == 0) { /* (> 0: some of a bundle unread; the rest serve) */
         tls_error(err, errlen, "CA file", ca_file, rv < 0 ? rv : MBEDTLS_ERR_X509_INVALID_FORMAT);
         gw_tls_close(t);
         return BERTH_EINVAL;
     }
-    static const unsigned char who[] = "berthd tls client";
-    if ((rv = mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy, who,
-                                    sizeof(who) - 1)) != 0 ||
-        (rv = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_CLIENT,
-                                          MBEDTLS_SSL_TRANSPORT_STREAM,
-                                          MBEDTLS_SSL_PRESET_DEFAULT)) != 0) {
-        tls_error(err, errlen, "setup for", ca_file, rv);
+    if (!tls_setup(t, MBEDTLS_SSL_IS_CLIENT, ca_file, err, errlen)) {
         gw_tls_close(t);
         return BERTH_EINVAL;
     }
-    mbedtls_ssl_conf_rng(&t->conf, mbedtls_ctr_drbg_random, &t->drbg);
-    mbedtls_ssl_conf_min_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
-                                 MBEDTLS_SSL_MINOR_VERSION_3);
-    mbedtls_ssl_conf_renegotiation(&t->conf, MBEDTLS_SSL_RENEGOTIATION_DISABLED);
     mbedtls_ssl_conf_authmode(&t->conf, MBEDTLS_SSL_VERIFY_REQUIRED);
     mbedtls_ssl_conf_ca_chain(&t->conf, &t->chain, NULL);
     *out = t;
