@@ -55,6 +55,9 @@
 #define GW_PUSH_HEADERS_MAX 80
 #define REDIAL_FIRST_MS     100
 #define REDIAL_MAX_MS       5000
+#define DIAL_MS             10000       /* connect, TLS handshake and SP headers, at most */
+#define OUT_MIN             (64u << 20) /* a receiver's unsent bytes: past the larger of this */
+#define OUT_MESSAGES        4           /* and this many largest messages, it is dropped */
 
 typedef enum { R_DOWN, R_CONNECTING, R_HANDSHAKE, R_HELLO, R_READY } rstate;
 
@@ -91,6 +94,7 @@ typedef struct receiver {
     int fd;
     gw_tls_conn *tc;
     uint64_t redial_at_ms; /* R_DOWN: not before this */
+    uint64_t ready_by_ms;  /* dialled: its SP header due by then (DIAL_MS) */
     uint64_t backoff_ms;
     uint8_t hello[SP_HEADER_LEN];
     size_t hello_got;
@@ -109,8 +113,7 @@ struct gw_push {
     pthread_t thread;
     bool started;
     int efd, wake;
-    gw_tls *tls; /* the client side, made on the first nng+req+tls:// receiver */
-    char tls_why[200];
+    gw_tls *tls;           /* the client side, made on the first nng+req+tls:// receiver */
     pthread_mutex_t in_mu; /* guards incoming and stopping */
     flight *incoming;
     bool stopping;
@@ -291,10 +294,18 @@ static uint8_t lead(const receiver *r)
     return r->ipc ? 1 : 0; /* nng's IPC mapping: a type byte before each length */
 }
 
+/* n more bytes for the socket. False: no memory, or a receiver that
+ * reads this far behind (its connection is dropped). */
 static bool out_add(receiver *r, const uint8_t *b, size_t n)
 {
-    if (r->out_off > 0 && r->out_off == r->out_len)
-        r->out_off = r->out_len = 0;
+    if (r->out_off > 0) { /* drop what was sent */
+        memmove(r->out, r->out + r->out_off, r->out_len - r->out_off);
+        r->out_len -= r->out_off;
+        r->out_off = 0;
+    }
+    size_t most = OUT_MESSAGES * r->p->o.max_message_bytes;
+    if (r->out_len + n > (most > OUT_MIN ? most : OUT_MIN))
+        return false;
     if (r->out_len + n > r->out_cap) {
         size_t cap = r->out_cap ? r->out_cap : 4096;
         while (cap < r->out_len + n)
@@ -392,6 +403,10 @@ static void drop(receiver *r, const char *why)
     r->tc = NULL;
     r->state = R_DOWN;
     r->out_len = r->out_off = r->in_len = r->hello_got = 0;
+    free(r->out);
+    free(r->in);
+    r->out = r->in = NULL;
+    r->out_cap = r->in_cap = 0;
     back_off(r, engine_monotonic_ms());
     while (r->sent.head != NULL)
         retry(r->sent.head, "the push receiver's connection failed: %s", why);
@@ -422,16 +437,15 @@ static bool send_queued(receiver *r)
     return true;
 }
 
+/* The client's TLS, read at the first TLS dial (and again at the next
+ * while it cannot be read: a CA file put in place later is taken). */
 static bool tls_of(gw_push *p, char *why, size_t len)
 {
-    if (p->tls == NULL && p->tls_why[0] == '\0') {
-        const char *ca = p->o.tls_ca_file ? p->o.tls_ca_file : GW_PUSH_SYSTEM_CA;
-        if (gw_tls_client_open(ca, &p->tls, p->tls_why, sizeof(p->tls_why)) != BERTH_OK &&
-            p->tls_why[0] == '\0')
-            snprintf(p->tls_why, sizeof(p->tls_why), "cannot read %s", ca);
-    }
-    if (p->tls == NULL)
-        snprintf(why, len, "%s", p->tls_why);
+    if (p->tls != NULL)
+        return true;
+    const char *ca = p->o.tls_ca_file ? p->o.tls_ca_file : GW_PUSH_SYSTEM_CA;
+    if (gw_tls_client_open(ca, &p->tls, why, len) != BERTH_OK && why[0] == '\0')
+        snprintf(why, len, "cannot read %s", ca);
     return p->tls != NULL;
 }
 
@@ -498,6 +512,7 @@ static bool dial(receiver *r, char *why, size_t len)
     }
     r->fd = fd;
     r->state = R_CONNECTING;
+    r->ready_by_ms = engine_monotonic_ms() + DIAL_MS;
     return true;
 }
 
@@ -680,7 +695,7 @@ static receiver *receiver_of(gw_push *p, const char *transport)
 /* ---- the thread ---- */
 
 /* New flights to their receivers (or ended at once, saying why). */
-static void take_incoming(gw_push *p)
+static void take_incoming(gw_push *p, bool stopping)
 {
     pthread_mutex_lock(&p->in_mu);
     flight *in = p->incoming;
@@ -718,7 +733,7 @@ static void take_incoming(gw_push *p)
         f->r = r;
         flist_add(&r->queue, f);
         uint64_t now = engine_monotonic_ms();
-        if (r->state == R_DOWN && now >= r->redial_at_ms)
+        if (r->state == R_DOWN && now >= r->redial_at_ms && !stopping)
             redial(r, now);
         else if (r->state == R_READY && (!send_queued(r) || !flush(r)))
             drop(r, "cannot send to it");
@@ -732,21 +747,25 @@ static int expire(gw_push *p, bool all)
     uint64_t now = engine_monotonic_ms();
     while (p->timeouts != NULL && (all || p->timeouts->deadline_ms <= now))
         retry(p->timeouts, "%s", all ? "berthd is stopping" : "no answer within push-timeout-ms");
-    int wait = -1;
-    if (p->timeouts != NULL)
-        wait = (int)(p->timeouts->deadline_ms - now) + 1;
-    for (size_t i = 0; i < p->n_rx; i++) {
+    uint64_t next = p->timeouts != NULL ? p->timeouts->deadline_ms : UINT64_MAX;
+    for (size_t i = 0; i < p->n_rx && !all; i++) {
         receiver *r = &p->rx[i];
+        if (r->state != R_DOWN && r->state != R_READY) { /* dialled, not ready yet */
+            if (now >= r->ready_by_ms)
+                drop(r, "no SP header from it within 10 s");
+            else if (r->ready_by_ms < next)
+                next = r->ready_by_ms;
+        }
         if (r->state != R_DOWN || r->queue.head == NULL)
             continue;
-        if (now >= r->redial_at_ms) {
+        if (now >= r->redial_at_ms)
             redial(r, now);
-        } else {
-            int w = (int)(r->redial_at_ms - now) + 1;
-            wait = wait < 0 || w < wait ? w : wait;
-        }
+        else if (r->redial_at_ms < next)
+            next = r->redial_at_ms;
     }
-    return wait;
+    if (next == UINT64_MAX)
+        return -1;
+    return next <= now ? 0 : next - now > 60000 ? 60000 : (int)(next - now) + 1;
 }
 
 static void *push_main(void *arg)
@@ -758,7 +777,7 @@ static void *push_main(void *arg)
         pthread_mutex_lock(&p->in_mu);
         bool stopping = p->stopping;
         pthread_mutex_unlock(&p->in_mu);
-        take_incoming(p);
+        take_incoming(p, stopping);
         int wait = expire(p, stopping);
         if (stopping)
             break;

@@ -426,9 +426,13 @@ static void req_answer(sp_req *r, nng_msg *m)
     /* Read again once half the window is free, not on every answer. */
     bool resume = c->paused && c->inflight <= SP_INFLIGHT_MAX / 2 && !c->closed;
     if (!c->closed && (c->out_len > c->out_off || resume)) {
-        if (resume)
-            resume_later(c);
+        bool was_full = c->full;
         conn_arm(c);
+        /* (tls+tcp:// sends from here: its peer may have read enough for
+         * the connection to be read again, which the loop then learns
+         * from no event of its own) */
+        if (resume || (was_full && !c->full))
+            resume_later(c);
     }
     pthread_mutex_unlock(&c->mu);
     if (m != NULL)
@@ -1111,7 +1115,8 @@ static void resume_all(gw_sp *s)
         pthread_mutex_lock(&c->mu);
         c->resume_listed = false;
         bool closed = c->closed;
-        c->paused = false;
+        if (c->inflight <= SP_INFLIGHT_MAX / 2)
+            c->paused = false;
         if (!closed)
             conn_arm(c);
         pthread_mutex_unlock(&c->mu);

@@ -1,5 +1,6 @@
 /* Push channels over real sockets: berthd dials a REP receiver that this
  * process serves, and its answers drive deliveries and calls. */
+#define _GNU_SOURCE /* POLLRDHUP */
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -497,12 +498,20 @@ DTest(push, receivers_over_ipc_and_over_tls_with_a_verified_certificate)
     cr_assert_eq(system(cmd), 0);
 }
 
-/* ---- a receiver that resets with answers in flight ---- */
+/* ---- receivers that misbehave, on plain sockets ---- */
+
+typedef enum {
+    RAW_RESET,  /* reads three deliveries, answers a length and resets */
+    RAW_SILENT, /* never sends its SP header; holds each connection */
+    RAW_DEAF,   /* sends its SP header, then reads nothing */
+} raw_mode;
 
 typedef struct resetter {
+    raw_mode mode;
     int lfd, port;
     atomic_bool stop;
     atomic_int conns;
+    atomic_bool peer_closed; /* (RAW_DEAF) berthd ended the connection */
     pthread_t th;
 } resetter;
 
@@ -517,8 +526,46 @@ static bool recv_all(int fd, void *p, size_t n)
     return true;
 }
 
-/* Each connection: the SP headers, three deliveries read, then an
- * answer's length and backtrace without its body, and a reset. */
+/* RAW_SILENT and RAW_DEAF: accepts and holds each connection until
+ * berthd ends it (seen with POLLRDHUP, nothing read) or the test stops. */
+static void *holder_main(void *arg)
+{
+    resetter *r = arg;
+    struct pollfd pf[17] = {{.fd = r->lfd, .events = POLLIN}};
+    nfds_t n = 1;
+    while (!atomic_load(&r->stop)) {
+        if (poll(pf, n, 100) <= 0)
+            continue;
+        for (nfds_t i = n - 1; i >= 1; i--) {
+            if (pf[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+                atomic_store(&r->peer_closed, true);
+                close(pf[i].fd);
+                pf[i] = pf[--n];
+            }
+        }
+        if (!(pf[0].revents & POLLIN))
+            continue;
+        int fd = accept(r->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        atomic_fetch_add(&r->conns, 1);
+        if (r->mode == RAW_DEAF) {
+            uint8_t head[SP_HEADER_LEN];
+            sp_header(head, SP_PROTO_REP0);
+            (void)!send(fd, head, sizeof(head), MSG_NOSIGNAL);
+        }
+        if (n < sizeof(pf) / sizeof(pf[0]))
+            pf[n++] = (struct pollfd){.fd = fd, .events = POLLRDHUP};
+        else
+            close(fd);
+    }
+    for (nfds_t i = 1; i < n; i++)
+        close(pf[i].fd);
+    return NULL;
+}
+
+/* RAW_RESET, each connection: the SP headers, three deliveries read, then
+ * an answer's length and backtrace without its body, and a reset. */
 static void *resetter_main(void *arg)
 {
     resetter *r = arg;
@@ -568,16 +615,33 @@ static void *resetter_main(void *arg)
  * that reaper at SIGTERM, so with /metrics scraped meanwhile berthd never
  * exited. berth's own sender dials again each time, keeps no descriptor,
  * and berthd stops, exiting 0. */
-DTest(push, berthd_stops_in_bounded_time_after_a_receiver_resets_with_answers_in_flight)
+/* A raw receiver on a port of loopback, served by a thread. */
+static void raw_start(resetter *r, raw_mode mode)
 {
-    resetter r = {.lfd = socket(AF_INET, SOCK_STREAM, 0)};
+    memset(r, 0, sizeof(*r));
+    r->mode = mode;
+    r->lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t al = sizeof(a);
-    cr_assert_eq(bind(r.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    cr_assert_eq(listen(r.lfd, 64), 0);
-    cr_assert_eq(getsockname(r.lfd, (struct sockaddr *)&a, &al), 0);
-    r.port = ntohs(a.sin_port);
-    cr_assert_eq(pthread_create(&r.th, NULL, resetter_main, &r), 0);
+    cr_assert_eq(bind(r->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    cr_assert_eq(listen(r->lfd, 64), 0);
+    cr_assert_eq(getsockname(r->lfd, (struct sockaddr *)&a, &al), 0);
+    r->port = ntohs(a.sin_port);
+    cr_assert_eq(pthread_create(&r->th, NULL, mode == RAW_RESET ? resetter_main : holder_main, r),
+                 0);
+}
+
+static void raw_stop(resetter *r)
+{
+    atomic_store(&r->stop, true);
+    pthread_join(r->th, NULL);
+    close(r->lfd);
+}
+
+DTest(push, berthd_stops_in_bounded_time_after_a_receiver_resets_with_answers_in_flight)
+{
+    resetter r;
+    raw_start(&r, RAW_RESET);
     deploy("hooks", "resets", r.port);
     for (int i = 0; i < 2000; i++)
         free(submit("resets", "x"));
@@ -596,9 +660,7 @@ DTest(push, berthd_stops_in_bounded_time_after_a_receiver_resets_with_answers_in
         total += n;
     cr_assert_gt(total, 0, "no answer from /metrics");
     close(m);
-    atomic_store(&r.stop, true);
-    pthread_join(r.th, NULL);
-    close(r.lfd);
+    raw_stop(&r);
     /* (at most one connection of berthd's is open or on its way) */
     int now = d_open_fds(&D);
     for (int i = 0; i < 100 && now > before + 1; i++) {
@@ -608,4 +670,50 @@ DTest(push, berthd_stops_in_bounded_time_after_a_receiver_resets_with_answers_in
     cr_assert_leq(now, before + 1, "%d descriptors kept after %d connections", now - before,
                   atomic_load(&r.conns));
     d_stop(&D); /* SIGTERM: exit 0 within 15 s */
+}
+
+/* A receiver that accepts and never sends its SP header: berthd gives the
+ * connection 10 s, then lets it go, and the next delivery dials again
+ * (before, every later delivery waited on that connection for good). */
+DTest(push, a_receiver_that_never_sends_its_header_is_dialled_again)
+{
+    resetter r;
+    raw_start(&r, RAW_SILENT);
+    deploy("hooks", "silent", r.port);
+    free(submit("silent", "first"));
+    for (int i = 0; i < 100 && atomic_load(&r.conns) < 1; i++)
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    cr_assert_eq(atomic_load(&r.conns), 1);
+    for (int i = 0; i < 300 && !atomic_load(&r.peer_closed); i++)
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    cr_assert(atomic_load(&r.peer_closed), "berthd kept a connection that never said it was SP");
+    free(submit("silent", "second"));
+    for (int i = 0; i < 100 && atomic_load(&r.conns) < 2; i++)
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    cr_assert_eq(atomic_load(&r.conns), 2, "berthd did not dial the receiver again");
+    raw_stop(&r);
+}
+
+/* A receiver that takes the connection and reads nothing: berthd queues
+ * what the socket does not take up to a bound (64 MiB, or 4 messages of
+ * max-message-bytes), then ends the connection and dials again, rather
+ * than grow for
+ * every attempt of every delivery. */
+DTest(push, a_receiver_that_reads_nothing_is_let_go_at_a_bound)
+{
+    resetter r;
+    raw_start(&r, RAW_DEAF);
+    deploy("hooks", "deaf", r.port);
+    static char big[600 * 1024];
+    memset(big, 'x', sizeof(big) - 1);
+    /* 64 in flight, a second a try, three tries: ~200 frames of 600 KB. */
+    for (int i = 0; i < 70; i++)
+        free(submit("deaf", big));
+    /* Its end cannot reach a peer that reads nothing (the FIN waits behind
+     * the unread bytes): the sign is berthd dialling again. */
+    for (int i = 0; i < 600 && atomic_load(&r.conns) < 2; i++)
+        nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
+    cr_assert_geq(atomic_load(&r.conns), 2,
+                  "berthd kept queueing for a receiver that reads nothing");
+    raw_stop(&r);
 }
