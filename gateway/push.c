@@ -267,19 +267,9 @@ static bool parse_transport(receiver *r)
     } else {
         goto bad;
     }
-    const char *colon = strrchr(rest, ':');
-    if (colon == NULL || colon == rest || colon[1] == '\0' || strlen(colon + 1) >= sizeof(r->port))
+    if (!sp_host_port(rest, r->host, sizeof(r->host), r->port, sizeof(r->port)) ||
+        r->host[0] == '\0' || r->port[0] == '\0')
         goto bad;
-    size_t hl = (size_t)(colon - rest);
-    if (rest[0] == '[' && hl >= 2 && rest[hl - 1] == ']') { /* [v6] */
-        rest++;
-        hl -= 2;
-    }
-    if (hl == 0 || hl >= sizeof(r->host))
-        goto bad;
-    memcpy(r->host, rest, hl);
-    r->host[hl] = '\0';
-    snprintf(r->port, sizeof(r->port), "%s", colon + 1);
     return true;
 bad:
     snprintf(r->why, sizeof(r->why),
@@ -422,12 +412,12 @@ static bool send_queued(receiver *r)
     while (r->queue.head != NULL) {
         flight *f = r->queue.head;
         flist_remove(&r->queue, f);
-        r->next_id = (r->next_id + 1) & 0x7fffffffu;
+        r->next_id = (r->next_id + 1) & ~SP_REQUEST_ID_HI;
         if (r->next_id == 0)
             r->next_id = 1;
         f->req_id = r->next_id;
-        size_t at = lead(r) + 8u;
-        uint32_t id = f->req_id | 0x80000000u;
+        size_t at = lead(r) + SP_LENGTH_LEN;
+        uint32_t id = f->req_id | SP_REQUEST_ID_HI;
         for (int i = 0; i < 4; i++)
             f->frame[at + (size_t)i] = (uint8_t)(id >> (24 - 8 * i));
         flist_add(&r->sent, f);
@@ -541,7 +531,7 @@ static bool hello(receiver *r)
 static bool read_answers(receiver *r, const char **why)
 {
     gw_push *p = r->p;
-    size_t head = lead(r) + 8u;
+    size_t head = lead(r) + SP_LENGTH_LEN;
     for (int reads = 0; reads < 64; reads++) {
         if (r->state == R_HELLO) {
             ssize_t n = take(r, r->hello + r->hello_got, SP_HEADER_LEN - r->hello_got);
@@ -606,11 +596,11 @@ static bool read_answers(receiver *r, const char **why)
         }
         uint32_t id = (uint32_t)r->in[head] << 24 | (uint32_t)r->in[head + 1] << 16 |
                       (uint32_t)r->in[head + 2] << 8 | r->in[head + 3];
-        if ((id & 0x80000000u) == 0) {
+        if ((id & SP_REQUEST_ID_HI) == 0) {
             *why = "its answer has no request id";
             return false;
         }
-        id &= 0x7fffffffu;
+        id &= ~SP_REQUEST_ID_HI;
         for (flight *f = r->sent.head; f != NULL; f = f->next)
             if (f->req_id == id) {
                 answered(f, r->in + head + 4, want - head - 4);
@@ -874,14 +864,14 @@ static uint8_t *encode(const engine_push_delivery *d, bool ipc, size_t *len)
     m.has_created_at_ms = 1;
     m.created_at_ms = d->created_at_ms;
     size_t body = berth__v1__delivery__get_packed_size(&m);
-    size_t head = (ipc ? 1u : 0u) + 8u;
+    size_t head = (ipc ? 1u : 0u) + SP_LENGTH_LEN;
     uint8_t *frame = malloc(head + 4 + body);
     if (frame == NULL)
         return NULL;
     uint64_t n = 4 + body;
     frame[0] = 1; /* (ipc://: the message type) */
-    for (size_t i = 0; i < 8; i++)
-        frame[head - 8 + i] = (uint8_t)(n >> (56 - 8 * i));
+    for (size_t i = 0; i < SP_LENGTH_LEN; i++)
+        frame[head - SP_LENGTH_LEN + i] = (uint8_t)(n >> (56 - 8 * i));
     berth__v1__delivery__pack(&m, frame + head + 4);
     *len = head + 4 + body;
     return frame;

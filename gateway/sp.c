@@ -1270,30 +1270,18 @@ static int listen_on(gw_sp *s, const char *url, const gw_tls *tls, char *err, si
         s->tls = tls;
     }
     const char *hp = url + strlen(scheme);
-    const char *colon = strrchr(hp, ':');
-    if (colon == NULL) {
-        snprintf(err, errlen, "%s: a tcp:// URL needs a port", url);
+    char h[256], port_text[16];
+    if (!sp_host_port(hp, h, sizeof(h), port_text, sizeof(port_text))) {
+        snprintf(err, errlen, "%s: not HOST:PORT (a host of 255 bytes at most)", url);
         return BERTH_EINVAL;
     }
-    char host[256];
-    size_t hl = (size_t)(colon - hp);
-    if (hl >= sizeof(host)) {
-        snprintf(err, errlen, "%s: the host is too long", url);
-        return BERTH_EINVAL;
-    }
-    memcpy(host, hp, hl);
-    host[hl] = '\0';
-    char *h = host;
-    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-        host[hl - 1] = '\0';
-        h = host + 1;
-    }
+    int hl = (int)(strrchr(hp, ':') - hp); /* (as written, for the URL bound) */
     bool any = h[0] == '\0' || strcmp(h, "*") == 0;
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
-    int g = getaddrinfo(any ? NULL : h, colon + 1, &hints, &ai);
+    int g = getaddrinfo(any ? NULL : h, port_text, &hints, &ai);
     if (g != 0) {
         snprintf(err, errlen, "%s: %s", url, gai_strerror(g));
         return BERTH_EINVAL;
@@ -1322,7 +1310,7 @@ static int listen_on(gw_sp *s, const char *url, const gw_tls *tls, char *err, si
     getsockname(fd, (struct sockaddr *)&ss, &sl);
     unsigned port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                              : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    snprintf(s->url, sizeof(s->url), "%s%.*s:%u", scheme, (int)hl, hp, port);
+    snprintf(s->url, sizeof(s->url), "%s%.*s:%u", scheme, hl, hp, port);
     s->lfd = fd;
     return BERTH_OK;
 }

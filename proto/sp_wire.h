@@ -14,7 +14,10 @@
 #ifndef BERTH_PROTO_SP_WIRE_H
 #define BERTH_PROTO_SP_WIRE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define SP_HEADER_LEN    8
 #define SP_PROTO_REQ0    0x0030
@@ -30,6 +33,28 @@ static inline void sp_header(uint8_t out[SP_HEADER_LEN], uint16_t proto)
     out[0] = 0, out[1] = 'S', out[2] = 'P', out[3] = 0;
     out[4] = (uint8_t)(proto >> 8), out[5] = (uint8_t)proto;
     out[6] = 0, out[7] = 0;
+}
+
+/* An address as nng's tcp:// and tls+tcp:// URLs write it after their
+ * scheme, HOST:PORT, split: HOST may be empty, or [v6] (the brackets are
+ * removed). False: no ':', or a part longer than its buffer. */
+static inline bool sp_host_port(const char *hp, char *host, size_t hostlen, char *port,
+                                size_t portlen)
+{
+    const char *colon = strrchr(hp, ':');
+    if (colon == NULL)
+        return false;
+    size_t hl = (size_t)(colon - hp);
+    if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') {
+        hp++;
+        hl -= 2;
+    }
+    if (hl >= hostlen || strlen(colon + 1) >= portlen)
+        return false;
+    memcpy(host, hp, hl);
+    host[hl] = '\0';
+    memcpy(port, colon + 1, strlen(colon + 1) + 1);
+    return true;
 }
 
 #endif

@@ -190,20 +190,11 @@ int bc_tcp_address(const char *url, struct sockaddr_storage *addr, socklen_t *le
                    size_t errlen)
 {
     char host[256], port[16];
-    const char *hp = strncmp(url, "tcp://", 6) == 0 ? url + 6 : NULL;
-    const char *colon = hp != NULL ? strrchr(hp, ':') : NULL;
-    if (colon == NULL || (size_t)(colon - hp) >= sizeof(host) ||
-        strlen(colon + 1) >= sizeof(port)) {
+    if (strncmp(url, "tcp://", 6) != 0 ||
+        !sp_host_port(url + 6, host, sizeof(host), port, sizeof(port))) {
         if (err != NULL)
             snprintf(err, errlen, "%s: a direct connection needs tcp://host:port", url);
         return BC_EINVAL;
-    }
-    memcpy(host, hp, (size_t)(colon - hp));
-    host[colon - hp] = '\0';
-    strcpy(port, colon + 1);
-    if (host[0] == '[') { /* [v6]:port */
-        memmove(host, host + 1, strlen(host));
-        host[strcspn(host, "]")] = '\0';
     }
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
     int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
