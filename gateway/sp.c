@@ -721,6 +721,16 @@ static bool conn_hello(sp_conn *c)
     return memcmp(c->hello, want, SP_HEADER_LEN) == 0;
 }
 
+/* Not read for now: paused, full or starved. Loop thread; `full` is
+ * also written by the commit thread (conn_arm), hence the lock. */
+static bool conn_held(sp_conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    bool held = c->paused || c->full || c->starved;
+    pthread_mutex_unlock(&c->mu);
+    return held;
+}
+
 /* hup: the peer has hung up (EPOLLRDHUP). Its last requests are still
  * run (a completion it sent before it went counts) except fetches: their
  * answers cannot reach it, and they would claim tasks for nobody. */
@@ -763,16 +773,16 @@ static void conn_read(sp_conn *c, bool hup)
             conn_close(c);
             return;
         }
-        if (c->paused || c->full || c->starved)
+        if (conn_held(c))
             return;
         if ((size_t)n < want && c->tls == NULL)
             break; /* drained for now: no recv just to see EAGAIN */
     }
 }
 
-static bool conn_reading(const sp_conn *c)
+static bool conn_reading(sp_conn *c)
 {
-    return c->fd >= 0 && !c->paused && !c->full && !c->starved;
+    return c->fd >= 0 && !conn_held(c);
 }
 
 static void conn_readable(sp_conn *c, bool hup)

@@ -5,7 +5,8 @@
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, with the
 #                whole-state invariant checks (BERTH_CHECKS) after every turn
 # and between the two runs each libFuzzer harness briefly (build-fuzz/,
-# clang; a smoke: long runs are tools/fuzz.sh SECONDS).
+# clang; a smoke: long runs are tools/fuzz.sh SECONDS). Last, berthd under
+# ThreadSanitizer (build-tsan/) with load and hostile clients.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -31,3 +32,5 @@ tools/fuzz.sh 15
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DBERTH_SANITIZE=ON -DBERTH_CHECKS=ON
 cmake --build build-asan -j"$jobs"
 ctest --test-dir build-asan --output-on-failure
+
+tools/tsan-smoke.sh 3
