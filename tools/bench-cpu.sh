@@ -3,8 +3,8 @@
 # (4 producers, 4 workers, batches of 100, 100-byte payloads, 10 s of
 # submitting, as tools/bench-later.sh runs it), plain, with 10 priorities
 # and with every other task delayed 0-1 s, interleaved RUNS times; medians
-# of the CPU each task took, in microseconds: the whole machine's, berthd's, and berthd's
-# engine thread's alone. Throughput on this shared machine moves by 20%
+# of the CPU each task took, in microseconds: the whole machine's,
+# berthd's, and berthd's engine thread's alone. Throughput on this shared machine moves by 20%
 # from run to run; CPU per task moves far less, and it bounds throughput
 # whatever the threads: two cores at the machine's CPU per task is the
 # most any arrangement of berthd's work could reach.
@@ -41,9 +41,10 @@ run() { # name, berth-bench flags...
   rm -rf "$dir/data"
   "$b/berthd" --data "$dir/data" --operate "tcp://127.0.0.1:$port" \
     --admin "tcp://127.0.0.1:$((port + 1))" --events "tcp://127.0.0.1:$((port + 2))" \
-    --metrics "http://127.0.0.1:$((port + 3))" 2>"$dir/log" &
+    --metrics "http://127.0.0.1:$((port + 3))" >"$dir/log" 2>&1 &
   pid=$!
   for _ in $(seq 100); do grep -q "berthd ready" "$dir/log" && break; sleep 0.1; done
+  grep -q "berthd ready" "$dir/log" || { cat "$dir/log" >&2; exit 1; }
   local m0 p0 e0 m1 p1 e1 out
   m0=$(machine) p0=$(proc "$pid") e0=$(thread "$pid" berth-engine)
   out=$("$b/berth-bench" --operate "tcp://127.0.0.1:$port" --duration "$secs" --producers 4 \
