@@ -1,6 +1,6 @@
 /*
  * c_driver.c — the conformance suite's driver for the C client
- * (tools/client.h, tools/worker.h).
+ * (tools/clients/c/client.h, tools/clients/c/worker.h).
  *
  *   berth-conformance-c OPERATE_URL [scenarios.json]
  *
@@ -21,8 +21,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "tools/client.h"
-#include "tools/worker.h"
+#include "tools/clients/c/client.h"
+#include "tools/clients/c/worker.h"
 
 #define WORKER_ID "conformance-c"
 

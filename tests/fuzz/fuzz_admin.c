@@ -24,7 +24,7 @@
 #include "gateway/admin.h"
 #include "store/err.h"
 #include "tests/fuzz/fuzz.h"
-#include "tools/client.h"
+#include "tools/clients/c/client.h"
 
 static const char KEY[] = "fuzzing-key-0123456789abcdef-0123456789";
 

@@ -9,7 +9,7 @@
 #include <criterion/criterion.h>
 
 #include "tests/support/daemon.h"
-#include "tools/when.h"
+#include "tools/clients/c/when.h"
 
 static daemon_proc D;
 

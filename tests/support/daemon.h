@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "tools/client.h"
+#include "tools/clients/c/client.h"
 
 typedef struct daemon_proc {
     pid_t pid;

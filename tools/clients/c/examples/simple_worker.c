@@ -10,7 +10,7 @@
  *   a verdict on a completion (LOCK_LOST, LOCK_HELD, TERMINAL, NOT_FOUND)
  *   means: stop working on that task; never retry the completion.
  *
- * The loop is the client library's (tools/worker.h): one round trip per
+ * The loop is the client library's (tools/clients/c/worker.h): one round trip per
  * batch of tasks, the completions of one batch riding on the fetch of the
  * next.
  *
@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/client.h"
-#include "tools/worker.h"
+#include "tools/clients/c/client.h"
+#include "tools/clients/c/worker.h"
 
 static atomic_bool stopping;
 

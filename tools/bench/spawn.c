@@ -1,6 +1,6 @@
 /* spawn.c — see spawn.h. */
 #define _GNU_SOURCE
-#include "tools/spawn.h"
+#include "tools/bench/spawn.h"
 
 #include <libgen.h>
 #include <poll.h>

@@ -30,9 +30,9 @@
 #include <nng/protocol/pubsub0/sub.h>
 #include <sodium.h>
 
-#include "tools/client.h"
-#include "tools/top.h"
-#include "tools/when.h"
+#include "tools/clients/c/client.h"
+#include "tools/cli/top.h"
+#include "tools/clients/c/when.h"
 
 enum {
     EX_OK = 0,

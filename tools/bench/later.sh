@@ -4,10 +4,10 @@
 # first"). A second build directory (OTHER=DIR) adds its plain S2 to each
 # round: how two builds compare on the same machine at the same time.
 #
-#   tools/bench-later.sh [RUNS]            (needs ./build)
-#   OTHER=/path/to/other/build tools/bench-later.sh 5
+#   tools/bench/later.sh [RUNS]            (needs ./build)
+#   OTHER=/path/to/other/build tools/bench/later.sh 5
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 runs=${1:-5}
 b=./build
 secs=${SECS:-10}

@@ -66,7 +66,7 @@
  *
  * Output: a table (a progress line on stderr when it is a terminal), or one
  * JSON object with --json. --csv writes a per-second series (see
- * tools/plot-bench.gp).
+ * tools/bench/plot-bench.gp).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -89,10 +89,10 @@
 #include <nng/protocol/reqrep0/rep.h>
 
 #include "berth/v1/push.pb-c.h"
-#include "tools/client.h"
-#include "tools/samples.h"
-#include "tools/spawn.h"
-#include "tools/worker.h"
+#include "tools/clients/c/client.h"
+#include "tools/bench/samples.h"
+#include "tools/bench/spawn.h"
+#include "tools/clients/c/worker.h"
 
 #define MAX_TOPICS    64
 #define BACKLOG_TOPIC "bench-backlog"
@@ -744,7 +744,7 @@ static void preload(void)
             C.preload, preload_secs, rss_preloaded, data_preloaded);
 }
 
-/* ---- the fused worker: the client library's loop (tools/worker.h) ---- */
+/* ---- the fused worker: the client library's loop (tools/clients/c/worker.h) ---- */
 
 /* A worker's completions on their way, in the order they were handed to
  * the loop (statuses come back in that order). */

@@ -1,6 +1,6 @@
 /* client.c — see client.h. */
 #define _GNU_SOURCE
-#include "tools/client.h"
+#include "tools/clients/c/client.h"
 
 #include <errno.h>
 #include <netdb.h>

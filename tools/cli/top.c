@@ -4,7 +4,7 @@
  * waiting fetches, the outbox, and the store's fsync time (p50 and p99 of
  * the syncs in the last second, to their histogram bucket).
  */
-#include "tools/top.h"
+#include "tools/cli/top.h"
 
 #include <netdb.h>
 #include <stdbool.h>

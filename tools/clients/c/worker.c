@@ -1,5 +1,5 @@
 /* worker.c — see worker.h. */
-#include "tools/worker.h"
+#include "tools/clients/c/worker.h"
 
 #include <stdio.h>
 #include <stdlib.h>

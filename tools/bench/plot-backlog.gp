@@ -1,8 +1,8 @@
-# Plots tools/bench-backlog.sh's results at several backlogs (a CSV of
+# Plots tools/bench/backlog.sh's results at several backlogs (a CSV of
 # backlog,s2_tasks_per_s,rss_mib,restart_s): S2 beside the backlog, berthd's
 # resident memory after the preload, and the restart (kill -9 to the first
 # fetch), each against the backlog.
-# gnuplot -e "in='backlog.csv'; out='backlog.png'" tools/plot-backlog.gp
+# gnuplot -e "in='backlog.csv'; out='backlog.png'" tools/bench/plot-backlog.gp
 set datafile separator ','
 set terminal pngcairo size 1200,400 noenhanced
 set output out

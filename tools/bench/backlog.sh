@@ -5,10 +5,10 @@
 # then RESTARTS times: N tasks preloaded, berthd killed -9, and the time
 # from its start to the first fetch answered.
 #
-#   tools/bench-backlog.sh [RUNS] [N] [RESTARTS]     (needs ./build)
+#   tools/bench/backlog.sh [RUNS] [N] [RESTARTS]     (needs ./build)
 #   defaults: 5 runs, N = 10,000,000, 3 restarts
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 runs=${1:-5}
 n=${2:-10000000}
 restarts=${3:-3}

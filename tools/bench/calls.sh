@@ -7,9 +7,9 @@
 #   C1 idle    1 caller + 1 waiting worker, 2,000 calls one after another:
 #              the latency of a call on an idle berthd
 #
-#   tools/bench-calls.sh [RUNS]        (needs ./build)
+#   tools/bench/calls.sh [RUNS]        (needs ./build)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 runs=${1:-5}
 b=./build
 

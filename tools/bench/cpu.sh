@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a task costs in CPU (BENCHMARKS.md, "Later, and first"): S2's shape
 # (4 producers, 4 workers, batches of 100, 100-byte payloads, 10 s of
-# submitting, as tools/bench-later.sh runs it), plain, with 10 priorities
+# submitting, as tools/bench/later.sh runs it), plain, with 10 priorities
 # and with every other task delayed 0-1 s, interleaved RUNS times; medians
 # of the CPU each task took, in microseconds: the whole machine's,
 # berthd's, and berthd's engine thread's alone. Throughput on this shared machine moves by 20%
@@ -9,9 +9,9 @@
 # whatever the threads: two cores at the machine's CPU per task is the
 # most any arrangement of berthd's work could reach.
 #
-#   tools/bench-cpu.sh [RUNS]      (needs ./build; default 5; SECS=10)
+#   tools/bench/cpu.sh [RUNS]      (needs ./build; default 5; SECS=10)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 runs=${1:-5}
 secs=${SECS:-10}
 b=./build

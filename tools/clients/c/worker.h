@@ -28,7 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tools/client.h"
+#include "tools/clients/c/client.h"
 
 typedef enum bc_outcome {
     BC_COMPLETE = 0,

@@ -1,5 +1,5 @@
 /* samples.c — see samples.h. */
-#include "tools/samples.h"
+#include "tools/bench/samples.h"
 
 #include <stdio.h>
 #include <stdlib.h>

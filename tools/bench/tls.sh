@@ -9,9 +9,9 @@
 #        two `openssl s_time -new` make new TLS connections as fast as
 #        they can (a handshake flood): p50/p99 submit -> completion
 #
-#   tools/bench-tls.sh [RUNS]        (needs ./build and openssl)
+#   tools/bench/tls.sh [RUNS]        (needs ./build and openssl)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 runs=${1:-5}
 b=$PWD/build
 dir=$(mktemp -d "${TMPDIR:-/tmp}/berth-bench-tls-XXXXXX")

@@ -94,9 +94,9 @@
 #include <unistd.h>
 
 #include "proto/sp_wire.h"
-#include "tools/client.h"
-#include "tools/samples.h"
-#include "tools/spawn.h"
+#include "tools/clients/c/client.h"
+#include "tools/bench/samples.h"
+#include "tools/bench/spawn.h"
 
 #define HONEST_TIMEOUT_MS 5000 /* an honest call unanswered this long is an error */
 #define HONEST_WARMUP_MS  500  /* honest load runs this long before an attack, unmeasured */

@@ -1,7 +1,7 @@
-# Plots tools/bench-latency.sh's CSV for one shape: e2e latency p50 and
+# Plots tools/bench/latency.sh's CSV for one shape: e2e latency p50 and
 # p99 against the offered load, berth (on the disk and on tmpfs) beside
 # beanstalkd.
-# gnuplot -e "in='latency.csv'; shape='S1'; out='latency-s1.png'" tools/plot-latency.gp
+# gnuplot -e "in='latency.csv'; shape='S1'; out='latency-s1.png'" tools/bench/plot-latency.gp
 set datafile separator ','
 set terminal pngcairo size 1000,600 noenhanced
 set output out

@@ -1,5 +1,5 @@
 # Plots a berth-bench --csv series: throughput and end-to-end latency over
-# time. gnuplot -e "in='run.csv'; out='run.png'" tools/plot-bench.gp
+# time. gnuplot -e "in='run.csv'; out='run.png'" tools/bench/plot-bench.gp
 if (!exists("in")) in = 'bench.csv'
 if (!exists("out")) out = 'bench.png'
 set datafile separator ','

@@ -5,9 +5,9 @@
 # runs twice: its workers completing on their next fetch (the default)
 # and with completions of their own (--no-fused).
 #
-#   tools/bench-compare.sh [RUNS]        (needs ./build and beanstalkd)
+#   tools/bench/compare.sh [RUNS]        (needs ./build and beanstalkd)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 runs=${1:-5}
 b=./build
 

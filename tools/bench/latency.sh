@@ -8,12 +8,12 @@
 # data directory on tmpfs (TMPDIR=/dev/shm, "berth-tmpfs": its fsyncs cost
 # nothing), which tells berth's own latency from the disk's.
 #
-#   tools/bench-latency.sh [SECONDS_PER_POINT] [OUT_DIR]   (needs ./build,
+#   tools/bench/latency.sh [SECONDS_PER_POINT] [OUT_DIR]   (needs ./build,
 #                                                           beanstalkd, gnuplot)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 secs=${1:-5}
-out=${2:-tools/bench-plots}
+out=${2:-tools/bench/plots}
 b=./build
 field() { grep -o "\"$2\":[0-9.]*" <<<"$1" | head -1 | cut -d: -f2; }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
@@ -47,5 +47,5 @@ for pct in 10 25 50 75 90; do
 done
 column -s, -t "$csv" >&2
 for shape in S1 S2; do
-  gnuplot -e "in='$csv'; shape='$shape'; out='$out/latency-$(tr 'S' 's' <<<"$shape").png'" tools/plot-latency.gp
+  gnuplot -e "in='$csv'; shape='$shape'; out='$out/latency-$(tr 'S' 's' <<<"$shape").png'" tools/bench/plot-latency.gp
 done

@@ -1,5 +1,5 @@
 /* when.c — see when.h. */
-#include "tools/when.h"
+#include "tools/clients/c/when.h"
 
 #include <ctype.h>
 #include <stdio.h>
