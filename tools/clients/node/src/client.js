@@ -4,14 +4,12 @@ import os from "node:os";
 import { ReqConnection, SpError } from "./sp.js";
 import { decodeResponse, encodeRequest } from "./proto.js";
 import { BerthError, Cancelled, Code, TransportError, fromStatus } from "./errors.js";
+import { bytes, resultFields } from "./fields.js";
 import { Worker } from "./worker.js";
 
 /** berthd's ceiling for wait_ms (--wait-max-ms, 30 s by default): what a
  * fetch or await that names no wait may take before its answer. */
 export const WAIT_MAX_MS = 30_000;
-
-const bytes = (b) => (b === undefined || b === null ? Buffer.alloc(0)
-  : typeof b === "string" ? Buffer.from(b, "utf8") : Buffer.from(b));
 
 function submitFields(topic, payload, o = {}) {
   const m = { topic, payload: bytes(payload) };
@@ -19,23 +17,6 @@ function submitFields(topic, payload, o = {}) {
   for (const k of ["contentType", "idempotencyKey", "delayMs", "notBeforeMs", "priority"]) {
     if (o[k] !== undefined && o[k] !== null) m[k] = o[k];
   }
-  return m;
-}
-
-/** A completion's result as the wire has it: undefined (none), a string or
- * bytes (the payload), or { payload, contentType, headers }. Anything else
- * is a TypeError, thrown where the result is given. */
-export function resultFields(r) {
-  if (r === undefined || r === null) return undefined;
-  if (typeof r === "string" || r instanceof Uint8Array) return { payload: bytes(r) };
-  const known = ["payload", "contentType", "headers"];
-  if (typeof r !== "object" || Array.isArray(r) || Object.keys(r).some((k) => !known.includes(k)) ||
-      !(r.payload === undefined || typeof r.payload === "string" || r.payload instanceof Uint8Array)) {
-    throw new TypeError("berth-client: a result is a string, bytes, or { payload, contentType, headers }");
-  }
-  const m = { payload: bytes(r.payload) };
-  if (r.contentType !== undefined) m.contentType = r.contentType;
-  if (r.headers) m.headers = { ...r.headers };
   return m;
 }
 

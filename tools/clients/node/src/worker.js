@@ -12,9 +12,13 @@
 // task.release() are requests of their own. The loop ends after the fetch
 // in progress (within waitMs) once stop() is called or the signal aborts,
 // and completes what was done.
+//
+// A Worker works through the Client it is given (client.worker() passes
+// itself): this file calls that object's methods and imports nothing from
+// client.js, which imports it.
 
 import { Aborted, BerthError, NotFound, ResourceExhausted, Terminal, TransportError, Unavailable } from "./errors.js";
-import { resultFields } from "./client.js";
+import { resultFields } from "./fields.js";
 
 // berthd's bounds on an error (engine/check.h): longer is cut, at a
 // character boundary.
