@@ -6,7 +6,7 @@
  *   threads touch) and signals. The actor takes everything queued (up to
  *   turn_max_requests), applies it, runs the relay and the waits, and
  *   writes the turn's batch with ONE append. It hands the turn's answers
- *   and events to the commit thread (commit.c), which releases them after
+ *   and events to the commit thread (commit.c), which answers them after
  *   the sync that makes the turn durable; meanwhile the actor runs the
  *   next turns, and one sync serves them all: this is where throughput
  *   comes from.
@@ -15,8 +15,9 @@
  *   If the append failed, or a request left the turn half-applied
  *   (turn_fail, turn.h), nothing of the turn is kept: memory is reloaded
  *   from the store (recover.c), every staged reply is answered with the
- *   recorded reason (retryable), the events are dropped, the turn's parks count as failed
- *   delivery attempts, and the store backs off (50 ms doubling to 2 s):
+ *   recorded reason (retryable), the events are dropped, the turn's
+ *   parks count as failed delivery attempts, and the store backs off
+ *   (ENGINE_STORE_BACKOFF_*: 50 ms doubling to 2 s):
  *   until then the relay pauses and requests that would write are refused
  *   UNAVAILABLE at once, so a failing disk costs one reload per backoff,
  *   not one per turn. Memory never disagrees with the store, and nothing
@@ -30,9 +31,10 @@
  *   there: a data directory that went away is never replaced by an empty
  *   store) and reloads memory from what the disk holds. The first try is
  *   ENGINE_REOPEN_BACKOFF_MIN_MS after the halt, then the pause doubles
- *   while it fails. So a disk that filled up serves again once it has
- *   room, without a restart. Between a failed reopen and the next try
- *   there is no store: requests are answered from the queue, no turn runs.
+ *   up to ENGINE_REOPEN_BACKOFF_MAX_MS while it fails. So a disk that
+ *   filled up serves again once it has room, without a restart. Between
+ *   a failed reopen and the next try there is no store: requests are
+ *   answered from the queue, no turn runs.
  *
  * SLEEPING
  *   The actor sleeps until a request arrives or the next due instant (an
@@ -76,7 +78,7 @@ struct actor {
     pending *q_head, *q_tail;
     bool stopping;
     bool joined;                /* the thread has been joined */
-    bool held;                  /* engine_hold(): take no request until released */
+    bool held;                  /* engine_hold(): take no request until it ends */
     atomic_uint_fast64_t turns; /* turns finished */
 };
 
@@ -411,7 +413,7 @@ static void refuse_closed(engine *e, pending *list)
     engine_status st;
     halted_status(e, &st);
     turn_refuse(list, &st, false);
-    turn_release(list);
+    turn_call_done(list);
 }
 
 static void *actor_main(void *arg)
@@ -472,9 +474,9 @@ static void *actor_main(void *arg)
     e->t.answered = e->t.answered_tail = NULL;
     wait_abort(e, &st, false);
     turn_refuse(rest, &st, false);
-    turn_release(e->t.answered);
+    turn_call_done(e->t.answered);
     e->t.answered = e->t.answered_tail = NULL;
-    turn_release(rest);
+    turn_call_done(rest);
     return NULL;
 }
 

@@ -180,7 +180,7 @@ int admin_retry_terminal(engine *e, pending *p)
     deployment *dep = state_dep(e, t->chan);
     dep->n_terminal--;
     run->retries_left = (uint32_t)retries;
-    int rv = deploy_hold(e, dep);
+    int rv = deploy_redrain(e, dep);
     if (rv == BERTH_OK)
         rv = state_task_put(e, t);
     if (rv == BERTH_OK) {

@@ -4,23 +4,34 @@
  * PIPELINE
  *   The engine appends each turn's batch to the store without waiting
  *   for the disk (store_append: the store's reads see it at once) and
- *   seals the turn: its answers and events, and how many appends must be
- *   durable before they are released. It then starts the next turn at
- *   once. This thread takes every sealed turn queued, syncs the store
- *   once for all of them (store_sync covers every append before it), and
- *   only then publishes their events and answers them. While the disk
- *   flushes turn N, the engine builds N+1 and later turns; the next sync
- *   serves them all. Nothing is answered before what it says is on disk
- *   (R1), and a turn that only read waits for the sync of what it read.
+ *   seals the turn: its answers, events and push sends, and how many
+ *   appends must be durable before they go out. It then starts the next
+ *   turn at once. This thread takes every sealed turn queued, syncs the
+ *   store once for all of them (store_sync covers every append before
+ *   it), and only then sends their pushes, publishes their events and
+ *   answers them. While the disk flushes turn N, the engine builds N+1
+ *   and later turns; the next sync serves them all. Nothing is answered
+ *   or pushed before what it says is on disk (R1), and a turn that only
+ *   read waits for the sync of what it read. Answers that leave give
+ *   their fetch bytes back to the budget (e->fetch_inflight) and wake the
+ *   actor if a claim stopped on it.
  *
  * A FAILED SYNC
  *   The appends since the last good sync are in memory and in the store's
  *   reads, and whether they reached the disk is unknown: memory cannot be
  *   made to match the disk by reloading. So the engine halts (as a
- *   database that cannot trust its fsync must), and every turn not known
- *   durable is answered UNAVAILABLE, saying that it may have been kept. A
- *   restart recovers what the disk holds. A failed APPEND is different:
- *   nothing of it was applied, and actor.c undoes the turn and goes on.
+ *   database that cannot trust its fsync must): every turn not known
+ *   durable is answered UNAVAILABLE, saying that it may have been kept,
+ *   its events are dropped and its pushes never sent, and the actor,
+ *   woken, halts at its next turn. From then on the halted engine answers
+ *   every request UNAVAILABLE (retryable) and reopens its store by itself,
+ *   as a restart would (actor.c): this thread is stopped, the store closed
+ *   and opened again, memory reloaded from what the disk holds and a new
+ *   commit thread started. The first try is ENGINE_REOPEN_BACKOFF_MIN_MS
+ *   (100 ms) after the halt on the engine's clock; while it fails the
+ *   pause doubles, up to ENGINE_REOPEN_BACKOFF_MAX_MS (a try every 5 s).
+ *   A failed APPEND is different: nothing of it was applied, and actor.c
+ *   undoes the turn and goes on.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -137,7 +148,7 @@ static void deliver(engine *e, pending *p, engine_event *ev, size_t n_ev, bool d
         reply_unavailable(&st, why);
         turn_refuse(p, &st, true); /* an answer already UNAVAILABLE keeps its reason */
     }
-    turn_release(p);
+    turn_call_done(p);
 }
 
 /* Syncs unless the first `need` appends are known durable. Caller holds

@@ -8,8 +8,9 @@
 
 #include "engine/core.h"
 
-/* Starts the thread. wake(arg) is called (from the commit thread) when a
- * sync fails, so that the engine thread notices and halts. */
+/* Starts the thread. wake(arg) is called from the commit thread when the
+ * engine thread must look: a sync failed (it halts), or fetch answers
+ * left and a claim that stopped on the fetch budget may go on. */
 int commit_start(engine *e, void (*wake)(void *arg), void *arg);
 /* Answers every turn handed over (syncing first), then stops the thread.
  * Idempotent; a no-op if it never started. */
@@ -20,9 +21,10 @@ void commit_pushes_free(staged_push *v, size_t n);
 void commit_free(engine *e);
 /* The turn's batch was appended to the store. */
 void commit_appended(engine *e);
-/* Hands the turn's staged answers (and its events, with_events) to the
- * commit thread, which releases them once every append so far is durable.
- * The turn's lists are empty after. */
+/* Hands the turn's staged answers (and its events and pushes,
+ * with_events) to the commit thread, which answers, publishes and sends
+ * them once every append so far is durable. The turn's lists are empty
+ * after. */
 void commit_turn(engine *e, bool with_events);
 /* A sync failed: the engine must halt; commit_failure() says why. */
 bool commit_failed(engine *e);

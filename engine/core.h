@@ -8,14 +8,17 @@
  *   task's lock state and its place in its topic's ready index, every
  *   pending delivery's place in the outbox due index, and the waiting
  *   fetches. Payloads stay on disk beyond the body cache. recover.c
- *   rebuilds memory from the column families at open, and again after a
- *   failed turn, which is how a failed turn leaves memory matching disk.
+ *   rebuilds memory from the column families at open, again after a
+ *   failed turn, which is how a failed turn leaves memory matching disk,
+ *   and when a halted engine reopens its store.
  *
  * THREADS
  *   Everything here belongs to the engine thread, except the failpoint
- *   counters (any thread). The actor's queue and the commit thread's
- *   pipeline are opaque here (struct actor in actor.c, struct committer
- *   in commit.c): no handler can reach them.
+ *   counters (any thread), the histograms (observed on the commit thread
+ *   too) and the fetch budget (fetch_inflight, fetch_blocked: the commit
+ *   thread gives back what answers held). The actor's queue and the
+ *   commit thread's pipeline are opaque here (struct actor in actor.c,
+ *   struct committer in commit.c): no handler can reach them.
  */
 #ifndef BERTH_ENGINE_CORE_H
 #define BERTH_ENGINE_CORE_H
@@ -37,9 +40,10 @@
 
 #define container_of(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 
-/* After a failed write the relay and timers pause (requests still run),
- * doubling from the first to the last value, so a full disk is not a busy
- * loop. */
+/* After a failed write the relay and timers pause, and requests that
+ * would write are answered UNAVAILABLE at once (those that only read
+ * still run), for a pause doubling from the first to the last value, so a
+ * full disk is not a busy loop. */
 #define ENGINE_STORE_BACKOFF_MIN_MS 50
 #define ENGINE_STORE_BACKOFF_MAX_MS 2000
 
@@ -217,7 +221,7 @@ typedef struct delivery {
                         while in flight the deadline of its answer */
     bool inflight;   /* sent to a push receiver, unanswered */
     bool waiting;    /* in its push lane, for a free slot */
-    bool released;   /* ... and given one: sent before the others waiting */
+    bool admitted;   /* ... and given one: sent before the others waiting */
     uint64_t flight; /* which send an answer must name */
     struct delivery *wait_prev, *wait_next;
     uint8_t *body; /* encoded Body while fresh, owned */

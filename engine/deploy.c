@@ -288,7 +288,7 @@ const channel *deploy_channel_of(engine *e, uint32_t number, const char *name)
 
 /* ---- the gate ---- */
 
-int deploy_hold(engine *e, deployment *d)
+int deploy_redrain(engine *e, deployment *d)
 {
     if (d->state != ENGINE_DEPLOYMENT_RETIRED)
         return BERTH_OK;

@@ -25,9 +25,9 @@
 
 #include "engine/core.h"
 
-/* Reads every deployment from the store and builds the routes (at open,
- * and after a failed turn, before the deliveries and tasks that name
- * them). BERTH_E*, with a message in err. */
+/* Reads every deployment from the store and builds the routes
+ * (recover_load: at open, after a failed turn and at a reopen, before the
+ * deliveries and tasks that name them). BERTH_E*, with a message in err. */
 int deploy_load(engine *e, char *err, size_t errlen);
 /* Frees every deployment and route (the implicit one stays, emptied). */
 void deploy_clear(engine *e);
@@ -50,7 +50,7 @@ const channel *deploy_channel_of(engine *e, uint32_t number, const char *name);
 
 /* Work of d came back (an operator's retry): a RETIRED d drains again.
  * turn_fail on error. */
-int deploy_hold(engine *e, deployment *d);
+int deploy_redrain(engine *e, deployment *d);
 /* End of a turn: every DRAINING deployment that holds nothing pending
  * retires. turn_fail on error. */
 int deploy_gate(engine *e);

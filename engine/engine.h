@@ -11,26 +11,69 @@
  *   their requests, while the actor goes on with the next turns. A turn
  *   whose write fails answers all of its requests UNAVAILABLE (retryable)
  *   and reloads memory from the store, so memory never disagrees with
- *   disk. A failed sync halts the engine (see ENGINE_FP_STORE_SYNC).
+ *   disk. A failed sync halts the engine: it answers every request
+ *   UNAVAILABLE and reopens its store by itself, as a restart would
+ *   (ENGINE_REOPEN_BACKOFF_MIN_MS, ENGINE_FP_STORE_SYNC).
  *
  *   The engine knows nothing of nng or of protobuf requests: the gateway
  *   maps the wire onto engine_request / engine_reply, and tests drive it in
  *   process.
  *
  * FILES, AND WHO CALLS WHOM
- *   The engine's files call each other in one direction only (no cycle;
- *   tools/check-engine.sh checks it in CI from the includes, and every
- *   function is declared in the header of the file that defines it):
+ *   actor.c is the engine's thread and engine.h's functions: the queue,
+ *   sleeping, running a turn. A turn hands each request to its handler
+ *   (submit, claim, guard, admin, relay, calls, deploy) and then the turn
+ *   to the commit thread (commit); at open, after a failed turn and at a
+ *   reopen, memory is rebuilt from the store (recover). Below the
+ *   handlers, each calling only down: intake -> instance -> wait ->
+ *   state -> turn -> reply -> mem. deploy also keeps the routes and the
+ *   retirement gate; listing, the operator's order of tasks; options.c,
+ *   engine_options' defaults and checks. core.h holds the types only;
+ *   check, heap, idtab, table, hist, clock, utf8 and fault are tools that
+ *   call (almost) nothing.
  *
- *     actor.c            the queue, the threads, sleeping, running a turn
- *       -> submit, claim, guard, admin, relay, calls   request handlers, sinks
- *       -> deploy                      deployments: routes, the retirement gate
- *       -> commit                                       the commit thread
- *       -> recover                                      memory from the store
- *     submit, claim, admin, relay, recover -> deploy (routes, the gate)
- *     handlers -> intake -> instance -> wait -> state -> turn -> reply -> mem
- *     (a handler may skip levels: claim -> wait, guard -> intake, ...)
- *     (check, heap, table, clock, mem: leaves; core.h: types only)
+ *   Calls go one way only: no cycle. Every function is declared in the
+ *   header of the file that defines it, so a call needs an include, and
+ *   the includes are the map of who calls whom (X.c and X.h are module
+ *   X). Read each line below as "this module -> the modules it
+ *   includes"; a module may take two lines, and a leaf says "(none)".
+ *   The map lists every include between engine modules and nothing more:
+ *   tools/check-engine.sh (ctest engine_layers) fails on an include the
+ *   map lacks, on an edge of the map that no include makes, and on a
+ *   cycle.
+ *
+ *   include map begin
+ *     actor    -> submit claim guard admin relay calls deploy commit recover
+ *     actor    -> instance listing wait state turn reply core
+ *     submit   -> deploy instance check state turn reply core
+ *     claim    -> deploy guard wait check state turn reply core
+ *     guard    -> intake check state turn reply core
+ *     admin    -> deploy commit instance listing check state turn reply core
+ *     relay    -> deploy intake instance listing fault check state turn reply core
+ *     calls    -> instance wait check turn reply core
+ *     recover  -> deploy instance listing wait state reply core
+ *     deploy   -> check state turn reply core
+ *     commit   -> check turn reply core
+ *     intake   -> instance check reply core
+ *     instance -> wait check state turn reply core
+ *     wait     -> state turn reply core
+ *     state    -> listing turn reply core
+ *     listing  -> core
+ *     turn     -> reply core
+ *     options  -> check
+ *     check    -> reply utf8 engine
+ *     reply    -> mem utf8 engine
+ *     core     -> heap hist idtab table mem engine
+ *     heap     -> mem
+ *     idtab    -> mem
+ *     table    -> mem
+ *     hist     -> engine
+ *     mem      -> engine
+ *     engine   -> clock
+ *     clock    -> (none)
+ *     utf8     -> (none)
+ *     fault    -> (none)
+ *   include map end
  *
  *   Nothing below the actor sees its queue or its threads, and the commit
  *   thread wakes the actor through a callback it was given.
@@ -39,7 +82,8 @@
  *   engine_exec() borrows the request: every byte it points to must stay
  *   valid until done() is called. done() is called EXACTLY ONCE, on the
  *   engine's commit thread (on the actor thread for what engine_stop()
- *   answers, and for a turn that found no memory to hand over), and
+ *   answers, for a turn that found no memory to hand over, and while a
+ *   halted engine has no store), and
  *   receives ownership of the reply: free it with engine_reply_free() on
  *   any thread. done() must not block and must not call
  *   engine_exec_sync() (it runs on the thread that would answer it).
@@ -759,8 +803,8 @@ typedef enum engine_failpoint {
      * it has reopened its store (ENGINE_REOPEN_BACKOFF_MIN_MS later on its
      * clock, then backing off), which recovers what the disk holds. */
     ENGINE_FP_STORE_SYNC,
-    /* n > 0: syncs wait before syncing until it is set to 0 again (release
-     * it before engine_stop(): the commit thread waits there). */
+    /* n > 0: syncs wait before syncing until it is set to 0 again (set
+     * it to 0 before engine_stop(): the commit thread waits there). */
     ENGINE_FP_HOLD_SYNCS,
 } engine_failpoint;
 
@@ -788,7 +832,7 @@ typedef struct engine_recovery {
 } engine_recovery;
 void engine_recovery_get(const engine *e, engine_recovery *out);
 /* Holds the actor between turns (true), so that requests queued meanwhile
- * share the next turn; false releases it. */
+ * share the next turn; false lets it go on. */
 void engine_hold(engine *e, bool hold);
 
 #endif

@@ -1,15 +1,15 @@
 /*
  * recover.c — rebuilds the engine's memory from the store.
  *
- * Called by engine_open(), and after a turn whose write failed (with
- * recover_clear() first): the store is the truth, so reading it back is the
- * one way to make memory match it, and this path is exercised by every
- * restart test. The cost is a scan of the tasks and outbox column families
- * (bodies are decoded for their topic and order, payloads are not kept)
- * and of the live instances (ended ones are not read);
- * tombstones are skipped by RocksDB's iterators. A record that does not
- * decode stops the load: berth refuses to serve from a store it cannot
- * read rather than silently dropping work.
+ * Called by engine_open(), after a turn whose write failed and when a
+ * halted engine reopens its store (with recover_clear() first): the store
+ * is the truth, so reading it back is the one way to make memory match
+ * it, and this path is exercised by every restart test. The cost is a
+ * scan of the tasks and outbox column families (bodies are decoded for
+ * their topic and order, payloads are not kept) and of the live instances
+ * (ended ones are not read); tombstones are skipped by RocksDB's
+ * iterators. A record that does not decode stops the load: berth refuses
+ * to serve from a store it cannot read rather than silently dropping work.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -43,24 +43,16 @@ static int corrupt(load_ctx *c, const char *what, uint64_t seq)
     return BERTH_ECORRUPT;
 }
 
-/* A body row as the scan read it (rv), checked against its key. */
-static int body_of(load_ctx *c, uint64_t seq, int rv, const store_body_meta *b)
-{
-    if (rv != BERTH_OK)
-        return corrupt(c, "body", seq);
-    if (b->seq != seq)
-        return corrupt(c, "body under another sequence's key", seq);
-    if (seq > c->max_seq)
-        c->max_seq = seq;
-    return BERTH_OK;
-}
+/* The loaders of a tasks-shaped family's rows (load_rows): a body row b
+ * (read, and checked against its key) makes the object *obj, and the
+ * state row that may follow it (same sequence) updates that object. */
+typedef int (*body_fn)(load_ctx *c, uint64_t seq, const void *v, size_t vl,
+                       const store_body_meta *b, void **obj);
+typedef int (*state_fn)(load_ctx *c, void *obj, uint64_t seq, const void *v, size_t vl);
 
-static int load_task_body(load_ctx *c, uint64_t seq, const void *v, size_t vl, int drv,
-                          const store_body_meta *b)
+static int load_task_body(load_ctx *c, uint64_t seq, const void *v, size_t vl,
+                          const store_body_meta *b, void **obj)
 {
-    int rv = body_of(c, seq, drv, b);
-    if (rv != BERTH_OK)
-        return rv;
     engine *e = c->e;
     /* Without a state row the task was never claimed. Rows of one topic
      * come in runs: the last row's topic is looked up once. */
@@ -81,16 +73,13 @@ static int load_task_body(load_ctx *c, uint64_t seq, const void *v, size_t vl, i
     }
     if (listing_add(e, t) != BERTH_OK) /* (rows come in sequence order: appends) */
         return BERTH_ENOMEM;           /* the task is in the table: cleared with it */
-    c->last = t;
-    c->last_seq = seq;
+    *obj = t;
     return BERTH_OK;
 }
 
-static int load_task_state(load_ctx *c, uint64_t seq, const void *v, size_t vl)
+static int load_task_state(load_ctx *c, void *obj, uint64_t seq, const void *v, size_t vl)
 {
-    task *t = c->last;
-    if (t == NULL || c->last_seq != seq)
-        return corrupt(c, "task state without a body", seq);
+    task *t = obj;
     store_task_state s;
     if (store_task_state_decode(v, vl, &s) != BERTH_OK)
         return corrupt(c, "task state", seq);
@@ -118,14 +107,11 @@ static int load_task_state(load_ctx *c, uint64_t seq, const void *v, size_t vl)
     return rv;
 }
 
-static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t vl, int drv,
-                              const store_body_meta *b)
+static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t vl,
+                              const store_body_meta *b, void **obj)
 {
     (void)v;
     (void)vl;
-    int rv = body_of(c, seq, drv, b);
-    if (rv != BERTH_OK)
-        return rv;
     engine *e = c->e;
     delivery *d = mem_calloc(1, sizeof(*d));
     topic *tp = d ? state_topic(e, b->topic, b->topic_len, true) : NULL;
@@ -150,16 +136,13 @@ static int load_delivery_body(load_ctx *c, uint64_t seq, const void *v, size_t v
         state_delivery_free(d);
         return BERTH_ENOMEM;
     }
-    c->last = d;
-    c->last_seq = seq;
+    *obj = d;
     return BERTH_OK;
 }
 
-static int load_delivery_state(load_ctx *c, uint64_t seq, const void *v, size_t vl)
+static int load_delivery_state(load_ctx *c, void *obj, uint64_t seq, const void *v, size_t vl)
 {
-    delivery *d = c->last;
-    if (d == NULL || c->last_seq != seq)
-        return corrupt(c, "outbox state without a body", seq);
+    delivery *d = obj;
     store_delivery_state s;
     if (store_delivery_state_decode(v, vl, &s) != BERTH_OK)
         return corrupt(c, "outbox state", seq);
@@ -172,10 +155,6 @@ static int load_delivery_state(load_ctx *c, uint64_t seq, const void *v, size_t 
     store_delivery_state_clear(&s);
     return oom ? BERTH_ENOMEM : BERTH_OK;
 }
-
-typedef int (*body_fn)(load_ctx *c, uint64_t seq, const void *v, size_t vl, int rv,
-                       const store_body_meta *b);
-typedef int (*state_fn)(load_ctx *c, uint64_t seq, const void *v, size_t vl);
 
 /*
  * THE SCAN: READING ON A SECOND THREAD
@@ -303,7 +282,7 @@ static scan_batch *scan_next(scan *s)
 }
 
 /* The loader is done with the batch scan_next() gave it. */
-static void scan_release(scan *s)
+static void scan_advance(scan *s)
 {
     pthread_mutex_lock(&s->mu);
     s->head = (s->head + 1) % SCAN_DEPTH;
@@ -312,9 +291,46 @@ static void scan_release(scan *s)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* A tasks-shaped family's row r, of value v: a body row ('b') is checked
+ * against its key and loaded; a state row ('s') must follow the body of
+ * its sequence, which sorts right before it. what names the family's
+ * state rows in a message ("task state"). */
+static int load_row(load_ctx *c, const scan_row *r, const void *v, body_fn body, state_fn state,
+                    const char *what)
+{
+    char orphan[64];
+    switch (r->kind) {
+    case 0:
+        return corrupt(c, "row key length", 0);
+    case STORE_KIND_BODY: {
+        if (r->rv != BERTH_OK)
+            return corrupt(c, "body", r->seq);
+        if (r->b.seq != r->seq)
+            return corrupt(c, "body under another sequence's key", r->seq);
+        if (r->seq > c->max_seq)
+            c->max_seq = r->seq;
+        void *obj = NULL;
+        int rv = body(c, r->seq, v, r->len, &r->b, &obj);
+        if (rv == BERTH_OK) {
+            c->last = obj;
+            c->last_seq = r->seq;
+        }
+        return rv;
+    }
+    case STORE_KIND_STATE:
+        if (c->last == NULL || c->last_seq != r->seq) {
+            snprintf(orphan, sizeof(orphan), "%s without a body", what);
+            return corrupt(c, orphan, r->seq);
+        }
+        return state(c, c->last, r->seq, v, r->len);
+    default:
+        return corrupt(c, "row kind", r->seq);
+    }
+}
+
 /* Walks a tasks-shaped family in sequence order: each body row ('b')
  * sorts right before its state row ('s'). */
-static int load_rows(load_ctx *c, store_cf cf, body_fn body, state_fn state)
+static int load_rows(load_ctx *c, store_cf cf, body_fn body, state_fn state, const char *what)
 {
     scan s = {.status = BERTH_OK};
     int rv = store_iter_open(c->e->store, cf, &s.it);
@@ -344,18 +360,10 @@ static int load_rows(load_ctx *c, store_cf cf, body_fn body, state_fn state)
     scan_batch *batch;
     while (rv == BERTH_OK && (batch = scan_next(&s)) != NULL) {
         for (size_t i = 0; rv == BERTH_OK && i < batch->n; i++) {
-            scan_row *r = &batch->rows[i];
-            const void *v = batch->arena + r->off;
-            if (r->kind == 0)
-                rv = corrupt(c, "row key length", 0);
-            else if (r->kind == STORE_KIND_BODY)
-                rv = body(c, r->seq, v, r->len, r->rv, &r->b);
-            else if (r->kind == STORE_KIND_STATE)
-                rv = state(c, r->seq, v, r->len);
-            else
-                rv = corrupt(c, "row kind", r->seq);
+            const scan_row *r = &batch->rows[i];
+            rv = load_row(c, r, batch->arena + r->off, body, state, what);
         }
-        scan_release(&s);
+        scan_advance(&s);
     }
     pthread_mutex_lock(&s.mu);
     s.stop = true;
@@ -549,10 +557,11 @@ int recover_load(engine *e, char *err, size_t errlen)
      * it grows as it goes. */
     (void)idtab_reserve(&e->tasks, store_estimate_keys(e->store, STORE_CF_TASKS));
     if (rv == BERTH_OK)
-        rv = load_rows(&c, STORE_CF_TASKS, load_task_body, load_task_state);
+        rv = load_rows(&c, STORE_CF_TASKS, load_task_body, load_task_state, "task state");
     idtab_fit(&e->tasks); /* (the estimate counts state rows and deletions too) */
     if (rv == BERTH_OK)
-        rv = load_rows(&c, STORE_CF_OUTBOX, load_delivery_body, load_delivery_state);
+        rv =
+            load_rows(&c, STORE_CF_OUTBOX, load_delivery_body, load_delivery_state, "outbox state");
     if (rv == BERTH_OK)
         rv = load_instances(&c);
     if (rv == BERTH_OK)

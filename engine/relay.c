@@ -110,8 +110,8 @@ static sink_result push_deliver(engine *e, delivery *d, const char **reason)
         return SINK_RETRY;
     }
     push_lane *l = d->chan->lane;
-    bool its_turn = d->released;
-    d->released = false;
+    bool its_turn = d->admitted;
+    d->admitted = false;
     if (l->inflight >= e->o.push_inflight_max || (l->head != NULL && !its_turn)) {
         state_lane_wait(d); /* behind the others: in order */
         return SINK_SENT;
@@ -319,7 +319,7 @@ int relay_run(engine *e)
         if (d->inflight) { /* no answer by its deadline: a failed attempt */
             d->inflight = false;
             d->chan->lane->inflight--;
-            rv = state_lane_release(e, d->chan->lane);
+            rv = state_lane_admit(e, d->chan->lane);
             if (rv == BERTH_OK)
                 rv = relay_retry(e, d, "no answer from the push receiver within push-timeout-ms");
             if (rv != BERTH_OK)
@@ -407,7 +407,7 @@ int relay_retry_delivery(engine *e, pending *p)
     deployment *dep = state_dep(e, d->chan);
     dep->n_poisoned--;
     d->attempts = 0;
-    int rv = deploy_hold(e, dep);
+    int rv = deploy_redrain(e, dep);
     if (rv == BERTH_OK)
         rv = state_delivery_put(e, d);
     if (rv == BERTH_OK)
@@ -508,7 +508,7 @@ int relay_push_ack(engine *e, pending *p)
     heap_remove(&e->outbox, &d->due);
     d->inflight = false;
     d->chan->lane->inflight--;
-    int rv = state_lane_release(e, d->chan->lane);
+    int rv = state_lane_admit(e, d->chan->lane);
     if (rv != BERTH_OK)
         return rv;
     /* What a receiver says is checked like anything else from outside. */

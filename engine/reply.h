@@ -2,7 +2,7 @@
  * reply.h — engine replies and statuses.
  *
  * A reply owns everything its pointers reach: blocks chained on r->priv,
- * each released (after its optional finaliser) by engine_reply_free(). So
+ * each freed (after its optional finaliser) by engine_reply_free(). So
  * a fetch's payloads point straight into the decoded bodies, with no copy.
  * Any thread (a reply belongs to one thread at a time).
  */
@@ -16,15 +16,15 @@
 #include "store/records.h"
 
 engine_reply *reply_alloc(engine_op op);
-/* Memory released with the reply. NULL on allocation failure. */
+/* Memory freed with the reply. NULL on allocation failure. */
 void *reply_mem(engine_reply *r, size_t n);
 /* NULL for NULL, and on allocation failure. */
 char *reply_strdup(engine_reply *r, const char *s);
-/* A store_body whose decoded memory is released with the reply. */
+/* A store_body whose decoded memory is freed with the reply. */
 store_body *reply_body(engine_reply *r);
-/* A store_instance whose decoded memory is released with the reply. */
+/* A store_instance whose decoded memory is freed with the reply. */
 store_instance *reply_instance_row(engine_reply *r);
-/* Releases everything a reply holds except the reply itself, keeping op. */
+/* Frees everything a reply holds except the reply itself, keeping op. */
 void reply_reset(engine_reply *r);
 
 /* A status of code with a formatted message (reset first; a message

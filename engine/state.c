@@ -647,7 +647,7 @@ void state_delivery_delete(engine *e, delivery *d)
     if (d->inflight) {
         d->inflight = false; /* its answer, if one comes, finds no delivery */
         d->chan->lane->inflight--;
-        (void)state_lane_release(e, d->chan->lane);
+        (void)state_lane_admit(e, d->chan->lane);
     }
     if (d->poisoned) {
         e->n_poisoned--;
@@ -689,13 +689,13 @@ void state_lane_leave(delivery *d)
     d->waiting = false;
 }
 
-int state_lane_release(engine *e, push_lane *l)
+int state_lane_admit(engine *e, push_lane *l)
 {
     delivery *d = l->head;
     if (d == NULL)
         return BERTH_OK;
     state_lane_leave(d);
-    d->released = true;
+    d->admitted = true;
     d->due.at = e->t.now_ms;
     if (heap_push(&e->outbox, &d->due) != BERTH_OK)
         return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory re-queueing a delivery");

@@ -150,8 +150,9 @@ void state_delivery_delete(engine *e, delivery *d);
 void state_lane_wait(delivery *d);
 void state_lane_leave(delivery *d);
 /* A slot of lane l is free again: the oldest delivery waiting there is
- * due now. turn_fail when the due index finds no memory. */
-int state_lane_release(engine *e, push_lane *l);
+ * admitted to it (sent before the others waiting), due now. turn_fail
+ * when the due index finds no memory. */
+int state_lane_admit(engine *e, push_lane *l);
 /* Writes d's DeliveryState row into the batch (turn_fail on error). */
 int state_delivery_put(engine *e, delivery *d);
 void state_delivery_free(delivery *d);

@@ -1,5 +1,5 @@
 /*
- * submit.c — a producer hands over a task (R1, R17, R18).
+ * submit.c — a producer hands over a task or a call (R1, R17, R18).
  *
  * A submit creates a delivery: its Body, encoded once, and its place in
  * the outbox due index, due now. Its outbox row is written by the relay at

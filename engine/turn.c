@@ -146,7 +146,7 @@ void turn_halt(engine *e, const char *why)
     e->t.halt = true;
 }
 
-void turn_release(pending *list)
+void turn_call_done(pending *list)
 {
     while (list != NULL) {
         pending *next = list->next;

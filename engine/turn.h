@@ -3,10 +3,11 @@
  * how it fails.
  *
  * A TURN (actor.c runs it)
- *   relay (park what came due) → requests → relay (park this turn's
- *   submits, ring doorbells) → wake waiting fetches → expire waits → ONE
- *   write (appended) → hand answers and events to the commit thread, which
- *   syncs and then releases them (commit.c). Everything a turn changes in
+ *   calls' timers → relay (park what came due) → requests → relay (park
+ *   this turn's submits, ring doorbells) → wake waiting fetches → expire
+ *   waits → the retirement gate → ONE write (appended) → hand answers,
+ *   events and pushes to the commit thread, which syncs and then answers
+ *   them (commit.c). Everything a turn changes in
  *   memory is written into e->batch by the same code that changed it;
  *   nothing is answered before the sync.
  *
@@ -19,8 +20,8 @@
  *   never OK and never "no work". A request that fails before it changes
  *   anything answers its own error and the turn goes on.
  *
- * Engine thread only, except turn_release() and turn_refuse() (a list of
- * answers, on whichever thread owns it).
+ * Engine thread only, except turn_call_done() and turn_refuse() (a list
+ * of answers, on whichever thread owns it).
  */
 #ifndef BERTH_ENGINE_TURN_H
 #define BERTH_ENGINE_TURN_H
@@ -64,7 +65,7 @@ void turn_fail_status(const engine *e, engine_status *st);
 void turn_halt(engine *e, const char *why);
 
 /* Calls done() for every request of the list, which it frees. */
-void turn_release(pending *list);
+void turn_call_done(pending *list);
 /* Replaces every reply of the list with st (keep_unavailable: a reply
  * already UNAVAILABLE keeps its own reason). */
 void turn_refuse(pending *list, const engine_status *st, bool keep_unavailable);

@@ -16,7 +16,7 @@ enum {
     BERTH_ECORRUPT = -3, /* a stored record or key did not decode */
     BERTH_ENOTFOUND = -4,
     BERTH_EINVAL = -5,  /* an argument or a setting is out of its range */
-    BERTH_ECLOSED = -6, /* the engine is closing or has halted */
+    BERTH_ECLOSED = -6, /* the engine has stopped (a halted one still answers, UNAVAILABLE) */
     BERTH_EFORMAT = -7, /* the on-disk format version is not one this build reads */
 };
 

@@ -4,8 +4,9 @@
  * FORMAT VERSION
  *   BERTH_FORMAT_VERSION is stored in the `meta` column family under the
  *   key "format" as a 4-byte big-endian unsigned integer. store_open()
- *   writes it into a new store and refuses (BERTH_EFORMAT) a store that
- *   holds any other value.
+ *   writes it into a new store, upgrades a store of an older version it
+ *   knows (store.c: FORMAT_UPGRADES_FROM up) by rewriting it, and refuses
+ *   (BERTH_EFORMAT) a store that holds any other value.
  *
  *   To change anything on this page: bump BERTH_FORMAT_VERSION; teach
  *   store_open() to upgrade a store of the previous version in one write

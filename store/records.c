@@ -72,6 +72,45 @@ static void error_from_pb(const pb_error *pb, store_error *e)
     }
 }
 
+/* Sets an optional field of a message being encoded, and marks it
+ * present. */
+#define PB_SET(m, field, value)                                                                    \
+    do {                                                                                           \
+        (m).has_##field = 1;                                                                       \
+        (m).field = (value);                                                                       \
+    } while (0)
+
+/* Borrowed bytes as a bytes field. */
+static ProtobufCBinaryData bytes_to_pb(const void *p, size_t len)
+{
+    return (ProtobufCBinaryData){.len = len, .data = (uint8_t *)p};
+}
+
+static ProtobufCBinaryData id_to_pb(const uint8_t id[BERTH_ID_LEN])
+{
+    return bytes_to_pb(id, BERTH_ID_LEN);
+}
+
+/* A decode that fails after unpacking: the message goes, rv comes back. */
+static int unpacked_fail(ProtobufCMessage *m, int rv)
+{
+    protobuf_c_message_free_unpacked(m, NULL);
+    return rv;
+}
+
+/* What every *_clear() does: the decoded message (owner) and the array
+ * its decode put beside it (beside, or NULL) are freed, and the record r,
+ * of size bytes, zeroed. A record built by hand (owner NULL) is only
+ * zeroed. */
+static void record_clear(void *r, size_t size, void *owner, const void *beside)
+{
+    if (owner != NULL) {
+        free((void *)beside);
+        protobuf_c_message_free_unpacked(owner, NULL);
+    }
+    memset(r, 0, size);
+}
+
 static bool id_from_pb(ProtobufCBinaryData d, uint8_t out[BERTH_ID_LEN])
 {
     if (d.len != BERTH_ID_LEN)
@@ -83,7 +122,7 @@ static bool id_from_pb(ProtobufCBinaryData d, uint8_t out[BERTH_ID_LEN])
 typedef Berth__V1__Store__Header pb_header;
 
 /* Header messages for encoding: on the stack for a few, else allocated
- * (freed by headers_release). */
+ * (freed by headers_fini). */
 typedef struct pb_headers {
     pb_header stack[8], *v;
     pb_header *stack_p[8], **p;
@@ -111,7 +150,7 @@ static int headers_to_pb(const store_header *h, size_t n, pb_headers *out)
     return BERTH_OK;
 }
 
-static void headers_release(pb_headers *h)
+static void headers_fini(pb_headers *h)
 {
     if (h->v != h->stack) {
         free(h->v);
@@ -146,26 +185,17 @@ int store_body_encode(const store_body *r, store_buf *out)
     if (headers_to_pb(r->headers, r->n_headers, &hs) != BERTH_OK)
         return BERTH_ENOMEM;
     m.topic = (char *)r->topic;
-    m.has_payload = 1;
-    m.payload.data = (uint8_t *)r->payload;
-    m.payload.len = r->payload_len;
+    PB_SET(m, payload, bytes_to_pb(r->payload, r->payload_len));
     m.n_headers = r->n_headers;
     m.headers = hs.p;
     m.content_type = (char *)r->content_type;
     if (r->has_instance) {
-        m.has_instance_id = 1;
-        m.instance_id.data = (uint8_t *)r->instance_id;
-        m.instance_id.len = BERTH_ID_LEN;
-        m.has_call_attempt = 1;
-        m.call_attempt = r->call_attempt;
+        PB_SET(m, instance_id, id_to_pb(r->instance_id));
+        PB_SET(m, call_attempt, r->call_attempt);
     }
-    m.has_id = 1;
-    m.id.data = (uint8_t *)r->id;
-    m.id.len = BERTH_ID_LEN;
-    m.has_seq = 1;
-    m.seq = r->seq;
-    m.has_created_at_ms = 1;
-    m.created_at_ms = r->created_at_ms;
+    PB_SET(m, id, id_to_pb(r->id));
+    PB_SET(m, seq, r->seq);
+    PB_SET(m, created_at_ms, r->created_at_ms);
     m.has_deployment = r->deployment != 0;
     m.deployment = r->deployment;
     m.has_priority = r->priority != STORE_PRIORITY_ABSENT;
@@ -173,7 +203,7 @@ int store_body_encode(const store_body *r, store_buf *out)
     m.has_not_before_ms = r->not_before_ms != 0;
     m.not_before_ms = r->not_before_ms;
     int rv = pack(&m.base, out);
-    headers_release(&hs);
+    headers_fini(&hs);
     return rv;
 }
 
@@ -184,15 +214,11 @@ int store_body_decode(const void *buf, size_t len, store_body *out)
     if (m == NULL)
         return BERTH_ECORRUPT;
     if (m->topic == NULL || !m->has_id || !id_from_pb(m->id, out->id) ||
-        (m->has_instance_id && !id_from_pb(m->instance_id, out->instance_id))) {
-        berth__v1__store__body__free_unpacked(m, NULL);
-        return BERTH_ECORRUPT;
-    }
+        (m->has_instance_id && !id_from_pb(m->instance_id, out->instance_id)))
+        return unpacked_fail(&m->base, BERTH_ECORRUPT);
     store_header *hs;
-    if (headers_from_pb(m->headers, m->n_headers, &hs) != BERTH_OK) {
-        berth__v1__store__body__free_unpacked(m, NULL);
-        return BERTH_ENOMEM;
-    }
+    if (headers_from_pb(m->headers, m->n_headers, &hs) != BERTH_OK)
+        return unpacked_fail(&m->base, BERTH_ENOMEM);
     out->topic = m->topic;
     out->payload = m->payload.data;
     out->payload_len = m->payload.len;
@@ -385,11 +411,7 @@ int store_body_peek(const void *buf, size_t len, store_body_meta *out)
 
 void store_body_clear(store_body *r)
 {
-    if (r->owner != NULL) {
-        free((void *)r->headers);
-        berth__v1__store__body__free_unpacked(r->owner, NULL);
-    }
-    memset(r, 0, sizeof(*r));
+    record_clear(r, sizeof(*r), r->owner, r->headers);
 }
 
 /* ---- TaskState ---- */
@@ -398,24 +420,15 @@ int store_task_state_encode(const store_task_state *r, store_buf *out)
 {
     Berth__V1__Store__TaskState m = BERTH__V1__STORE__TASK_STATE__INIT;
     pb_error e;
-    m.has_available_at_ms = 1;
-    m.available_at_ms = r->available_at_ms;
+    PB_SET(m, available_at_ms, r->available_at_ms);
     m.worker_id = (char *)r->worker_id;
-    if (r->has_lock_token) {
-        m.has_lock_token = 1;
-        m.lock_token.data = (uint8_t *)r->lock_token;
-        m.lock_token.len = BERTH_ID_LEN;
-    }
-    m.has_lock_expires_at_ms = 1;
-    m.lock_expires_at_ms = r->lock_expires_at_ms;
-    m.has_claims = 1;
-    m.claims = r->claims;
-    m.has_retries_left = 1;
-    m.retries_left = r->retries_left;
-    m.has_failures = 1;
-    m.failures = r->failures;
-    m.has_terminal = 1;
-    m.terminal = r->terminal;
+    if (r->has_lock_token)
+        PB_SET(m, lock_token, id_to_pb(r->lock_token));
+    PB_SET(m, lock_expires_at_ms, r->lock_expires_at_ms);
+    PB_SET(m, claims, r->claims);
+    PB_SET(m, retries_left, r->retries_left);
+    PB_SET(m, failures, r->failures);
+    PB_SET(m, terminal, r->terminal);
     m.last_error = error_to_pb(&r->last_error, &e);
     return pack(&m.base, out);
 }
@@ -426,10 +439,8 @@ int store_task_state_decode(const void *buf, size_t len, store_task_state *out)
     Berth__V1__Store__TaskState *m = berth__v1__store__task_state__unpack(NULL, len, buf);
     if (m == NULL)
         return BERTH_ECORRUPT;
-    if (m->has_lock_token && !id_from_pb(m->lock_token, out->lock_token)) {
-        berth__v1__store__task_state__free_unpacked(m, NULL);
-        return BERTH_ECORRUPT;
-    }
+    if (m->has_lock_token && !id_from_pb(m->lock_token, out->lock_token))
+        return unpacked_fail(&m->base, BERTH_ECORRUPT);
     out->available_at_ms = m->available_at_ms;
     out->worker_id = m->worker_id;
     out->has_lock_token = m->has_lock_token;
@@ -445,9 +456,7 @@ int store_task_state_decode(const void *buf, size_t len, store_task_state *out)
 
 void store_task_state_clear(store_task_state *r)
 {
-    if (r->owner != NULL)
-        berth__v1__store__task_state__free_unpacked(r->owner, NULL);
-    memset(r, 0, sizeof(*r));
+    record_clear(r, sizeof(*r), r->owner, NULL);
 }
 
 /* ---- DeliveryState ---- */
@@ -456,12 +465,9 @@ int store_delivery_state_encode(const store_delivery_state *r, store_buf *out)
 {
     Berth__V1__Store__DeliveryState m = BERTH__V1__STORE__DELIVERY_STATE__INIT;
     pb_error e;
-    m.has_attempts = 1;
-    m.attempts = r->attempts;
-    m.has_next_attempt_at_ms = 1;
-    m.next_attempt_at_ms = r->next_attempt_at_ms;
-    m.has_poisoned = 1;
-    m.poisoned = r->poisoned;
+    PB_SET(m, attempts, r->attempts);
+    PB_SET(m, next_attempt_at_ms, r->next_attempt_at_ms);
+    PB_SET(m, poisoned, r->poisoned);
     m.last_error = error_to_pb(&r->last_error, &e);
     return pack(&m.base, out);
 }
@@ -482,9 +488,7 @@ int store_delivery_state_decode(const void *buf, size_t len, store_delivery_stat
 
 void store_delivery_state_clear(store_delivery_state *r)
 {
-    if (r->owner != NULL)
-        berth__v1__store__delivery_state__free_unpacked(r->owner, NULL);
-    memset(r, 0, sizeof(*r));
+    record_clear(r, sizeof(*r), r->owner, NULL);
 }
 
 /* ---- Incident ---- */
@@ -493,15 +497,11 @@ int store_incident_encode(const store_incident *r, store_buf *out)
 {
     Berth__V1__Store__Incident m = BERTH__V1__STORE__INCIDENT__INIT;
     pb_error e;
-    m.has_kind = 1;
-    m.kind = (Berth__V1__Store__Incident__Kind)r->kind;
-    m.has_subject_id = 1;
-    m.subject_id.data = (uint8_t *)r->subject_id;
-    m.subject_id.len = BERTH_ID_LEN;
+    PB_SET(m, kind, (Berth__V1__Store__Incident__Kind)r->kind);
+    PB_SET(m, subject_id, id_to_pb(r->subject_id));
     m.topic = (char *)r->topic;
     m.error = error_to_pb(&r->error, &e);
-    m.has_at_ms = 1;
-    m.at_ms = r->at_ms;
+    PB_SET(m, at_ms, r->at_ms);
     return pack(&m.base, out);
 }
 
@@ -511,10 +511,8 @@ int store_incident_decode(const void *buf, size_t len, store_incident *out)
     Berth__V1__Store__Incident *m = berth__v1__store__incident__unpack(NULL, len, buf);
     if (m == NULL)
         return BERTH_ECORRUPT;
-    if (!m->has_subject_id || !id_from_pb(m->subject_id, out->subject_id)) {
-        berth__v1__store__incident__free_unpacked(m, NULL);
-        return BERTH_ECORRUPT;
-    }
+    if (!m->has_subject_id || !id_from_pb(m->subject_id, out->subject_id))
+        return unpacked_fail(&m->base, BERTH_ECORRUPT);
     out->kind = m->kind;
     out->topic = m->topic;
     error_from_pb(m->error, &out->error);
@@ -525,9 +523,7 @@ int store_incident_decode(const void *buf, size_t len, store_incident *out)
 
 void store_incident_clear(store_incident *r)
 {
-    if (r->owner != NULL)
-        berth__v1__store__incident__free_unpacked(r->owner, NULL);
-    memset(r, 0, sizeof(*r));
+    record_clear(r, sizeof(*r), r->owner, NULL);
 }
 
 /* ---- Instance ---- */
@@ -539,57 +535,34 @@ int store_instance_encode(const store_instance *r, store_buf *out)
     pb_headers hs;
     if (headers_to_pb(r->result_headers, r->n_result_headers, &hs) != BERTH_OK)
         return BERTH_ENOMEM;
-    m.has_id = 1;
-    m.id.data = (uint8_t *)r->id;
-    m.id.len = BERTH_ID_LEN;
-    m.has_state = 1;
-    m.state = (Berth__V1__Store__Instance__State)r->state;
+    PB_SET(m, id, id_to_pb(r->id));
+    PB_SET(m, state, (Berth__V1__Store__Instance__State)r->state);
     m.topic = (char *)r->topic;
-    m.has_attempt = 1;
-    m.attempt = r->attempt;
-    m.has_created_at_ms = 1;
-    m.created_at_ms = r->created_at_ms;
+    PB_SET(m, attempt, r->attempt);
+    PB_SET(m, created_at_ms, r->created_at_ms);
     m.has_timer_at_ms = r->timer_at_ms != 0;
     m.timer_at_ms = r->timer_at_ms;
-    if (r->has_current) {
-        m.has_current_id = 1;
-        m.current_id.data = (uint8_t *)r->current_id;
-        m.current_id.len = BERTH_ID_LEN;
-    }
+    if (r->has_current)
+        PB_SET(m, current_id, id_to_pb(r->current_id));
     if (r->has_retry) {
-        m.has_has_retry = 1;
-        m.has_retry = 1;
-        m.has_timeout_ms = 1;
-        m.timeout_ms = r->timeout_ms;
-        m.has_max_attempts = 1;
-        m.max_attempts = r->max_attempts;
-        m.has_initial_backoff_ms = 1;
-        m.initial_backoff_ms = r->initial_backoff_ms;
-        m.has_max_backoff_ms = 1;
-        m.max_backoff_ms = r->max_backoff_ms;
-        m.has_multiplier = 1;
-        m.multiplier = r->multiplier;
+        PB_SET(m, has_retry, 1);
+        PB_SET(m, timeout_ms, r->timeout_ms);
+        PB_SET(m, max_attempts, r->max_attempts);
+        PB_SET(m, initial_backoff_ms, r->initial_backoff_ms);
+        PB_SET(m, max_backoff_ms, r->max_backoff_ms);
+        PB_SET(m, multiplier, r->multiplier);
         m.n_non_retryable_codes = r->n_non_retryable_codes;
         m.non_retryable_codes = (char **)r->non_retryable_codes;
     }
-    if (r->request != NULL) {
-        m.has_request = 1;
-        m.request.data = (uint8_t *)r->request;
-        m.request.len = r->request_len;
-    }
-    if (r->dedup_key != NULL) {
-        m.has_dedup_key = 1;
-        m.dedup_key.data = (uint8_t *)r->dedup_key;
-        m.dedup_key.len = r->dedup_key_len;
-    }
+    if (r->request != NULL)
+        PB_SET(m, request, bytes_to_pb(r->request, r->request_len));
+    if (r->dedup_key != NULL)
+        PB_SET(m, dedup_key, bytes_to_pb(r->dedup_key, r->dedup_key_len));
     m.has_ended_at_ms = r->ended_at_ms != 0;
     m.ended_at_ms = r->ended_at_ms;
     if (r->has_result) {
-        m.has_has_result = 1;
-        m.has_result = 1;
-        m.has_result_payload = 1;
-        m.result_payload.data = (uint8_t *)r->result_payload;
-        m.result_payload.len = r->result_payload_len;
+        PB_SET(m, has_result, 1);
+        PB_SET(m, result_payload, bytes_to_pb(r->result_payload, r->result_payload_len));
         m.result_content_type = (char *)r->result_content_type;
         m.n_result_headers = r->n_result_headers;
         m.result_headers = hs.p;
@@ -598,7 +571,7 @@ int store_instance_encode(const store_instance *r, store_buf *out)
     m.has_deployment = r->deployment != 0;
     m.deployment = r->deployment;
     int rv = pack(&m.base, out);
-    headers_release(&hs);
+    headers_fini(&hs);
     return rv;
 }
 
@@ -610,15 +583,11 @@ int store_instance_decode(const void *buf, size_t len, store_instance *out)
         return BERTH_ECORRUPT;
     if (!m->has_id || !id_from_pb(m->id, out->id) || m->topic == NULL ||
         (int)m->state < STORE_INSTANCE_WAITING || (int)m->state > STORE_INSTANCE_FAILED ||
-        (m->has_current_id && !id_from_pb(m->current_id, out->current_id))) {
-        berth__v1__store__instance__free_unpacked(m, NULL);
-        return BERTH_ECORRUPT;
-    }
+        (m->has_current_id && !id_from_pb(m->current_id, out->current_id)))
+        return unpacked_fail(&m->base, BERTH_ECORRUPT);
     store_header *hs;
-    if (headers_from_pb(m->result_headers, m->n_result_headers, &hs) != BERTH_OK) {
-        berth__v1__store__instance__free_unpacked(m, NULL);
-        return BERTH_ENOMEM;
-    }
+    if (headers_from_pb(m->result_headers, m->n_result_headers, &hs) != BERTH_OK)
+        return unpacked_fail(&m->base, BERTH_ENOMEM);
     out->state = m->state;
     out->topic = m->topic;
     out->attempt = m->attempt;
@@ -656,11 +625,7 @@ int store_instance_decode(const void *buf, size_t len, store_instance *out)
 
 void store_instance_clear(store_instance *r)
 {
-    if (r->owner != NULL) {
-        free((void *)r->result_headers);
-        berth__v1__store__instance__free_unpacked(r->owner, NULL);
-    }
-    memset(r, 0, sizeof(*r));
+    record_clear(r, sizeof(*r), r->owner, r->result_headers);
 }
 
 /* ---- Deployment ---- */
@@ -685,14 +650,11 @@ int store_deployment_encode(const store_deployment *r, store_buf *out)
         cp[i] = &cs[i];
     }
     m.id = (char *)r->id;
-    m.has_version = 1;
-    m.version = r->version;
-    m.has_state = 1;
-    m.state = (Berth__V1__Store__Deployment__State)r->state;
+    PB_SET(m, version, r->version);
+    PB_SET(m, state, (Berth__V1__Store__Deployment__State)r->state);
     m.n_channels = r->n_channels;
     m.channels = cp;
-    m.has_created_at_ms = 1;
-    m.created_at_ms = r->created_at_ms;
+    PB_SET(m, created_at_ms, r->created_at_ms);
     m.has_retired_at_ms = r->retired_at_ms != 0;
     m.retired_at_ms = r->retired_at_ms;
     rv = pack(&m.base, out);
@@ -713,10 +675,8 @@ int store_deployment_decode(const void *buf, size_t len, store_deployment *out)
     for (size_t i = 0; ok && i < m->n_channels; i++)
         ok = m->channels[i]->name != NULL;
     store_channel *cs = ok ? calloc(m->n_channels ? m->n_channels : 1, sizeof(*cs)) : NULL;
-    if (cs == NULL) {
-        berth__v1__store__deployment__free_unpacked(m, NULL);
-        return ok ? BERTH_ENOMEM : BERTH_ECORRUPT;
-    }
+    if (cs == NULL)
+        return unpacked_fail(&m->base, ok ? BERTH_ENOMEM : BERTH_ECORRUPT);
     for (size_t i = 0; i < m->n_channels; i++) {
         const Berth__V1__Store__Channel *c = m->channels[i];
         cs[i] = (store_channel){
@@ -740,9 +700,5 @@ int store_deployment_decode(const void *buf, size_t len, store_deployment *out)
 
 void store_deployment_clear(store_deployment *r)
 {
-    if (r->owner != NULL) {
-        free((void *)r->channels);
-        berth__v1__store__deployment__free_unpacked(r->owner, NULL);
-    }
-    memset(r, 0, sizeof(*r));
+    record_clear(r, sizeof(*r), r->owner, r->channels);
 }

@@ -1,15 +1,17 @@
 /*
  * records.h — the store's record types and their codecs.
  *
- * The values of the tasks, outbox, instances and incidents column families are
- * protobuf messages (proto/berth/v1/store.proto); this is the only place
- * that sees the generated code. Callers work with the plain structs below.
+ * The values of the tasks, outbox, instances, incidents and deployments
+ * column families are protobuf messages (proto/berth/v1/store.proto);
+ * this is the only place that sees the generated code. Callers work with
+ * the plain structs below.
  *
  * OWNERSHIP
  *   Encoding borrows every pointer in the struct and writes the bytes into
  *   a store_buf the caller owns and may reuse (its previous content is
- *   replaced). Decoding fills the struct with pointers into one allocation
- *   held by `owner`; release it with the matching *_clear(), which is a
+ *   replaced). Decoding fills the struct with pointers into the unpacked
+ *   message held by `owner` (and into an array beside it, for headers or
+ *   channels); free them with the matching *_clear(), which is a
  *   no-op on a zeroed struct. A struct built by hand for encoding has
  *   owner == NULL and must not be passed to *_clear().
  *
@@ -70,7 +72,7 @@ typedef struct store_body {
 #define STORE_PRIORITY_ABSENT 1024u
 
 typedef struct store_task_state {
-    uint64_t available_at_ms; /* a failure's backoff ends here */
+    uint64_t available_at_ms; /* not fetchable before: its delay's or a backoff's end */
     const char *worker_id;    /* last claim's worker; NULL if never claimed */
     bool has_lock_token;      /* false if never claimed */
     uint8_t lock_token[BERTH_ID_LEN];

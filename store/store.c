@@ -1,12 +1,15 @@
 /*
  * store.c — RocksDB behind the store.h API.
  *
- * OPENING
- *   Existing column families are listed first and all of them opened
- *   (RocksDB refuses a read-write open that leaves one out); missing ones of
- *   ours are created. Then the format version in `meta` is checked, or
- *   written into a new store in its own synced batch. A database that
- *   exists without `meta` is another program's: refused, untouched.
+ * OPENING (store_open, a step a function)
+ *   The directory is made, or must hold a store already (must_exist).
+ *   The options are set: the database's, then each family's (TUNING).
+ *   Existing column families are listed and all of them opened (RocksDB
+ *   refuses a read-write open that leaves one out); missing ones of ours
+ *   are created. A database that exists without `meta` is another
+ *   program's: refused, untouched. Then the format version in `meta` is
+ *   checked, upgraded, or written into a new store, in its own synced
+ *   batch (check_format).
  *
  * TUNING
  *   tasks and outbox are queue-shaped (every row is deleted soon after it
@@ -211,14 +214,14 @@ static int check_format(store *s, char *err, size_t errlen)
     return BERTH_OK;
 }
 
-int store_open(const char *dir, const store_options *o, store **out, char *err, size_t errlen)
+/* ---- opening, a step at a time ---- */
+
+/* The directory: one that must hold a store already (o->must_exist) is
+ * one with RocksDB's CURRENT file; otherwise it is made, with its
+ * parents. */
+static int open_dir(const char *dir, bool must_exist, char *err, size_t errlen)
 {
-    *out = NULL;
-    if (o->dedup_horizon_ms == 0 || o->now_ms == NULL) {
-        set_err(err, errlen, "store options: a dedup horizon and a clock are required");
-        return BERTH_EINVAL;
-    }
-    if (o->must_exist) {
+    if (must_exist) {
         struct stat st;
         char current[PATH_MAX];
         snprintf(current, sizeof(current), "%s/CURRENT", dir);
@@ -230,15 +233,14 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
         set_err(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         return BERTH_EIO;
     }
-    store *s = calloc(1, sizeof(*s));
-    if (s == NULL)
-        return BERTH_ENOMEM;
-    s->dedup = (dedup_filter){o->dedup_horizon_ms, o->now_ms, o->now_ctx};
-    pthread_mutex_init(&s->gate_mu, NULL);
-    pthread_cond_init(&s->gate_cv, NULL);
+    return BERTH_OK;
+}
 
+/* The database's options, which every family's start from. */
+static void set_db_options(store *s, bool must_exist)
+{
     s->db_opts = rocksdb_options_create();
-    rocksdb_options_set_create_if_missing(s->db_opts, !o->must_exist);
+    rocksdb_options_set_create_if_missing(s->db_opts, !must_exist);
     rocksdb_options_set_create_missing_column_families(s->db_opts, 1);
     rocksdb_options_increase_parallelism(s->db_opts, 2);
     rocksdb_options_set_max_background_jobs(s->db_opts, 2);
@@ -262,7 +264,12 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
     rocksdb_options_set_wal_recovery_mode(s->db_opts, 0 /* kTolerateCorruptedTailRecords */);
     store_options_zeroed_logs(s->db_opts);
     store_options_log_to_stderr(s->db_opts);
+}
 
+/* Each family's options (TUNING): the table format with its bloom filter
+ * and block cache, shared, and what each family adds. */
+static void set_family_options(store *s)
+{
     s->cache = rocksdb_cache_create_lru(64u << 20);
     s->table_opts = rocksdb_block_based_options_create();
     s->bloom = rocksdb_filterpolicy_create_bloom(10);
@@ -283,51 +290,68 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
             store_options_insert_hints(co, 7);
         s->cf_opts[i] = co;
     }
+}
 
-    /* Every family already on disk must be opened, ours or not. */
+/* A family on disk that is neither ours nor RocksDB's default. */
+static bool is_extra_family(const char *name)
+{
+    return cf_index(name) < 0 && strcmp(name, "default") != 0;
+}
+
+/* The families already on disk, every one of which must be opened (ours
+ * or not: RocksDB refuses a read-write open that leaves one out); none
+ * (*names NULL) where there is no database yet. Another program's
+ * database is refused (BERTH_EFORMAT). The caller destroys the list. */
+static int list_families(store *s, const char *dir, char ***names, size_t *n, char *err,
+                         size_t errlen)
+{
     char *rerr = NULL;
-    size_t n_existing = 0;
-    char **existing = rocksdb_list_column_families(s->db_opts, dir, &n_existing, &rerr);
+    *n = 0;
+    *names = rocksdb_list_column_families(s->db_opts, dir, n, &rerr);
     if (rerr != NULL) { /* no database yet (the empty list is allocated all the same) */
         rocksdb_free(rerr);
-        rerr = NULL;
-        if (existing != NULL)
-            rocksdb_list_column_families_destroy(existing, 0);
-        existing = NULL;
-        n_existing = 0;
+        if (*names != NULL)
+            rocksdb_list_column_families_destroy(*names, 0);
+        *names = NULL;
+        *n = 0;
     }
-    size_t n_extra = 0;
-    for (size_t i = 0; i < n_existing; i++)
-        if (cf_index(existing[i]) < 0 && strcmp(existing[i], "default") != 0)
-            n_extra++;
     /* A database without berth's meta family is another program's: berth
      * would otherwise add its families to it and write into it. */
     bool has_meta = false;
-    for (size_t i = 0; i < n_existing; i++)
-        has_meta |= cf_index(existing[i]) == STORE_CF_META;
-    if (n_existing > 0 && !has_meta) {
-        rocksdb_list_column_families_destroy(existing, n_existing);
+    for (size_t i = 0; i < *n; i++)
+        has_meta |= cf_index((*names)[i]) == STORE_CF_META;
+    if (*n > 0 && !has_meta) {
+        rocksdb_list_column_families_destroy(*names, *n);
+        *names = NULL;
+        *n = 0;
         set_err(err, errlen,
                 "%s holds a RocksDB database that is not a berth store (it has no \"%s\" "
                 "column family); refusing to write into it",
                 dir, cf_names[STORE_CF_META]);
-        store_close(s);
         return BERTH_EFORMAT;
     }
+    return BERTH_OK;
+}
 
+/* Opens the database with the default family, ours (created if missing)
+ * and the n_existing found on disk that are not ours (kept open, unused,
+ * in s->extra_cf). */
+static int open_families(store *s, const char *dir, char **existing, size_t n_existing, char *err,
+                         size_t errlen)
+{
+    size_t n_extra = 0;
+    for (size_t i = 0; i < n_existing; i++)
+        if (is_extra_family(existing[i]))
+            n_extra++;
     size_t n = 1 + STORE_CF_COUNT + n_extra;
     const char **names = calloc(n, sizeof(*names));
     const rocksdb_options_t **opts = calloc(n, sizeof(*opts));
     rocksdb_column_family_handle_t **handles = calloc(n, sizeof(*handles));
     s->extra_cf = calloc(n_extra ? n_extra : 1, sizeof(*s->extra_cf));
+    int rv = BERTH_OK;
     if (names == NULL || opts == NULL || handles == NULL || s->extra_cf == NULL) {
-        free(names);
-        free(opts);
-        free(handles);
-        if (existing)
-            rocksdb_list_column_families_destroy(existing, n_existing);
-        store_close(s);
-        return BERTH_ENOMEM;
+        rv = BERTH_ENOMEM;
+        goto done;
     }
     names[0] = "default";
     opts[0] = s->db_opts;
@@ -337,23 +361,18 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
     }
     size_t k = 1 + STORE_CF_COUNT;
     for (size_t i = 0; i < n_existing; i++)
-        if (cf_index(existing[i]) < 0 && strcmp(existing[i], "default") != 0) {
+        if (is_extra_family(existing[i])) {
             names[k] = existing[i];
             opts[k] = s->db_opts;
             k++;
         }
 
+    char *rerr = NULL;
     s->db = rocksdb_open_column_families(s->db_opts, dir, (int)n, names, opts, handles, &rerr);
-    if (existing)
-        rocksdb_list_column_families_destroy(existing, n_existing);
     if (rerr != NULL) {
-        take_error(s, &rerr, BERTH_EIO);
+        rv = take_error(s, &rerr, BERTH_EIO);
         set_err(err, errlen, "cannot open the store in %s: %s", dir, s->last_error);
-        free(names);
-        free(opts);
-        free(handles);
-        store_close(s);
-        return BERTH_EIO;
+        goto done;
     }
     rocksdb_column_family_handle_destroy(handles[0]); /* default: unused */
     for (int i = 0; i < STORE_CF_COUNT; i++)
@@ -361,16 +380,53 @@ int store_open(const char *dir, const store_options *o, store **out, char *err, 
     for (size_t i = 0; i < n_extra; i++)
         s->extra_cf[i] = handles[1 + STORE_CF_COUNT + i];
     s->n_extra_cf = n_extra;
+done:
     free(names);
     free(opts);
     free(handles);
+    return rv;
+}
 
+/* How the store writes (synced, or appended) and reads. */
+static void set_io_options(store *s)
+{
     s->wo_sync = rocksdb_writeoptions_create();
     rocksdb_writeoptions_set_sync(s->wo_sync, 1);
     s->wo_append = rocksdb_writeoptions_create();
     s->ro = rocksdb_readoptions_create();
+}
 
-    int rv = check_format(s, err, errlen);
+int store_open(const char *dir, const store_options *o, store **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (o->dedup_horizon_ms == 0 || o->now_ms == NULL) {
+        set_err(err, errlen, "store options: a dedup horizon and a clock are required");
+        return BERTH_EINVAL;
+    }
+    int rv = open_dir(dir, o->must_exist, err, errlen);
+    if (rv != BERTH_OK)
+        return rv;
+    store *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return BERTH_ENOMEM;
+    s->dedup = (dedup_filter){o->dedup_horizon_ms, o->now_ms, o->now_ctx};
+    pthread_mutex_init(&s->gate_mu, NULL);
+    pthread_cond_init(&s->gate_cv, NULL);
+
+    set_db_options(s, o->must_exist);
+    set_family_options(s);
+    char **existing;
+    size_t n_existing;
+    rv = list_families(s, dir, &existing, &n_existing, err, errlen);
+    if (rv == BERTH_OK) {
+        rv = open_families(s, dir, existing, n_existing, err, errlen);
+        if (existing != NULL)
+            rocksdb_list_column_families_destroy(existing, n_existing);
+    }
+    if (rv == BERTH_OK) {
+        set_io_options(s);
+        rv = check_format(s, err, errlen);
+    }
     if (rv != BERTH_OK) {
         store_close(s);
         return rv;

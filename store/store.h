@@ -12,18 +12,19 @@
  *
  * THREADS
  *   One writer: the engine thread owns the store and every batch. Only
- *   store_sync(), the failpoint setters and the clock passed in
- *   store_options may be touched from elsewhere (the clock is called from
- *   RocksDB's compaction threads and must be thread-safe).
+ *   store_sync(), the failpoint setters, store_hold_syncs(),
+ *   store_syncs_waiting() and the clock passed in store_options may be
+ *   touched from elsewhere (the clock is called from RocksDB's compaction
+ *   threads and must be thread-safe).
  *
  * DURABILITY
  *   store_write() writes one batch atomically with sync = 1: when it
  *   returns BERTH_OK the batch is on disk, fsynced. store_append() applies
  *   it atomically without touching the disk (it waits in RocksDB's WAL
  *   buffer): reads see it at once, and it is on disk once a store_sync()
- *   that began after it returned has returned BERTH_OK. One sync serves every append before it,
- * which is how a writer keeps working while the disk flushes. A batch whose write failed was not
- * applied at all.
+ *   that began after it returned has returned BERTH_OK. One sync serves
+ *   every append before it, which is how a writer keeps working while the
+ *   disk flushes. A batch whose write failed was not applied at all.
  *
  * The key and record layouts are specified in keys.h and records.h.
  */
@@ -102,7 +103,7 @@ int store_sync(store *s, char *err, size_t errlen);
 
 /* ---- reads ---- */
 typedef struct store_value {
-    char *data; /* owned: release with store_value_free */
+    char *data; /* owned: free with store_value_free */
     size_t len;
 } store_value;
 

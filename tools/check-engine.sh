@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Checks two rules of engine/ that the compiler does not:
+# Checks three rules of engine/ that the compiler does not:
 #   1. Its files call each other in one direction. Every function is
 #      declared in the header of the file that defines it, so a call needs
 #      an include: the includes between modules (X.c and X.h are module X)
 #      must form no cycle.
 #   2. Every global symbol of the engine library carries the prefix of the
 #      module that defines it; engine_ is only for the public API (engine.h, clock.h).
+#   3. The include map in engine/engine.h (between the lines "include map
+#      begin" and "include map end", one "module -> modules it includes"
+#      a line) is the include graph exactly: every module has a line, every
+#      include between modules is in the map, and every edge of the map is
+#      an include.
 #
 #   tools/check-engine.sh LIBBERTH_ENGINE.a
 set -euo pipefail
+export LC_ALL=C
 cd "$(dirname "$0")/.."
 lib=${1:?usage: check-engine.sh path/to/libberth_engine.a}
 fail=0
@@ -35,7 +41,42 @@ while read -r obj sym; do
   esac
 done < <(nm -A -g --defined-only "$lib" | awk -F'[: ]+' 'NF>=4 {print $2, $NF}')
 
+# 3. The map: its lines as "module target..." ("(none)": a leaf); a line
+# that does not read so comes out as "! line".
+map=engine/engine.h
+parsed=$(awk '
+    /^[ \t]*\*[ \t]*include map begin[ \t]*$/ { inside = 1; begun = 1; next }
+    /^[ \t]*\*[ \t]*include map end[ \t]*$/   { inside = 0; ended = 1; next }
+    inside {
+      sub(/^[ \t]*\*[ \t]*/, "")
+      if ($0 == "") next
+      if ($2 != "->" || $1 !~ /^[a-z0-9_]+$/) { print "! " $0; next }
+      line = $1
+      for (i = 3; i <= NF; i++) if ($i != "(none)") line = line " " $i
+      print line
+    }
+    END { if (!begun || !ended) print "! (no \"include map begin\" ... \"include map end\" lines)" }' "$map")
+while read -r bad; do
+  [ -n "$bad" ] && { echo "$map: include map: cannot read \"${bad#! }\" (module -> modules)" >&2; fail=1; }
+done < <(grep '^!' <<<"$parsed" || true)
+maplines=$(grep -v '^!' <<<"$parsed" || true)
+modules=$(for f in engine/*.c engine/*.h; do basename "${f%.*}"; done | sort -u)
+mapped=$(awk 'NF { print $1 }' <<<"$maplines" | sort -u)
+mapedges=$(awk '{ for (i = 2; i <= NF; i++) if ($i != $1) print $1, $i }' <<<"$maplines" | sort -u)
+while read -r m; do
+  [ -n "$m" ] && { echo "$map: include map: module $m (engine/$m.c or .h) has no line (a leaf: \"$m -> (none)\")" >&2; fail=1; }
+done < <(comm -23 <(echo "$modules") <(echo "$mapped"))
+while read -r m; do
+  [ -n "$m" ] && { echo "$map: include map: $m is no engine module (no engine/$m.c or .h)" >&2; fail=1; }
+done < <(comm -13 <(echo "$modules") <(echo "$mapped"))
+while read -r from to; do
+  [ -n "$from" ] && { echo "$map: include map: the map lacks $from -> $to (engine/$from.c or .h includes engine/$to.h)" >&2; fail=1; }
+done < <(comm -23 <(echo "$edges") <(echo "$mapedges"))
+while read -r from to; do
+  [ -n "$from" ] && { echo "$map: include map: $from -> $to is no include (neither engine/$from.c nor .h includes engine/$to.h)" >&2; fail=1; }
+done < <(comm -13 <(echo "$edges") <(echo "$mapedges"))
+
 if [ "$fail" = 0 ]; then
-  echo "engine/: $(wc -l <<<"$edges") include edges, no cycle; every global symbol prefixed"
+  echo "engine/: $(wc -l <<<"$edges") include edges, no cycle, all in engine.h's map and no more; every global symbol prefixed"
 fi
 exit "$fail"
