@@ -1,5 +1,5 @@
 /* calls.h — await_call, and the calls' clock: timers and retention
- * (DESIGN §3). Engine thread. */
+ * (engine/README.md, "Calls"). Engine thread. */
 #ifndef BERTH_ENGINE_CALLS_H
 #define BERTH_ENGINE_CALLS_H
 

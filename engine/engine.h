@@ -225,7 +225,7 @@ typedef struct engine_submit_args {
     uint32_t priority;
 } engine_submit_args;
 
-/* A call's own retry policy (the second budget, DESIGN §3). Omitted
+/* A call's own retry policy (the second budget, engine/README.md, "Calls"). Omitted
  * fields take the defaults: max_attempts 1, the operator's backoff, a
  * multiplier of 2. */
 typedef struct engine_retry_policy {
@@ -725,7 +725,7 @@ typedef struct engine_options {
     uint32_t waits_max;           /* in all */
     uint32_t waits_per_owner_max; /* of one owner (a connection) */
 
-    /* Calls (DESIGN §3): ceilings of a call's retry policy, and how long an
+    /* Calls (engine/README.md, "Calls"): ceilings of a call's retry policy, and how long an
      * ended instance stays to be awaited. */
     uint64_t call_timeout_max_ms;
     uint32_t call_attempts_max;
@@ -743,7 +743,7 @@ typedef struct engine_options {
     void *event_ctx;
 } engine_options;
 
-/* The operator defaults of DESIGN §3. */
+/* The operator defaults (ARCHITECTURE.md, "Operating"). */
 void engine_options_default(engine_options *o);
 /* BERTH_EINVAL when the options contradict themselves (a default over its
  * ceiling, a zero default lock, ...); msg names the setting by its flag

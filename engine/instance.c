@@ -1,5 +1,5 @@
 /*
- * instance.c — a call's instance: the second budget (DESIGN §3, R12, R13).
+ * instance.c — a call's instance: the second budget (engine/README.md, "Calls", R12, R13).
  *
  * A call is a submit plus an instance. The instance waits for the outcome
  * of its attempts: a worker's completion (RESOLVED with the result) or
@@ -288,7 +288,7 @@ static int redrive(engine *e, instance *i)
     return instance_put(e, i);
 }
 
-/* A failed attempt (DESIGN §3: its timeout, or its request poisoned):
+/* A failed attempt (engine/README.md, "Calls": its timeout, or its request poisoned):
  * back off before the next one, or FAIL with err when none is left. */
 static int attempt_failed(engine *e, instance *i, const engine_error *err)
 {

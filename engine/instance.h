@@ -1,5 +1,5 @@
 /*
- * instance.h — a call's instance: its rows, its timer, its end (DESIGN §3,
+ * instance.h — a call's instance: its rows, its timer, its end (engine/README.md, "Calls",
  * R12, R13). See instance.c. Engine thread only; writes go into the
  * turn's batch, and those that change memory and then fail call
  * turn_fail().

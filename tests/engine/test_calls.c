@@ -1,4 +1,4 @@
-/* Calls (DESIGN §3, R9, R12, R13): a caller awaits a worker's answer, and
+/* Calls (engine/README.md, "Calls", R9, R12, R13): a caller awaits a worker's answer, and
  * its own retry policy is a second budget beside the worker's. */
 #include <math.h>
 #include <stdio.h>

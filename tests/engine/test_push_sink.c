@@ -1,4 +1,4 @@
-/* Push sinks (R4 for pushes, DESIGN §5): sent once durable, answered
+/* Push sinks (R4 for pushes, ARCHITECTURE.md, "Wire"): sent once durable, answered
  * DELIVERED, RETRY or REJECT, timed out, bounded in flight, and calls
  * resolved by what receivers answer. The receiver is the harness. */
 #include <stdio.h>

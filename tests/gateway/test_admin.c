@@ -1,4 +1,4 @@
-/* The admin surface over a real socket (R11, R16, DESIGN §5): its
+/* The admin surface over a real socket (R11, R16, ARCHITECTURE.md, "Wire"): its
  * methods, its credentials, its boot rules, and the CLI on it. */
 #include <pthread.h>
 #include <stdarg.h>

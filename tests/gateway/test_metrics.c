@@ -1,4 +1,4 @@
-/* /metrics and /healthz (DESIGN §7): the families by their names, and
+/* /metrics and /healthz (ARCHITECTURE.md, "Operating"): the families by their names, and
  * counters that move by exactly what was done. */
 #include <arpa/inet.h>
 #include <stdio.h>

@@ -93,7 +93,7 @@ const char *bc_strerror(int rv);
  * 32 to 4096 of them (free() it). */
 int bc_admin_key_load(const char *path, uint8_t **key, size_t *len, char *err, size_t errlen);
 /* Encodes req (its method; its credentials are ignored) into out, signed
- * with key at ts_ms as DESIGN §5 says: the method field as encoded, then
+ * with key at ts_ms as ARCHITECTURE.md ("Wire") says: the method field as encoded, then
  * Credentials{ts_ms, auth = HMAC-SHA256(key, ts_ms big-endian || those
  * bytes)}. key NULL: unsigned. Returns the length, 0 if cap is short. */
 size_t bc_admin_sign(const Berth__V1__AdminRequest *req, const uint8_t *key, size_t keylen,

@@ -44,7 +44,7 @@ static int timeout_of(const bc_worker *w)
     if (w->timeout_ms > 0)
         return w->timeout_ms;
     /* berthd's wait, and some: its default (wait_ms 0) stays under nng's
-     * 60 s REQ resend (DESIGN §9). */
+     * 60 s REQ resend (ARCHITECTURE.md, "Pitfalls"). */
     uint64_t wait = w->wait_ms ? w->wait_ms : 60000;
     return wait > 3600000 ? 3610000 : (int)wait + 10000;
 }

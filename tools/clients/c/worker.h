@@ -1,7 +1,7 @@
 /*
  * worker.h — the worker loop of the C client: long-poll, hand each task to
  * a handler, and send its completion with the next fetch (one round trip
- * and one sync per batch of tasks, DESIGN §5 "fetch may carry completes").
+ * and one sync per batch of tasks, ARCHITECTURE.md, "Wire": fetch may carry completes).
  *
  *   bc_worker w = {.worker_id = "w1", .topics = topics, .n_topics = 1,
  *                  .work = handle, .ctx = &state, .stop = &stopping};

@@ -1,4 +1,4 @@
-// SP's REQ protocol over a stream socket, as nng speaks it (DESIGN §5,
+// SP's REQ protocol over a stream socket, as nng speaks it (ARCHITECTURE.md, "Wire",
 // "SP over TCP"): each side first sends 8 bytes, 00 53 50 00, its
 // protocol (REQ 0x0030, REP 0x0031, big endian), 00 00; then every message
 // is a 64-bit big-endian length and that many bytes. A request begins with
