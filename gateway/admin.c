@@ -1,5 +1,7 @@
-/* admin.c — see admin.h. start() runs on nng's threads, encode() on the
- * engine's commit thread. */
+/* admin.c — see admin.h. begin() runs on the server's thread (nng's, or
+ * berth's own loop), encode() on the engine's commit thread. The
+ * AdminResponse is encoded as the operate Response is (convert.h
+ * ENVELOPES): a table of each method's member and its fill. */
 #include "gateway/admin.h"
 
 #include <arpa/inet.h>
@@ -259,16 +261,17 @@ static int authenticate(const gw_admin *a, const Berth__V1__AdminRequest *req, c
 
 /* ---- the codec ---- */
 
-typedef struct admin_call {
-    Berth__V1__AdminRequest *req;
+/* One admin request (the codec's call). */
+typedef struct gw_admin_call {
+    Berth__V1__AdminRequest *req; /* unpacked; ereq points into it */
     engine_request ereq;
     const gw_admin *a;
     gw_arena arena;
-} admin_call;
+} gw_admin_call;
 
-static void admin_init(void *call)
+static void call_init(void *call)
 {
-    memset(call, 0, sizeof(admin_call));
+    memset(call, 0, sizeof(gw_admin_call));
 }
 
 static int refuse(engine_status *st, engine_code code, const char *why)
@@ -312,8 +315,8 @@ static int map_deploy(const Berth__V1__DeployRequest *d, engine_request *out, gw
 }
 
 /* The engine request for the method, or BERTH_EINVAL with the status. */
-static int admin_map(const Berth__V1__AdminRequest *m, engine_request *out, gw_arena *a,
-                     engine_status *st)
+static int request_map(const Berth__V1__AdminRequest *m, engine_request *out, gw_arena *a,
+                       engine_status *st)
 {
     memset(out, 0, sizeof(*out));
     switch (m->method_case) {
@@ -383,11 +386,10 @@ static int admin_map(const Berth__V1__AdminRequest *m, engine_request *out, gw_a
     }
 }
 
-static int admin_start(const void *ctx, void *call, engine *e, uint64_t owner, const void *data,
-                       size_t len, size_t max_msg, engine_done_fn done, void *arg,
-                       engine_status *st)
+static int call_begin(const void *ctx, void *call, engine *e, uint64_t owner, const void *data,
+                      size_t len, size_t max_msg, engine_done_fn done, void *arg, engine_status *st)
 {
-    admin_call *c = call;
+    gw_admin_call *c = call;
     c->a = ctx;
     memset(st, 0, sizeof(*st));
     if (len > max_msg) {
@@ -405,7 +407,7 @@ static int admin_start(const void *ctx, void *call, engine *e, uint64_t owner, c
     if (rv == BERTH_OK)
         rv = gw_text_check(&berth__v1__admin_request__descriptor, data, len, true, st);
     if (rv == BERTH_OK)
-        rv = admin_map(c->req, &c->ereq, &c->arena, st);
+        rv = request_map(c->req, &c->ereq, &c->arena, st);
     if (rv != BERTH_OK)
         return rv;
     c->ereq.owner = owner;
@@ -418,22 +420,9 @@ static int admin_start(const void *ctx, void *call, engine *e, uint64_t owner, c
     return BERTH_OK;
 }
 
-static int pack(const Berth__V1__AdminResponse *resp, nng_msg **out)
+static int status_encode(const engine_status *st, nng_msg **out)
 {
-    size_t n = berth__v1__admin_response__get_packed_size(resp);
-    if (nng_msg_alloc(out, n) != 0)
-        return BERTH_ENOMEM;
-    berth__v1__admin_response__pack(resp, nng_msg_body(*out));
-    return BERTH_OK;
-}
-
-static int admin_encode_status(const engine_status *st, nng_msg **out)
-{
-    Berth__V1__AdminResponse resp = BERTH__V1__ADMIN_RESPONSE__INIT;
-    Berth__V1__Status w;
-    gw_status_to_wire(st, &w);
-    resp.status = &w;
-    return pack(&resp, out);
+    return gw_encode_envelope(&berth__v1__admin_response__descriptor, st, 0, NULL, out);
 }
 
 static Berth__V1__Error *error_to_wire(const engine_error *e, Berth__V1__Error *w)
@@ -512,7 +501,7 @@ static bool deployment_to_wire(const engine_deployment *d, Berth__V1__Deployment
 }
 
 /* The line an operator's change leaves on stderr, once it is durable. */
-static void log_change(const admin_call *c)
+static void log_change(const gw_admin_call *c)
 {
     const char *what = NULL, *id = NULL;
     switch (c->ereq.op) {
@@ -546,178 +535,192 @@ static void log_change(const admin_call *c)
     fprintf(stderr, "berthd: admin: %s %s %s\n", c->a->who, what, id);
 }
 
-static int admin_encode(void *call, const engine_reply *r, nng_msg **out)
-{
-    admin_call *c = call;
-    Berth__V1__AdminResponse resp = BERTH__V1__ADMIN_RESPONSE__INIT;
-    Berth__V1__Status st;
-    gw_status_to_wire(&r->status, &st);
-    resp.status = &st;
-    if (r->status.code != ENGINE_CODE_OK)
-        return pack(&resp, out);
-    log_change(c);
+/* The fill of each method's member (the reply is OK): false, no memory. */
 
-    bool ok = true;
-    gw_arena *a = &c->arena;
-    Berth__V1__GetTaskResponse get = BERTH__V1__GET_TASK_RESPONSE__INIT;
-    Berth__V1__TaskInfo info = BERTH__V1__TASK_INFO__INIT;
-    Berth__V1__Error err = BERTH__V1__ERROR__INIT;
-    Berth__V1__RetryTerminalResponse retry = BERTH__V1__RETRY_TERMINAL_RESPONSE__INIT;
-    Berth__V1__DiscardTerminalResponse discard = BERTH__V1__DISCARD_TERMINAL_RESPONSE__INIT;
-    Berth__V1__RetryDeliveryResponse redeliver = BERTH__V1__RETRY_DELIVERY_RESPONSE__INIT;
-    Berth__V1__ListIncidentsResponse incidents = BERTH__V1__LIST_INCIDENTS_RESPONSE__INIT;
-    Berth__V1__StatsResponse stats = BERTH__V1__STATS_RESPONSE__INIT;
-    Berth__V1__ListTasksResponse list = BERTH__V1__LIST_TASKS_RESPONSE__INIT;
-    Berth__V1__CheckpointResponse checkpoint = BERTH__V1__CHECKPOINT_RESPONSE__INIT;
-    Berth__V1__DeployResponse deploy = BERTH__V1__DEPLOY_RESPONSE__INIT;
-    Berth__V1__RetireResponse retire = BERTH__V1__RETIRE_RESPONSE__INIT;
-    Berth__V1__ListDeploymentsResponse deps = BERTH__V1__LIST_DEPLOYMENTS_RESPONSE__INIT;
-    Berth__V1__Deployment one;
-    switch (r->op) {
-    case ENGINE_OP_DEPLOY:
-    case ENGINE_OP_RETIRE:
-        if (r->op == ENGINE_OP_DEPLOY) {
-            resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_DEPLOY;
-            resp.deploy = &deploy;
-            deploy.deployment = r->n_deployments ? &one : NULL;
-        } else {
-            resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_RETIRE;
-            resp.retire = &retire;
-            retire.deployment = r->n_deployments ? &one : NULL;
-        }
-        ok = r->n_deployments == 0 || deployment_to_wire(&r->deployments[0], &one, a);
-        break;
-    case ENGINE_OP_LIST_DEPLOYMENTS: {
-        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_LIST_DEPLOYMENTS;
-        resp.list_deployments = &deps;
-        size_t n = r->n_deployments;
-        Berth__V1__Deployment *v = n ? gw_arena_alloc(a, n * sizeof(*v)) : NULL;
-        Berth__V1__Deployment **p = n ? gw_arena_alloc(a, n * sizeof(*p)) : NULL;
-        ok = n == 0 || (v && p);
-        for (size_t i = 0; ok && i < n; i++) {
-            ok = deployment_to_wire(&r->deployments[i], &v[i], a);
-            p[i] = &v[i];
-        }
-        deps.n_deployments = ok ? n : 0;
-        deps.deployments = p;
-        break;
-    }
-    case ENGINE_OP_GET_TASK:
-        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_GET_TASK;
-        resp.get_task = &get;
-        get.task = &info;
-        task_info_to_wire(&r->task, &info, &err);
-        break;
-    case ENGINE_OP_LIST_TASKS: {
-        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_LIST_TASKS;
-        resp.list_tasks = &list;
-        size_t n = r->n_infos;
-        Berth__V1__TaskInfo *v = n ? gw_arena_alloc(a, n * sizeof(*v)) : NULL;
-        Berth__V1__TaskInfo **p = n ? gw_arena_alloc(a, n * sizeof(*p)) : NULL;
-        Berth__V1__Error *errs = n ? gw_arena_alloc(a, n * sizeof(*errs)) : NULL;
-        ok = n == 0 || (v && p && errs);
-        for (size_t i = 0; ok && i < n; i++) {
-            berth__v1__task_info__init(&v[i]);
-            task_info_to_wire(&r->infos[i], &v[i], &errs[i]);
-            p[i] = &v[i];
-        }
-        list.n_tasks = ok ? n : 0;
-        list.tasks = p;
-        if (r->next[0] != '\0')
-            list.next_after_id = (char *)r->next;
-        break;
-    }
-    case ENGINE_OP_RETRY_TERMINAL:
-        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_RETRY_TERMINAL;
-        resp.retry_terminal = &retry;
-        break;
-    case ENGINE_OP_DISCARD_TERMINAL:
-        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_DISCARD_TERMINAL;
-        resp.discard_terminal = &discard;
-        break;
-    case ENGINE_OP_RETRY_DELIVERY:
-        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_RETRY_DELIVERY;
-        resp.retry_delivery = &redeliver;
-        break;
-    case ENGINE_OP_CHECKPOINT:
-        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_CHECKPOINT;
-        resp.checkpoint = &checkpoint;
-        checkpoint.dir = (char *)c->ereq.u.checkpoint.dir;
-        break;
-    case ENGINE_OP_LIST_INCIDENTS: {
-        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_LIST_INCIDENTS;
-        resp.list_incidents = &incidents;
-        size_t n = r->n_incidents;
-        Berth__V1__Incident *v = n ? gw_arena_alloc(a, n * sizeof(*v)) : NULL;
-        Berth__V1__Incident **p = n ? gw_arena_alloc(a, n * sizeof(*p)) : NULL;
-        Berth__V1__Error *errs = n ? gw_arena_alloc(a, n * sizeof(*errs)) : NULL;
-        ok = n == 0 || (v && p && errs);
-        for (size_t i = 0; ok && i < n; i++) {
-            const engine_incident *in = &r->incidents[i];
-            berth__v1__incident__init(&v[i]);
-            v[i].id = (char *)in->id;
-            v[i].has_kind = 1;
-            v[i].kind = (Berth__V1__Incident__Kind)in->kind;
-            v[i].subject_id = (char *)in->subject_id;
-            v[i].topic = (char *)in->topic;
-            v[i].error = error_to_wire(&in->error, &errs[i]);
-            v[i].has_at_ms = 1;
-            v[i].at_ms = in->at_ms;
-            p[i] = &v[i];
-        }
-        incidents.n_incidents = ok ? n : 0;
-        incidents.incidents = p;
-        break;
-    }
-    case ENGINE_OP_STATS: {
-        resp.method_case = BERTH__V1__ADMIN_RESPONSE__METHOD_STATS;
-        resp.stats = &stats;
-        const engine_stats *s = &r->stats;
-        stats.has_outbox_pending = 1;
-        stats.outbox_pending = s->outbox_pending;
-        stats.has_poisoned = 1;
-        stats.poisoned = s->poisoned;
-        stats.has_tasks = 1;
-        stats.tasks = s->tasks;
-        stats.has_waiting_fetches = 1;
-        stats.waiting_fetches = s->waiting_fetches;
-        size_t n = r->n_topic_stats;
-        Berth__V1__TopicStats *v = n ? gw_arena_alloc(a, n * sizeof(*v)) : NULL;
-        Berth__V1__TopicStats **p = n ? gw_arena_alloc(a, n * sizeof(*p)) : NULL;
-        ok = n == 0 || (v && p);
-        for (size_t i = 0; ok && i < n; i++) {
-            const engine_topic_stats *t = &r->topic_stats[i];
-            berth__v1__topic_stats__init(&v[i]);
-            v[i].topic = (char *)t->topic;
-            v[i].has_ready = v[i].has_locked = v[i].has_backoff = v[i].has_terminal = 1;
-            v[i].has_delayed = 1;
-            v[i].delayed = t->delayed;
-            v[i].ready = t->ready;
-            v[i].locked = t->locked;
-            v[i].backoff = t->backoff;
-            v[i].terminal = t->terminal;
-            v[i].has_waiting_fetches = 1;
-            v[i].waiting_fetches = t->waiting_fetches;
-            p[i] = &v[i];
-        }
-        stats.n_topics = ok ? n : 0;
-        stats.topics = p;
-        break;
-    }
-    default:
-        break;
-    }
-    if (!ok) {
-        engine_status oom = {.code = ENGINE_CODE_RESOURCE_EXHAUSTED};
-        snprintf(oom.message, sizeof(oom.message), "out of memory encoding the response");
-        return admin_encode_status(&oom, out);
-    }
-    return pack(&resp, out);
+/* The deployment a deploy or a retire answers with (NULL: none). */
+static bool one_deployment(const engine_reply *r, Berth__V1__Deployment **out, gw_arena *a)
+{
+    *out = NULL;
+    if (r->n_deployments == 0)
+        return true;
+    *out = gw_arena_alloc(a, sizeof(**out));
+    return *out != NULL && deployment_to_wire(&r->deployments[0], *out, a);
 }
 
-static void admin_release(void *call)
+static bool fill_deploy(void *member, const engine_reply *r, const engine_request *req, gw_arena *a)
 {
-    admin_call *c = call;
+    (void)req;
+    return one_deployment(r, &((Berth__V1__DeployResponse *)member)->deployment, a);
+}
+
+static bool fill_retire(void *member, const engine_reply *r, const engine_request *req, gw_arena *a)
+{
+    (void)req;
+    return one_deployment(r, &((Berth__V1__RetireResponse *)member)->deployment, a);
+}
+
+static bool fill_list_deployments(void *member, const engine_reply *r, const engine_request *req,
+                                  gw_arena *a)
+{
+    (void)req;
+    Berth__V1__ListDeploymentsResponse *w = member;
+    bool ok = true;
+    size_t n = r->n_deployments;
+    w->deployments =
+        (Berth__V1__Deployment **)gw_arena_array(a, n, sizeof(Berth__V1__Deployment), &ok);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = deployment_to_wire(&r->deployments[i], w->deployments[i], a);
+    w->n_deployments = ok ? n : 0;
+    return ok;
+}
+
+static bool fill_get_task(void *member, const engine_reply *r, const engine_request *req,
+                          gw_arena *a)
+{
+    (void)req;
+    Berth__V1__GetTaskResponse *w = member;
+    Berth__V1__TaskInfo *info = gw_arena_alloc(a, sizeof(*info));
+    Berth__V1__Error *err = gw_arena_alloc(a, sizeof(*err));
+    if (info == NULL || err == NULL)
+        return false;
+    berth__v1__task_info__init(info);
+    berth__v1__error__init(err);
+    task_info_to_wire(&r->task, info, err);
+    w->task = info;
+    return true;
+}
+
+/* n wire items of `size` bytes, each with an Error beside it (errs). */
+static void **with_errors(gw_arena *a, size_t n, size_t size, Berth__V1__Error **errs, bool *ok)
+{
+    void **p = gw_arena_array(a, n, size, ok);
+    *errs = *ok && n > 0 ? gw_arena_alloc(a, n * sizeof(**errs)) : NULL;
+    if (n > 0 && *errs == NULL)
+        *ok = false;
+    return p;
+}
+
+static bool fill_list_tasks(void *member, const engine_reply *r, const engine_request *req,
+                            gw_arena *a)
+{
+    (void)req;
+    Berth__V1__ListTasksResponse *w = member;
+    bool ok = true;
+    size_t n = r->n_infos;
+    Berth__V1__Error *errs;
+    w->tasks = (Berth__V1__TaskInfo **)with_errors(a, n, sizeof(Berth__V1__TaskInfo), &errs, &ok);
+    for (size_t i = 0; ok && i < n; i++) {
+        berth__v1__task_info__init(w->tasks[i]);
+        task_info_to_wire(&r->infos[i], w->tasks[i], &errs[i]);
+    }
+    w->n_tasks = ok ? n : 0;
+    if (r->next[0] != '\0')
+        w->next_after_id = (char *)r->next;
+    return ok;
+}
+
+static bool fill_checkpoint(void *member, const engine_reply *r, const engine_request *req,
+                            gw_arena *a)
+{
+    (void)r, (void)a;
+    ((Berth__V1__CheckpointResponse *)member)->dir = (char *)req->u.checkpoint.dir;
+    return true;
+}
+
+static bool fill_list_incidents(void *member, const engine_reply *r, const engine_request *req,
+                                gw_arena *a)
+{
+    (void)req;
+    Berth__V1__ListIncidentsResponse *w = member;
+    bool ok = true;
+    size_t n = r->n_incidents;
+    Berth__V1__Error *errs;
+    w->incidents =
+        (Berth__V1__Incident **)with_errors(a, n, sizeof(Berth__V1__Incident), &errs, &ok);
+    for (size_t i = 0; ok && i < n; i++) {
+        const engine_incident *in = &r->incidents[i];
+        Berth__V1__Incident *v = w->incidents[i];
+        berth__v1__incident__init(v);
+        v->id = (char *)in->id;
+        v->has_kind = 1;
+        v->kind = (Berth__V1__Incident__Kind)in->kind;
+        v->subject_id = (char *)in->subject_id;
+        v->topic = (char *)in->topic;
+        v->error = error_to_wire(&in->error, &errs[i]);
+        v->has_at_ms = 1;
+        v->at_ms = in->at_ms;
+    }
+    w->n_incidents = ok ? n : 0;
+    return ok;
+}
+
+static void topic_stats_to_wire(const engine_topic_stats *t, Berth__V1__TopicStats *v)
+{
+    berth__v1__topic_stats__init(v);
+    v->topic = (char *)t->topic;
+    v->has_ready = v->has_locked = v->has_backoff = v->has_terminal = 1;
+    v->has_delayed = 1;
+    v->delayed = t->delayed;
+    v->ready = t->ready;
+    v->locked = t->locked;
+    v->backoff = t->backoff;
+    v->terminal = t->terminal;
+    v->has_waiting_fetches = 1;
+    v->waiting_fetches = t->waiting_fetches;
+}
+
+static bool fill_stats(void *member, const engine_reply *r, const engine_request *req, gw_arena *a)
+{
+    (void)req;
+    Berth__V1__StatsResponse *w = member;
+    const engine_stats *s = &r->stats;
+    w->has_outbox_pending = 1;
+    w->outbox_pending = s->outbox_pending;
+    w->has_poisoned = 1;
+    w->poisoned = s->poisoned;
+    w->has_tasks = 1;
+    w->tasks = s->tasks;
+    w->has_waiting_fetches = 1;
+    w->waiting_fetches = s->waiting_fetches;
+    bool ok = true;
+    size_t n = r->n_topic_stats;
+    w->topics = (Berth__V1__TopicStats **)gw_arena_array(a, n, sizeof(Berth__V1__TopicStats), &ok);
+    for (size_t i = 0; ok && i < n; i++)
+        topic_stats_to_wire(&r->topic_stats[i], w->topics[i]);
+    w->n_topics = ok ? n : 0;
+    return ok;
+}
+
+/* Each admin method's member of AdminResponse; NULL fill: an empty one. */
+static const gw_method_out admin_methods[] = {
+    {ENGINE_OP_DEPLOY, BERTH__V1__ADMIN_RESPONSE__METHOD_DEPLOY, fill_deploy},
+    {ENGINE_OP_RETIRE, BERTH__V1__ADMIN_RESPONSE__METHOD_RETIRE, fill_retire},
+    {ENGINE_OP_LIST_DEPLOYMENTS, BERTH__V1__ADMIN_RESPONSE__METHOD_LIST_DEPLOYMENTS,
+     fill_list_deployments},
+    {ENGINE_OP_GET_TASK, BERTH__V1__ADMIN_RESPONSE__METHOD_GET_TASK, fill_get_task},
+    {ENGINE_OP_LIST_TASKS, BERTH__V1__ADMIN_RESPONSE__METHOD_LIST_TASKS, fill_list_tasks},
+    {ENGINE_OP_RETRY_TERMINAL, BERTH__V1__ADMIN_RESPONSE__METHOD_RETRY_TERMINAL, NULL},
+    {ENGINE_OP_DISCARD_TERMINAL, BERTH__V1__ADMIN_RESPONSE__METHOD_DISCARD_TERMINAL, NULL},
+    {ENGINE_OP_RETRY_DELIVERY, BERTH__V1__ADMIN_RESPONSE__METHOD_RETRY_DELIVERY, NULL},
+    {ENGINE_OP_CHECKPOINT, BERTH__V1__ADMIN_RESPONSE__METHOD_CHECKPOINT, fill_checkpoint},
+    {ENGINE_OP_LIST_INCIDENTS, BERTH__V1__ADMIN_RESPONSE__METHOD_LIST_INCIDENTS,
+     fill_list_incidents},
+    {ENGINE_OP_STATS, BERTH__V1__ADMIN_RESPONSE__METHOD_STATS, fill_stats},
+};
+
+static int reply_encode(void *call, const engine_reply *r, nng_msg **out)
+{
+    gw_admin_call *c = call;
+    if (r->status.code == ENGINE_CODE_OK)
+        log_change(c);
+    return gw_encode_method(&berth__v1__admin_response__descriptor, admin_methods,
+                            sizeof(admin_methods) / sizeof(admin_methods[0]), &c->ereq, r,
+                            &c->arena, out);
+}
+
+static void call_fini(void *call)
+{
+    gw_admin_call *c = call;
     if (c->req != NULL)
         berth__v1__admin_request__free_unpacked(c->req, NULL);
     c->req = NULL;
@@ -725,10 +728,10 @@ static void admin_release(void *call)
 }
 
 const gw_codec gw_admin_codec = {
-    .call_size = sizeof(admin_call),
-    .init = admin_init,
-    .start = admin_start,
-    .encode = admin_encode,
-    .encode_status = admin_encode_status,
-    .release = admin_release,
+    .call_size = sizeof(gw_admin_call),
+    .init = call_init,
+    .begin = call_begin,
+    .encode = reply_encode,
+    .encode_status = status_encode,
+    .fini = call_fini,
 };

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/call.h"
+#include "gateway/operate.h"
 
 #define GW_ADMIN_KEY_MIN 32
 

@@ -86,7 +86,8 @@ static const setting settings[] = {
      "how long an ended call can still be awaited"},
     {"max-message-bytes", S_U64, G(max_message_bytes), "ceiling for one request message"},
     {"operate-nng", S_BOOL, G(operate_nng),
-     "serve a tcp:// or ipc:// operate URL with nng's REP socket, not berth's own server"},
+     "serve a tcp://, tls+tcp:// or ipc:// operate URL with nng's REP socket, not berth's own "
+     "server (the admin URL stays on berth's own; ws:// is always nng's)"},
     {"max-connections", S_U32, G(max_connections),
      "operate connections at once; more are closed as they come (0: half the descriptor limit, "
      "at most 10000)"},
@@ -110,7 +111,7 @@ static const setting settings[] = {
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
-void gw_config_default(gw_config *c)
+void gw_config_init(gw_config *c)
 {
     memset(c, 0, sizeof(*c));
     engine_options_default(&c->eng);
@@ -135,7 +136,7 @@ static const setting *find(const char *name, size_t len)
     return NULL;
 }
 
-/* Remembers an allocation of the config's, released by gw_config_free. */
+/* Remembers an allocation of the config's, freed by gw_config_fini. */
 static void *own(gw_config *c, void *p)
 {
     void **v = p ? realloc(c->owned, (c->n_owned + 1) * sizeof(*v)) : NULL;
@@ -154,7 +155,7 @@ static char *keep(gw_config *c, const char *s)
     return own(c, strdup(s));
 }
 
-void gw_config_free(gw_config *c)
+void gw_config_fini(gw_config *c)
 {
     for (size_t i = 0; i < c->n_owned; i++)
         free(c->owned[i]);
@@ -431,7 +432,7 @@ int gw_config_load(gw_config *c, int argc, char **argv, char *err, size_t errlen
 void gw_config_usage(FILE *f)
 {
     gw_config d;
-    gw_config_default(&d);
+    gw_config_init(&d);
     fprintf(f, "usage: berthd [--setting value | --setting=value]...\n\n"
                "Serves berth's operate surface and events over nng, on the embedded store.\n"
                "Every setting also reads from the environment (BERTH_<NAME>) and from a\n"

@@ -37,7 +37,8 @@ typedef struct gw_config {
     const char *tls_key;
     const char *push_tls_ca; /* CAs a push receiver's certificate is checked against */
     uint64_t max_message_bytes;
-    bool operate_nng; /* tcp:// through nng's REP socket, not gateway/sp.c */
+    bool operate_nng; /* the operate URL (tcp://, tls+tcp://, ipc://) on nng's REP socket,
+                         not gateway/sp.c; the admin URL stays on gateway/sp.c */
     uint32_t contexts;
     uint32_t contexts_max;
     uint32_t max_connections;   /* 0: half the descriptor limit, at most 10,000 */
@@ -47,7 +48,7 @@ typedef struct gw_config {
     const char *config_file;
     engine_channel channels[GW_CHANNELS_MAX]; /* --channel, in order */
     size_t n_channels;
-    void **owned; /* what parsing allocated; gw_config_free releases it */
+    void **owned; /* what parsing allocated; gw_config_fini frees it */
     size_t n_owned;
 } gw_config;
 
@@ -57,12 +58,12 @@ enum {
     GW_CONFIG_ERROR = 2, /* the message is in err */
 };
 
-void gw_config_default(gw_config *c);
+void gw_config_init(gw_config *c);
 /* Applies the config file, the environment and argv, then checks. Strings
  * point into argv, the environment or memory kept for the process. */
 int gw_config_load(gw_config *c, int argc, char **argv, char *err, size_t errlen);
 void gw_config_usage(FILE *f);
-/* Releases what gw_config_load allocated (config file values, channels). */
-void gw_config_free(gw_config *c);
+/* Frees what gw_config_load allocated (config file values, channels). */
+void gw_config_fini(gw_config *c);
 
 #endif

@@ -8,6 +8,7 @@
  */
 #include "gateway/convert.h"
 
+#include <assert.h>
 #include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,17 +90,24 @@ HEADERS_FROM(call_headers, Berth__V1__CallRequest__HeadersEntry)
         (s)->priority = (m)->priority;                                                             \
     } while (0)
 
+/* What a SubmitRequest and a CallRequest share (their headers are of
+ * different generated types, converted by the caller). */
+#define SUBMIT_FROM(m, s)                                                                          \
+    do {                                                                                           \
+        (s)->topic = (m)->topic;                                                                   \
+        (s)->payload = (m)->has_payload ? (m)->payload.data : NULL;                                \
+        (s)->payload_len = (m)->has_payload ? (m)->payload.len : 0;                                \
+        (s)->n_headers = (m)->n_headers;                                                           \
+        (s)->content_type = (m)->content_type;                                                     \
+        (s)->idempotency_key = (m)->idempotency_key;                                               \
+        WHEN_FROM(m, s);                                                                           \
+    } while (0)
+
 static void submit_from(const Berth__V1__SubmitRequest *m, engine_submit_args *s, gw_arena *a,
                         bool *ok)
 {
-    s->topic = m->topic;
-    s->payload = m->has_payload ? m->payload.data : NULL;
-    s->payload_len = m->has_payload ? m->payload.len : 0;
+    SUBMIT_FROM(m, s);
     s->headers = submit_headers(m->headers, m->n_headers, a, ok);
-    s->n_headers = m->n_headers;
-    s->content_type = m->content_type;
-    s->idempotency_key = m->idempotency_key;
-    WHEN_FROM(m, s);
 }
 
 static engine_guard guard_from(const char *task_id, const char *worker_id, const char *token)
@@ -148,14 +156,8 @@ static engine_complete_args *completes_from(Berth__V1__CompleteRequest *const *m
 static void call_from(const Berth__V1__CallRequest *m, engine_call_args *c, gw_arena *a, bool *ok)
 {
     engine_submit_args *s = &c->request;
-    s->topic = m->topic;
-    s->payload = m->has_payload ? m->payload.data : NULL;
-    s->payload_len = m->has_payload ? m->payload.len : 0;
+    SUBMIT_FROM(m, s);
     s->headers = call_headers(m->headers, m->n_headers, a, ok);
-    s->n_headers = m->n_headers;
-    s->content_type = m->content_type;
-    s->idempotency_key = m->idempotency_key;
-    WHEN_FROM(m, s);
     c->retry = NULL;
     const Berth__V1__RetryPolicy *p = m->retry;
     if (p == NULL)
@@ -182,118 +184,158 @@ static void call_from(const Berth__V1__CallRequest *m, engine_call_args *c, gw_a
     c->retry = r;
 }
 
+/* One method's member onto its engine request (op already set): each
+ * takes the member's own generated type. */
+static void map_submit(const void *m, engine_request *out, gw_arena *a, bool *ok)
+{
+    submit_from(m, &out->u.submit, a, ok);
+}
+
+static void map_submit_batch(const void *member, engine_request *out, gw_arena *a, bool *ok)
+{
+    const Berth__V1__SubmitBatchRequest *m = member;
+    engine_submit_args *items = NULL;
+    if (m->n_items > 0 && (items = gw_arena_alloc(a, m->n_items * sizeof(*items))) == NULL)
+        *ok = false;
+    for (size_t i = 0; *ok && i < m->n_items; i++)
+        submit_from(m->items[i], &items[i], a, ok);
+    out->u.submit_batch.items = items;
+    out->u.submit_batch.n = m->n_items;
+}
+
+static void map_fetch(const void *member, engine_request *out, gw_arena *a, bool *ok)
+{
+    const Berth__V1__FetchRequest *m = member;
+    out->u.fetch = (engine_fetch_args){
+        .worker_id = m->worker_id,
+        .topics = (const char *const *)m->topics,
+        .n_topics = m->n_topics,
+        .has_max_tasks = m->has_max_tasks,
+        .max_tasks = m->max_tasks,
+        .has_lock_ms = m->has_lock_ms,
+        .lock_ms = m->lock_ms,
+        .has_wait_ms = m->has_wait_ms,
+        .wait_ms = m->wait_ms,
+        .completes = completes_from(m->completes, m->n_completes, a, ok),
+        .n_completes = m->n_completes,
+    };
+}
+
+static void map_complete(const void *m, engine_request *out, gw_arena *a, bool *ok)
+{
+    complete_from(m, &out->u.complete, a, ok);
+}
+
+static void map_complete_batch(const void *member, engine_request *out, gw_arena *a, bool *ok)
+{
+    const Berth__V1__CompleteBatchRequest *m = member;
+    out->u.complete_batch.items = completes_from(m->items, m->n_items, a, ok);
+    out->u.complete_batch.n = m->n_items;
+}
+
+static void map_fail(const void *member, engine_request *out, gw_arena *a, bool *ok)
+{
+    (void)a, (void)ok;
+    const Berth__V1__FailRequest *m = member;
+    out->u.fail = (engine_fail_args){
+        .guard = guard_from(m->task_id, m->worker_id, m->lock_token),
+        .error = error_from(m->error),
+        .has_retry_in_ms = m->has_retry_in_ms,
+        .retry_in_ms = m->retry_in_ms,
+        .has_retries_left = m->has_retries_left,
+        .retries_left = m->retries_left,
+    };
+}
+
+static void map_refuse(const void *member, engine_request *out, gw_arena *a, bool *ok)
+{
+    (void)a, (void)ok;
+    const Berth__V1__RefuseRequest *m = member;
+    out->u.refuse.guard = guard_from(m->task_id, m->worker_id, m->lock_token);
+    out->u.refuse.error = error_from(m->error);
+}
+
+static void map_extend_lock(const void *member, engine_request *out, gw_arena *a, bool *ok)
+{
+    (void)a, (void)ok;
+    const Berth__V1__ExtendLockRequest *m = member;
+    out->u.extend.guard = guard_from(m->task_id, m->worker_id, m->lock_token);
+    out->u.extend.has_lock_ms = m->has_lock_ms;
+    out->u.extend.lock_ms = m->lock_ms;
+}
+
+static void map_release(const void *member, engine_request *out, gw_arena *a, bool *ok)
+{
+    (void)a, (void)ok;
+    const Berth__V1__ReleaseRequest *m = member;
+    out->u.release = guard_from(m->task_id, m->worker_id, m->lock_token);
+}
+
+static void map_call(const void *m, engine_request *out, gw_arena *a, bool *ok)
+{
+    call_from(m, &out->u.call, a, ok);
+}
+
+static void map_await_call(const void *member, engine_request *out, gw_arena *a, bool *ok)
+{
+    (void)a, (void)ok;
+    const Berth__V1__AwaitCallRequest *m = member;
+    out->u.await_call = (engine_await_args){
+        .instance_id = m->instance_id,
+        .has_wait_ms = m->has_wait_ms,
+        .wait_ms = m->wait_ms,
+    };
+}
+
+/* Each method of Request: its member (the field, numbered as its
+ * method_case), its engine op and its mapping. */
+static const struct {
+    uint32_t field;
+    engine_op op;
+    void (*map)(const void *member, engine_request *out, gw_arena *a, bool *ok);
+} request_methods[] = {
+    {BERTH__V1__REQUEST__METHOD_SUBMIT, ENGINE_OP_SUBMIT, map_submit},
+    {BERTH__V1__REQUEST__METHOD_SUBMIT_BATCH, ENGINE_OP_SUBMIT_BATCH, map_submit_batch},
+    {BERTH__V1__REQUEST__METHOD_FETCH, ENGINE_OP_FETCH, map_fetch},
+    {BERTH__V1__REQUEST__METHOD_COMPLETE, ENGINE_OP_COMPLETE, map_complete},
+    {BERTH__V1__REQUEST__METHOD_COMPLETE_BATCH, ENGINE_OP_COMPLETE_BATCH, map_complete_batch},
+    {BERTH__V1__REQUEST__METHOD_FAIL, ENGINE_OP_FAIL, map_fail},
+    {BERTH__V1__REQUEST__METHOD_REFUSE, ENGINE_OP_REFUSE, map_refuse},
+    {BERTH__V1__REQUEST__METHOD_EXTEND_LOCK, ENGINE_OP_EXTEND_LOCK, map_extend_lock},
+    {BERTH__V1__REQUEST__METHOD_RELEASE, ENGINE_OP_RELEASE, map_release},
+    {BERTH__V1__REQUEST__METHOD_CALL, ENGINE_OP_CALL, map_call},
+    {BERTH__V1__REQUEST__METHOD_AWAIT_CALL, ENGINE_OP_AWAIT_CALL, map_await_call},
+};
+
+/* A Request that names no method this build knows. */
+static int no_method(const Berth__V1__Request *in, engine_status *st)
+{
+    if (in->base.n_unknown_fields > 0) {
+        st->code = ENGINE_CODE_UNIMPLEMENTED;
+        snprintf(st->message, sizeof(st->message),
+                 "unknown method (Request field %u): this server does not know it",
+                 in->base.unknown_fields[0].tag);
+    } else {
+        st->code = ENGINE_CODE_INVALID_ARGUMENT;
+        snprintf(st->message, sizeof(st->message), "the request names no method");
+    }
+    return BERTH_EINVAL;
+}
+
 int gw_request_from_wire(const Berth__V1__Request *in, engine_request *out, gw_arena *a,
                          engine_status *st)
 {
     memset(out, 0, sizeof(*out));
     memset(st, 0, sizeof(*st));
+    size_t k = 0, n = sizeof(request_methods) / sizeof(request_methods[0]);
+    while (k < n && request_methods[k].field != (uint32_t)in->method_case)
+        k++;
+    if (k == n)
+        return no_method(in, st);
+    const void *member = gw_member(&in->base, request_methods[k].field);
     bool ok = true;
-    switch (in->method_case) {
-    case BERTH__V1__REQUEST__METHOD_SUBMIT:
-        out->op = ENGINE_OP_SUBMIT;
-        submit_from(in->submit, &out->u.submit, a, &ok);
-        break;
-    case BERTH__V1__REQUEST__METHOD_SUBMIT_BATCH: {
-        const Berth__V1__SubmitBatchRequest *m = in->submit_batch;
-        out->op = ENGINE_OP_SUBMIT_BATCH;
-        engine_submit_args *items = NULL;
-        if (m->n_items > 0 && (items = gw_arena_alloc(a, m->n_items * sizeof(*items))) == NULL)
-            ok = false;
-        for (size_t i = 0; ok && i < m->n_items; i++)
-            submit_from(m->items[i], &items[i], a, &ok);
-        out->u.submit_batch.items = items;
-        out->u.submit_batch.n = m->n_items;
-        break;
-    }
-    case BERTH__V1__REQUEST__METHOD_FETCH: {
-        const Berth__V1__FetchRequest *m = in->fetch;
-        out->op = ENGINE_OP_FETCH;
-        out->u.fetch = (engine_fetch_args){
-            .worker_id = m->worker_id,
-            .topics = (const char *const *)m->topics,
-            .n_topics = m->n_topics,
-            .has_max_tasks = m->has_max_tasks,
-            .max_tasks = m->max_tasks,
-            .has_lock_ms = m->has_lock_ms,
-            .lock_ms = m->lock_ms,
-            .has_wait_ms = m->has_wait_ms,
-            .wait_ms = m->wait_ms,
-            .completes = completes_from(m->completes, m->n_completes, a, &ok),
-            .n_completes = m->n_completes,
-        };
-        break;
-    }
-    case BERTH__V1__REQUEST__METHOD_COMPLETE:
-        out->op = ENGINE_OP_COMPLETE;
-        complete_from(in->complete, &out->u.complete, a, &ok);
-        break;
-    case BERTH__V1__REQUEST__METHOD_COMPLETE_BATCH: {
-        const Berth__V1__CompleteBatchRequest *m = in->complete_batch;
-        out->op = ENGINE_OP_COMPLETE_BATCH;
-        out->u.complete_batch.items = completes_from(m->items, m->n_items, a, &ok);
-        out->u.complete_batch.n = m->n_items;
-        break;
-    }
-    case BERTH__V1__REQUEST__METHOD_FAIL: {
-        const Berth__V1__FailRequest *m = in->fail;
-        out->op = ENGINE_OP_FAIL;
-        out->u.fail = (engine_fail_args){
-            .guard = guard_from(m->task_id, m->worker_id, m->lock_token),
-            .error = error_from(m->error),
-            .has_retry_in_ms = m->has_retry_in_ms,
-            .retry_in_ms = m->retry_in_ms,
-            .has_retries_left = m->has_retries_left,
-            .retries_left = m->retries_left,
-        };
-        break;
-    }
-    case BERTH__V1__REQUEST__METHOD_REFUSE: {
-        const Berth__V1__RefuseRequest *m = in->refuse;
-        out->op = ENGINE_OP_REFUSE;
-        out->u.refuse.guard = guard_from(m->task_id, m->worker_id, m->lock_token);
-        out->u.refuse.error = error_from(m->error);
-        break;
-    }
-    case BERTH__V1__REQUEST__METHOD_EXTEND_LOCK: {
-        const Berth__V1__ExtendLockRequest *m = in->extend_lock;
-        out->op = ENGINE_OP_EXTEND_LOCK;
-        out->u.extend.guard = guard_from(m->task_id, m->worker_id, m->lock_token);
-        out->u.extend.has_lock_ms = m->has_lock_ms;
-        out->u.extend.lock_ms = m->lock_ms;
-        break;
-    }
-    case BERTH__V1__REQUEST__METHOD_RELEASE: {
-        const Berth__V1__ReleaseRequest *m = in->release;
-        out->op = ENGINE_OP_RELEASE;
-        out->u.release = guard_from(m->task_id, m->worker_id, m->lock_token);
-        break;
-    }
-    case BERTH__V1__REQUEST__METHOD_CALL:
-        out->op = ENGINE_OP_CALL;
-        call_from(in->call, &out->u.call, a, &ok);
-        break;
-    case BERTH__V1__REQUEST__METHOD_AWAIT_CALL: {
-        const Berth__V1__AwaitCallRequest *m = in->await_call;
-        out->op = ENGINE_OP_AWAIT_CALL;
-        out->u.await_call = (engine_await_args){
-            .instance_id = m->instance_id,
-            .has_wait_ms = m->has_wait_ms,
-            .wait_ms = m->wait_ms,
-        };
-        break;
-    }
-    default:
-        if (in->base.n_unknown_fields > 0) {
-            st->code = ENGINE_CODE_UNIMPLEMENTED;
-            snprintf(st->message, sizeof(st->message),
-                     "unknown method (Request field %u): this server does not know it",
-                     in->base.unknown_fields[0].tag);
-        } else {
-            st->code = ENGINE_CODE_INVALID_ARGUMENT;
-            snprintf(st->message, sizeof(st->message), "the request names no method");
-        }
-        return BERTH_EINVAL;
-    }
+    out->op = request_methods[k].op;
+    request_methods[k].map(member, out, a, &ok);
     if (!ok) {
         st->code = ENGINE_CODE_RESOURCE_EXHAUSTED;
         snprintf(st->message, sizeof(st->message), "out of memory");
@@ -329,22 +371,96 @@ void gw_status_to_wire(const engine_status *st, Berth__V1__Status *w)
     }
 }
 
-static int pack(const Berth__V1__Response *resp, nng_msg **out)
+/* ---- envelopes: one way to encode ---- */
+
+const void *gw_member(const ProtobufCMessage *env, uint32_t field)
 {
-    size_t n = berth__v1__response__get_packed_size(resp);
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(env->descriptor, field);
+    return *(void *const *)((const char *)env + f->offset);
+}
+
+int gw_pack(const ProtobufCMessage *m, nng_msg **out)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
     if (nng_msg_alloc(out, n) != 0)
         return BERTH_ENOMEM;
-    berth__v1__response__pack(resp, nng_msg_body(*out));
+    protobuf_c_message_pack(m, nng_msg_body(*out));
     return BERTH_OK;
 }
 
-int gw_encode_status(const engine_status *st, nng_msg **out)
+/* Room for an envelope on the stack: a Response or an AdminResponse is a
+ * header, a status pointer and a oneof (a case and a pointer). */
+#define ENVELOPE_MAX 256
+
+int gw_encode_envelope(const ProtobufCMessageDescriptor *d, const engine_status *st, uint32_t field,
+                       void *member, nng_msg **out)
 {
-    Berth__V1__Response resp = BERTH__V1__RESPONSE__INIT;
+    _Alignas(max_align_t) unsigned char buf[ENVELOPE_MAX];
+    assert(d->sizeof_message <= sizeof(buf));
+    ProtobufCMessage *env = (ProtobufCMessage *)buf;
+    protobuf_c_message_init(d, env);
     Berth__V1__Status w;
     gw_status_to_wire(st, &w);
-    resp.status = &w;
-    return pack(&resp, out);
+    const ProtobufCFieldDescriptor *sf =
+        protobuf_c_message_descriptor_get_field_by_name(d, "status");
+    *(Berth__V1__Status **)((char *)env + sf->offset) = &w;
+    if (field != 0) {
+        const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, field);
+        assert(f != NULL && (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF));
+        *(void **)((char *)env + f->offset) = member;
+        *(uint32_t *)((char *)env + f->quantifier_offset) = field;
+    }
+    return gw_pack(env, out);
+}
+
+/* The envelope that says encoding ran out of memory. */
+static int encode_oom(const ProtobufCMessageDescriptor *d, nng_msg **out)
+{
+    engine_status oom = {.code = ENGINE_CODE_RESOURCE_EXHAUSTED};
+    snprintf(oom.message, sizeof(oom.message), "out of memory encoding the response");
+    return gw_encode_envelope(d, &oom, 0, NULL, out);
+}
+
+int gw_encode_method(const ProtobufCMessageDescriptor *d, const gw_method_out *methods, size_t n,
+                     const engine_request *req, const engine_reply *r, gw_arena *a, nng_msg **out)
+{
+    const gw_method_out *m = methods;
+    while (m < methods + n && m->op != r->op)
+        m++;
+    if (r->status.code != ENGINE_CODE_OK || m == methods + n)
+        return gw_encode_envelope(d, &r->status, 0, NULL, out); /* a failure carries no payload */
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, m->field);
+    const ProtobufCMessageDescriptor *md = f->descriptor;
+    void *member = gw_arena_alloc(a, md->sizeof_message);
+    if (member == NULL)
+        return encode_oom(d, out);
+    protobuf_c_message_init(md, member);
+    if (m->fill != NULL && !m->fill(member, r, req, a))
+        return encode_oom(d, out);
+    return gw_encode_envelope(d, &r->status, m->field, member, out);
+}
+
+void **gw_arena_array(gw_arena *a, size_t n, size_t size, bool *ok)
+{
+    if (n == 0)
+        return NULL;
+    char *items = gw_arena_alloc(a, n * size);
+    void **p = gw_arena_alloc(a, n * sizeof(*p));
+    if (items == NULL || p == NULL) {
+        *ok = false;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = items + i * size;
+    return p;
+}
+
+/* ---- operate replies ---- */
+
+int gw_encode_status(const engine_status *st, nng_msg **out)
+{
+    return gw_encode_envelope(&berth__v1__response__descriptor, st, 0, NULL, out);
 }
 
 static void *alloc_n(gw_arena *a, size_t n, size_t size, bool *ok)
@@ -360,12 +476,10 @@ static void *alloc_n(gw_arena *a, size_t n, size_t size, bool *ok)
 /* The reply's statuses (a complete_batch's, a fused fetch's). */
 static Berth__V1__Status **statuses_to_wire(const engine_reply *r, gw_arena *a, bool *ok)
 {
-    Berth__V1__Status *sts = alloc_n(a, r->n_statuses, sizeof(*sts), ok);
-    Berth__V1__Status **p = alloc_n(a, r->n_statuses, sizeof(*p), ok);
-    for (size_t i = 0; *ok && i < r->n_statuses; i++) {
-        gw_status_to_wire(&r->statuses[i], &sts[i]);
-        p[i] = &sts[i];
-    }
+    Berth__V1__Status **p =
+        (Berth__V1__Status **)gw_arena_array(a, r->n_statuses, sizeof(Berth__V1__Status), ok);
+    for (size_t i = 0; *ok && i < r->n_statuses; i++)
+        gw_status_to_wire(&r->statuses[i], p[i]);
     return p;
 }
 
@@ -453,12 +567,150 @@ static void instance_to_wire(const engine_instance *i, Berth__V1__Instance *w,
     }
 }
 
+/* The fill of each method's member (the reply is OK): false, no memory. */
+
+/* A submit's or a call's id, and whether it was a duplicate. */
+static void submitted_to_wire(const engine_reply *r, char **id, protobuf_c_boolean *has_duplicate,
+                              protobuf_c_boolean *duplicate)
+{
+    if (r->n_submitted != 1)
+        return;
+    *id = (char *)r->submitted[0].id;
+    *has_duplicate = 1;
+    *duplicate = r->submitted[0].duplicate;
+}
+
+static bool fill_submit(void *member, const engine_reply *r, const engine_request *req, gw_arena *a)
+{
+    (void)req, (void)a;
+    Berth__V1__SubmitResponse *w = member;
+    submitted_to_wire(r, &w->id, &w->has_duplicate, &w->duplicate);
+    return true;
+}
+
+static bool fill_submit_batch(void *member, const engine_reply *r, const engine_request *req,
+                              gw_arena *a)
+{
+    (void)req;
+    Berth__V1__SubmitBatchResponse *w = member;
+    bool ok = true;
+    w->items = (Berth__V1__SubmitResponse **)gw_arena_array(a, r->n_submitted,
+                                                            sizeof(Berth__V1__SubmitResponse), &ok);
+    for (size_t i = 0; ok && i < r->n_submitted; i++) {
+        berth__v1__submit_response__init(w->items[i]);
+        w->items[i]->id = (char *)r->submitted[i].id;
+        w->items[i]->has_duplicate = 1;
+        w->items[i]->duplicate = r->submitted[i].duplicate;
+    }
+    w->n_items = ok ? r->n_submitted : 0;
+    return ok;
+}
+
+static bool fill_fetch(void *member, const engine_reply *r, const engine_request *req, gw_arena *a)
+{
+    (void)req;
+    Berth__V1__FetchResponse *w = member;
+    bool ok = true;
+    w->tasks = alloc_n(a, r->n_tasks, sizeof(*w->tasks), &ok);
+    for (size_t i = 0; ok && i < r->n_tasks; i++)
+        w->tasks[i] = task_to_wire(&r->tasks[i], a, &ok);
+    w->n_tasks = ok ? r->n_tasks : 0;
+    w->complete_statuses = statuses_to_wire(r, a, &ok);
+    w->n_complete_statuses = ok ? r->n_statuses : 0;
+    return ok;
+}
+
+static bool fill_complete(void *member, const engine_reply *r, const engine_request *req,
+                          gw_arena *a)
+{
+    (void)req, (void)a;
+    Berth__V1__CompleteResponse *w = member;
+    w->has_duplicate = 1;
+    w->duplicate = r->duplicate;
+    return true;
+}
+
+static bool fill_complete_batch(void *member, const engine_reply *r, const engine_request *req,
+                                gw_arena *a)
+{
+    (void)req;
+    Berth__V1__CompleteBatchResponse *w = member;
+    bool ok = true;
+    w->statuses = statuses_to_wire(r, a, &ok);
+    w->n_statuses = ok ? r->n_statuses : 0;
+    return ok;
+}
+
+static bool fill_fail(void *member, const engine_reply *r, const engine_request *req, gw_arena *a)
+{
+    (void)req, (void)a;
+    Berth__V1__FailResponse *w = member;
+    w->has_terminal = 1;
+    w->terminal = r->terminal;
+    w->has_retries_left = 1;
+    w->retries_left = r->retries_left;
+    if (!r->terminal) {
+        w->has_available_at_ms = 1;
+        w->available_at_ms = r->available_at_ms;
+    }
+    return true;
+}
+
+static bool fill_extend_lock(void *member, const engine_reply *r, const engine_request *req,
+                             gw_arena *a)
+{
+    (void)req, (void)a;
+    Berth__V1__ExtendLockResponse *w = member;
+    w->has_lock_expires_at_ms = 1;
+    w->lock_expires_at_ms = r->lock_expires_at_ms;
+    return true;
+}
+
+static bool fill_call(void *member, const engine_reply *r, const engine_request *req, gw_arena *a)
+{
+    (void)req, (void)a;
+    Berth__V1__CallResponse *w = member;
+    submitted_to_wire(r, &w->instance_id, &w->has_duplicate, &w->duplicate);
+    return true;
+}
+
+static bool fill_await_call(void *member, const engine_reply *r, const engine_request *req,
+                            gw_arena *a)
+{
+    (void)req;
+    Berth__V1__AwaitCallResponse *w = member;
+    Berth__V1__Instance *inst = gw_arena_alloc(a, sizeof(*inst));
+    Berth__V1__Result *res = gw_arena_alloc(a, sizeof(*res));
+    Berth__V1__Error *err = gw_arena_alloc(a, sizeof(*err));
+    if (inst == NULL || res == NULL || err == NULL)
+        return false;
+    berth__v1__instance__init(inst);
+    berth__v1__result__init(res);
+    berth__v1__error__init(err);
+    bool ok = true;
+    w->instance = inst;
+    instance_to_wire(&r->instance, inst, res, err, a, &ok);
+    return ok;
+}
+
+/* Each operate method's member of Response; NULL fill: an empty one. */
+static const gw_method_out operate_methods[] = {
+    {ENGINE_OP_SUBMIT, BERTH__V1__RESPONSE__METHOD_SUBMIT, fill_submit},
+    {ENGINE_OP_SUBMIT_BATCH, BERTH__V1__RESPONSE__METHOD_SUBMIT_BATCH, fill_submit_batch},
+    {ENGINE_OP_FETCH, BERTH__V1__RESPONSE__METHOD_FETCH, fill_fetch},
+    {ENGINE_OP_COMPLETE, BERTH__V1__RESPONSE__METHOD_COMPLETE, fill_complete},
+    {ENGINE_OP_COMPLETE_BATCH, BERTH__V1__RESPONSE__METHOD_COMPLETE_BATCH, fill_complete_batch},
+    {ENGINE_OP_FAIL, BERTH__V1__RESPONSE__METHOD_FAIL, fill_fail},
+    {ENGINE_OP_REFUSE, BERTH__V1__RESPONSE__METHOD_REFUSE, NULL},
+    {ENGINE_OP_EXTEND_LOCK, BERTH__V1__RESPONSE__METHOD_EXTEND_LOCK, fill_extend_lock},
+    {ENGINE_OP_RELEASE, BERTH__V1__RESPONSE__METHOD_RELEASE, NULL},
+    {ENGINE_OP_CALL, BERTH__V1__RESPONSE__METHOD_CALL, fill_call},
+    {ENGINE_OP_AWAIT_CALL, BERTH__V1__RESPONSE__METHOD_AWAIT_CALL, fill_await_call},
+};
+
 int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out)
 {
-    Berth__V1__Response resp = BERTH__V1__RESPONSE__INIT;
-    Berth__V1__Status st;
-    gw_status_to_wire(&r->status, &st);
-    resp.status = &st;
+    const ProtobufCMessageDescriptor *d = &berth__v1__response__descriptor;
     if (r->status.code != ENGINE_CODE_OK && r->op == ENGINE_OP_FETCH && r->n_statuses > 0) {
         /* A fetch that failed after applying its completions still says
          * how each went: they are kept, whatever became of the claim. */
@@ -466,126 +718,8 @@ int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out)
         Berth__V1__FetchResponse fetch = BERTH__V1__FETCH_RESPONSE__INIT;
         fetch.complete_statuses = statuses_to_wire(r, a, &ok);
         fetch.n_complete_statuses = ok ? r->n_statuses : 0;
-        resp.method_case = BERTH__V1__RESPONSE__METHOD_FETCH;
-        resp.fetch = &fetch;
-        return pack(&resp, out);
+        return gw_encode_envelope(d, &r->status, BERTH__V1__RESPONSE__METHOD_FETCH, &fetch, out);
     }
-    if (r->status.code != ENGINE_CODE_OK)
-        return pack(&resp, out); /* a failure carries no payload */
-
-    bool ok = true;
-    /* Method members live on the stack; their arrays in the arena. */
-    Berth__V1__SubmitResponse sub = BERTH__V1__SUBMIT_RESPONSE__INIT;
-    Berth__V1__SubmitBatchResponse subb = BERTH__V1__SUBMIT_BATCH_RESPONSE__INIT;
-    Berth__V1__FetchResponse fetch = BERTH__V1__FETCH_RESPONSE__INIT;
-    Berth__V1__CompleteResponse comp = BERTH__V1__COMPLETE_RESPONSE__INIT;
-    Berth__V1__CompleteBatchResponse compb = BERTH__V1__COMPLETE_BATCH_RESPONSE__INIT;
-    Berth__V1__FailResponse fail = BERTH__V1__FAIL_RESPONSE__INIT;
-    Berth__V1__RefuseResponse ref = BERTH__V1__REFUSE_RESPONSE__INIT;
-    Berth__V1__ExtendLockResponse ext = BERTH__V1__EXTEND_LOCK_RESPONSE__INIT;
-    Berth__V1__ReleaseResponse rel = BERTH__V1__RELEASE_RESPONSE__INIT;
-    Berth__V1__CallResponse call = BERTH__V1__CALL_RESPONSE__INIT;
-    Berth__V1__AwaitCallResponse awaitr = BERTH__V1__AWAIT_CALL_RESPONSE__INIT;
-    Berth__V1__Instance inst = BERTH__V1__INSTANCE__INIT;
-    Berth__V1__Result res = BERTH__V1__RESULT__INIT;
-    Berth__V1__Error err = BERTH__V1__ERROR__INIT;
-
-    switch (r->op) {
-    case ENGINE_OP_SUBMIT:
-        resp.method_case = BERTH__V1__RESPONSE__METHOD_SUBMIT;
-        resp.submit = &sub;
-        if (r->n_submitted == 1) {
-            sub.id = (char *)r->submitted[0].id;
-            sub.has_duplicate = 1;
-            sub.duplicate = r->submitted[0].duplicate;
-        }
-        break;
-    case ENGINE_OP_SUBMIT_BATCH: {
-        resp.method_case = BERTH__V1__RESPONSE__METHOD_SUBMIT_BATCH;
-        resp.submit_batch = &subb;
-        Berth__V1__SubmitResponse *items = alloc_n(a, r->n_submitted, sizeof(*items), &ok);
-        subb.items = alloc_n(a, r->n_submitted, sizeof(*subb.items), &ok);
-        for (size_t i = 0; ok && i < r->n_submitted; i++) {
-            berth__v1__submit_response__init(&items[i]);
-            items[i].id = (char *)r->submitted[i].id;
-            items[i].has_duplicate = 1;
-            items[i].duplicate = r->submitted[i].duplicate;
-            subb.items[i] = &items[i];
-        }
-        subb.n_items = ok ? r->n_submitted : 0;
-        break;
-    }
-    case ENGINE_OP_FETCH:
-        resp.method_case = BERTH__V1__RESPONSE__METHOD_FETCH;
-        resp.fetch = &fetch;
-        fetch.tasks = alloc_n(a, r->n_tasks, sizeof(*fetch.tasks), &ok);
-        for (size_t i = 0; ok && i < r->n_tasks; i++)
-            fetch.tasks[i] = task_to_wire(&r->tasks[i], a, &ok);
-        fetch.n_tasks = ok ? r->n_tasks : 0;
-        fetch.complete_statuses = statuses_to_wire(r, a, &ok);
-        fetch.n_complete_statuses = ok ? r->n_statuses : 0;
-        break;
-    case ENGINE_OP_COMPLETE:
-        resp.method_case = BERTH__V1__RESPONSE__METHOD_COMPLETE;
-        resp.complete = &comp;
-        comp.has_duplicate = 1;
-        comp.duplicate = r->duplicate;
-        break;
-    case ENGINE_OP_COMPLETE_BATCH: {
-        resp.method_case = BERTH__V1__RESPONSE__METHOD_COMPLETE_BATCH;
-        resp.complete_batch = &compb;
-        compb.statuses = statuses_to_wire(r, a, &ok);
-        compb.n_statuses = ok ? r->n_statuses : 0;
-        break;
-    }
-    case ENGINE_OP_FAIL:
-        resp.method_case = BERTH__V1__RESPONSE__METHOD_FAIL;
-        resp.fail = &fail;
-        fail.has_terminal = 1;
-        fail.terminal = r->terminal;
-        fail.has_retries_left = 1;
-        fail.retries_left = r->retries_left;
-        if (!r->terminal) {
-            fail.has_available_at_ms = 1;
-            fail.available_at_ms = r->available_at_ms;
-        }
-        break;
-    case ENGINE_OP_REFUSE:
-        resp.method_case = BERTH__V1__RESPONSE__METHOD_REFUSE;
-        resp.refuse = &ref;
-        break;
-    case ENGINE_OP_EXTEND_LOCK:
-        resp.method_case = BERTH__V1__RESPONSE__METHOD_EXTEND_LOCK;
-        resp.extend_lock = &ext;
-        ext.has_lock_expires_at_ms = 1;
-        ext.lock_expires_at_ms = r->lock_expires_at_ms;
-        break;
-    case ENGINE_OP_RELEASE:
-        resp.method_case = BERTH__V1__RESPONSE__METHOD_RELEASE;
-        resp.release = &rel;
-        break;
-    case ENGINE_OP_CALL:
-        resp.method_case = BERTH__V1__RESPONSE__METHOD_CALL;
-        resp.call = &call;
-        if (r->n_submitted == 1) {
-            call.instance_id = (char *)r->submitted[0].id;
-            call.has_duplicate = 1;
-            call.duplicate = r->submitted[0].duplicate;
-        }
-        break;
-    case ENGINE_OP_AWAIT_CALL:
-        resp.method_case = BERTH__V1__RESPONSE__METHOD_AWAIT_CALL;
-        resp.await_call = &awaitr;
-        awaitr.instance = &inst;
-        instance_to_wire(&r->instance, &inst, &res, &err, a, &ok);
-        break;
-    default:
-        break;
-    }
-    if (!ok) {
-        engine_status oom = {.code = ENGINE_CODE_RESOURCE_EXHAUSTED};
-        snprintf(oom.message, sizeof(oom.message), "out of memory encoding the response");
-        return gw_encode_status(&oom, out);
-    }
-    return pack(&resp, out);
+    return gw_encode_method(d, operate_methods,
+                            sizeof(operate_methods) / sizeof(operate_methods[0]), NULL, r, a, out);
 }

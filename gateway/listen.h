@@ -1,7 +1,13 @@
 /*
- * listen.h — binds an nng socket to a URL: tcp://, ipc://, or tls+tcp://
- * with a server certificate. A tcp port of 0 takes a free port; the URL
- * actually bound (the one clients dial) is written back.
+ * listen.h — what berthd's nng sockets share: binding one to a URL (the
+ * events PUB socket, and nng's REP socket for ws:// and --operate-nng),
+ * any URL nng takes (tcp://, ipc://, ws://, or tls+tcp:// with a server
+ * certificate). A tcp port of 0 takes a free port; the URL actually bound
+ * (the one clients dial) is written back. berth's own server binds its
+ * own sockets (listeners.h).
+ *
+ * And gw_within(), which bounds the wait for a close that nng may never
+ * finish.
  */
 #ifndef BERTH_GATEWAY_LISTEN_H
 #define BERTH_GATEWAY_LISTEN_H

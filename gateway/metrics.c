@@ -25,7 +25,8 @@ struct gw_metrics {
     atomic_int busy;      /* scrapes between their start and their answer */
     nng_http_server *srv;
     nng_http_handler *metrics, *health;
-    char url[160];
+    bool started;  /* the HTTP server serves */
+    char url[160]; /* as given; once started, a port 0 resolved */
 };
 
 typedef struct job {
@@ -239,7 +240,7 @@ static void on_health(nng_aio *aio)
     handle(aio, true);
 }
 
-int gw_metrics_start(engine *e, const char *url, gw_metrics **out, char *err, size_t errlen)
+int gw_metrics_open(engine *e, const char *url, gw_metrics **out, char *err, size_t errlen)
 {
     *out = NULL;
     gw_metrics *m = calloc(1, sizeof(*m));
@@ -248,6 +249,7 @@ int gw_metrics_start(engine *e, const char *url, gw_metrics **out, char *err, si
         return BERTH_ENOMEM;
     }
     m->e = e;
+    snprintf(m->url, sizeof(m->url), "%s", url);
     nng_url *u = NULL;
     int rv = nng_url_parse(&u, url);
     if (rv == 0 && strcmp(u->u_scheme, "http") != 0)
@@ -266,14 +268,6 @@ int gw_metrics_start(engine *e, const char *url, gw_metrics **out, char *err, si
         rv = nng_http_handler_set_data(m->health, m, NULL);
     if (rv == 0)
         rv = nng_http_server_add_handler(m->srv, m->health);
-    if (rv == 0)
-        rv = nng_http_server_start(m->srv);
-    nng_sockaddr sa;
-    if (rv == 0 && nng_http_server_get_addr(m->srv, &sa) == 0 && sa.s_family == NNG_AF_INET)
-        snprintf(m->url, sizeof(m->url), "http://%s:%u", u->u_hostname,
-                 (unsigned)ntohs(sa.s_in.sa_port));
-    else if (rv == 0)
-        snprintf(m->url, sizeof(m->url), "%s", url);
     if (u != NULL)
         nng_url_free(u);
     if (rv != 0) {
@@ -282,6 +276,25 @@ int gw_metrics_start(engine *e, const char *url, gw_metrics **out, char *err, si
         return BERTH_EINVAL;
     }
     *out = m;
+    return BERTH_OK;
+}
+
+int gw_metrics_start(gw_metrics *m, char *err, size_t errlen)
+{
+    int rv = nng_http_server_start(m->srv);
+    if (rv != 0) {
+        snprintf(err, errlen, "metrics %s: %s (an http://HOST:PORT URL)", m->url, nng_strerror(rv));
+        return BERTH_EINVAL;
+    }
+    m->started = true;
+    nng_url *u = NULL;
+    nng_sockaddr sa;
+    if (nng_http_server_get_addr(m->srv, &sa) == 0 && sa.s_family == NNG_AF_INET &&
+        nng_url_parse(&u, m->url) == 0)
+        snprintf(m->url, sizeof(m->url), "http://%s:%u", u->u_hostname,
+                 (unsigned)ntohs(sa.s_in.sa_port));
+    if (u != NULL)
+        nng_url_free(u);
     return BERTH_OK;
 }
 
@@ -306,7 +319,8 @@ void gw_metrics_close(gw_metrics *m)
     if (m == NULL)
         return;
     if (m->srv != NULL) {
-        nng_http_server_stop(m->srv);
+        if (m->started)
+            nng_http_server_stop(m->srv);
         nng_http_server_release(m->srv); /* frees the handlers it holds */
     } else {
         if (m->metrics)

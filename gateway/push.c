@@ -486,7 +486,7 @@ static bool dial(receiver *r, char *why, size_t len)
         return false;
     }
     if (r->tls && (!tls_of(p, why, len) ||
-                   (r->tc = gw_tls_conn_client(p->tls, fd, r->host, tls_out, r)) == NULL)) {
+                   (r->tc = gw_tls_conn_client_alloc(p->tls, fd, r->host, tls_out, r)) == NULL)) {
         if (why[0] == '\0')
             snprintf(why, len, "out of memory");
         close(fd);
@@ -816,22 +816,23 @@ int gw_push_open(const gw_push_options *o, gw_push **out, char *err, size_t errl
     p->efd = epoll_create1(EPOLL_CLOEXEC);
     p->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     struct epoll_event w = {.events = EPOLLIN, .data.ptr = &p->wake};
-    int rv = p->efd < 0 || p->wake < 0 || epoll_ctl(p->efd, EPOLL_CTL_ADD, p->wake, &w) != 0
-                 ? errno
-                 : pthread_create(&p->thread, NULL, push_main, p);
+    if (p->efd < 0 || p->wake < 0 || epoll_ctl(p->efd, EPOLL_CTL_ADD, p->wake, &w) != 0) {
+        snprintf(err, errlen, "cannot open the push sender: %s", strerror(errno));
+        gw_push_close(p);
+        return BERTH_EIO;
+    }
+    *out = p;
+    return BERTH_OK;
+}
+
+int gw_push_start(gw_push *p, char *err, size_t errlen)
+{
+    int rv = pthread_create(&p->thread, NULL, push_main, p);
     if (rv != 0) {
         snprintf(err, errlen, "cannot start the push sender: %s", strerror(rv));
-        if (p->efd >= 0)
-            close(p->efd);
-        if (p->wake >= 0)
-            close(p->wake);
-        pthread_mutex_destroy(&p->in_mu);
-        free(p->rx);
-        free(p);
         return BERTH_EIO;
     }
     p->started = true;
-    *out = p;
     return BERTH_OK;
 }
 
@@ -925,11 +926,10 @@ void gw_push_stop(gw_push *p)
     p->started = false;
 }
 
-bool gw_push_close(gw_push *p, int ms)
+void gw_push_close(gw_push *p)
 {
-    (void)ms; /* nothing here waits on a peer */
     if (p == NULL)
-        return true;
+        return;
     gw_push_stop(p);
     for (flight *f = p->incoming; f != NULL;) { /* (sent after the thread ended: none) */
         flight *next = f->next;
@@ -942,10 +942,11 @@ bool gw_push_close(gw_push *p, int ms)
         free(p->rx[i].in);
     }
     gw_tls_close(p->tls);
-    close(p->efd);
-    close(p->wake);
+    if (p->efd >= 0)
+        close(p->efd);
+    if (p->wake >= 0)
+        close(p->wake);
     free(p->rx);
     pthread_mutex_destroy(&p->in_mu);
     free(p);
-    return true;
 }

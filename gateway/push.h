@@ -1,7 +1,8 @@
 /*
  * push.h — the push transport: sends the engine's deliveries to push
- * channels' receivers, speaking nng's REQ protocol itself (any nng REP
- * socket is a receiver), and hands their answers back
+ * channels' receivers over berth's own SP REQ client (it speaks nng's REQ
+ * protocol itself, on a thread and an epoll of its own, without libnng's
+ * sockets: any nng REP socket is a receiver), and hands their answers back
  * (proto/berth/v1/push.proto).
  *
  * A receiver is named by its channel's transport: nng+req://HOST:PORT
@@ -34,15 +35,20 @@ typedef struct gw_push_options {
     size_t receivers_max;     /* distinct receivers (sockets) at most */
 } gw_push_options;
 
+/* The sender's epoll and table of receivers, not yet sending: what
+ * gw_push_send() hands it waits for gw_push_start(). */
 int gw_push_open(const gw_push_options *o, gw_push **out, char *err, size_t errlen);
+/* Starts the sender's thread. */
+int gw_push_start(gw_push *p, char *err, size_t errlen);
 /* engine_push_fn: ctx is the gw_push. */
 int gw_push_send(void *ctx, engine *e, const engine_push_delivery *d);
 /* Sends nothing more, gives up every delivery in flight (the engine,
- * stopped first, sends each again when it next opens) and stops the
- * sender's thread. Call after engine_stop(), before engine_close(). */
+ * stopped first, sends each again when it next opens) and joins the
+ * sender's thread. Call after engine_stop(), before engine_close().
+ * Idempotent. */
 void gw_push_stop(gw_push *p);
-/* gw_push_stop(), then closes the connections and frees it; true (ms is
- * kept for the callers that bound every close). NULL is a no-op. */
-bool gw_push_close(gw_push *p, int ms);
+/* gw_push_stop(), then closes the connections and frees it. Nothing here
+ * waits on a peer. NULL is a no-op. */
+void gw_push_close(gw_push *p);
 
 #endif

@@ -18,7 +18,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
-#include "gateway/call.h"
+#include "gateway/operate.h"
 #include "gateway/convert.h"
 #include "gateway/listen.h"
 #include "gateway/sp.h"
@@ -50,8 +50,9 @@ typedef struct pipe_rec {
 } pipe_rec;
 
 struct gw_server {
-    gw_sp *sp;  /* tcp:// and ipc://: berth's own server; the rest is unused */
-    bool is_sp; /* (sp is NULL once stopped) */
+    gw_sp *sp;   /* tcp://, tls+tcp:// and ipc://: berth's own server; the rest is unused */
+    bool is_sp;  /* (set before sp is opened) */
+    bool opened; /* nng's socket is open */
     engine *e;
     const gw_codec *codec;
     const void *codec_ctx;
@@ -71,7 +72,8 @@ struct gw_server {
     pthread_mutex_t pmu; /* guards the pipe table */
     pipe_rec *pt;        /* the pipe table (idle_ms > 0), pt_cap slots */
     size_t pt_cap;
-    nng_aio *reap; /* a timer: closes idle connections every second */
+    nng_aio *reap;       /* a timer: closes idle connections every second */
+    gw_server_options o; /* as opened: what gw_server_start() uses */
     char url[256];
 };
 
@@ -183,7 +185,7 @@ static void ctx_send(gw_ctx *c, nng_msg *m)
 static void ctx_finish(gw_ctx *c)
 {
     pipe_activity(c->s, c->pipe_id, -1);
-    c->s->codec->release(c->call);
+    c->s->codec->fini(c->call);
     atomic_fetch_sub(&c->s->busy, 1);
     if (!atomic_load(&c->s->closing))
         ctx_recv(c);
@@ -265,7 +267,7 @@ static void ctx_handle(gw_ctx *c, nng_msg *m)
     uint64_t owner = pipe > 0 ? (uint64_t)pipe : 0;
     c->pipe_id = pipe > 0 ? (uint32_t)pipe : 0;
     pipe_activity(c->s, c->pipe_id, +1);
-    int rv = c->s->codec->start(c->s->codec_ctx, c->call, c->s->e, owner, nng_msg_body(m),
+    int rv = c->s->codec->begin(c->s->codec_ctx, c->call, c->s->e, owner, nng_msg_body(m),
                                 nng_msg_len(m), c->s->max_msg, engine_done, c, &st);
     nng_msg_free(m);
     if (rv != BERTH_OK)
@@ -335,34 +337,64 @@ static void pipe_coming(nng_pipe p, nng_pipe_ev ev, void *arg)
     }
 }
 
-int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char *err,
-                    size_t errlen)
+/* berth's own server (sp.h) serves it. */
+static int sp_open(gw_server *s, engine *e, const gw_server_options *o, char *err, size_t errlen)
+{
+    gw_sp_limits lim = {.max_message_bytes = o->max_message_bytes,
+                        .max_connections = o->max_connections,
+                        .idle_timeout_ms = o->idle_timeout_ms,
+                        .frame_timeout_ms = o->frame_timeout_ms,
+                        .buffers_max_bytes = o->buffers_max_bytes,
+                        .tls = o->sp_tls,
+                        .codec = s->codec,
+                        .codec_ctx = s->codec_ctx};
+    s->is_sp = true;
+    return gw_sp_open(e, o->url, &lim, &s->sp, err, errlen);
+}
+
+/* The idle timeout needs to know every connection: a table of twice the
+ * most there can be. */
+static int pipes_open(gw_server *s, uint64_t idle_ms)
+{
+    if (idle_ms == 0 || s->pipes_max >= (1u << 24))
+        return BERTH_OK;
+    s->idle_ms = idle_ms;
+    for (s->pt_cap = 16; s->pt_cap < 2 * (size_t)s->pipes_max + 2;)
+        s->pt_cap *= 2;
+    s->pt = calloc(s->pt_cap, sizeof(*s->pt));
+    if (s->pt == NULL || nng_aio_alloc(&s->reap, reap_cb, s) != 0)
+        return BERTH_ENOMEM;
+    return BERTH_OK;
+}
+
+/* nng's REP socket, its options and its pipe callbacks. */
+static int socket_open(gw_server *s, char *err, size_t errlen)
+{
+    int rv = nng_rep0_open(&s->sock);
+    if (rv == 0)
+        rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, 2 * s->max_msg);
+    if (rv == 0)
+        rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, pipe_coming, s);
+    if (rv == 0)
+        rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, pipe_gone, s);
+    if (rv != 0) {
+        snprintf(err, errlen, "cannot open the %s socket: %s", s->o.name ? s->o.name : "operate",
+                 nng_strerror(rv));
+        return BERTH_EIO;
+    }
+    s->opened = true;
+    return BERTH_OK;
+}
+
+int gw_server_open(engine *e, const gw_server_options *o, gw_server **out, char *err, size_t errlen)
 {
     *out = NULL;
     gw_server *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return BERTH_ENOMEM;
+    s->o = *o;
     s->codec = o->codec ? o->codec : &gw_operate_codec;
     s->codec_ctx = o->codec_ctx;
-    if (!o->nng && (strncmp(o->url, "tcp://", 6) == 0 || strncmp(o->url, "ipc://", 6) == 0 ||
-                    strncmp(o->url, "tls+tcp://", 10) == 0)) {
-        gw_sp_limits lim = {.max_message_bytes = o->max_message_bytes,
-                            .max_connections = o->max_connections,
-                            .idle_timeout_ms = o->idle_timeout_ms,
-                            .frame_timeout_ms = o->frame_timeout_ms,
-                            .buffers_max_bytes = o->buffers_max_bytes,
-                            .tls = o->sp_tls,
-                            .codec = s->codec,
-                            .codec_ctx = s->codec_ctx};
-        s->is_sp = true;
-        int rv = gw_sp_start(e, o->url, &lim, &s->sp, err, errlen);
-        if (rv != BERTH_OK) {
-            free(s);
-            return rv;
-        }
-        *out = s;
-        return BERTH_OK;
-    }
     s->e = e;
     s->max_msg = o->max_message_bytes;
     s->ctx_max = o->contexts_max;
@@ -370,55 +402,40 @@ int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char
     atomic_init(&s->pipes, 0);
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->pmu, NULL);
-    /* The idle timeout needs to know every connection: a table of twice
-     * the most there can be. */
-    if (o->idle_timeout_ms > 0 && s->pipes_max < (1u << 24)) {
-        s->idle_ms = o->idle_timeout_ms;
-        for (s->pt_cap = 16; s->pt_cap < 2 * (size_t)s->pipes_max + 2;)
-            s->pt_cap *= 2;
-        s->pt = calloc(s->pt_cap, sizeof(*s->pt));
-        if (s->pt == NULL || nng_aio_alloc(&s->reap, reap_cb, s) != 0) {
-            free(s->pt);
-            pthread_mutex_destroy(&s->pmu);
-            pthread_mutex_destroy(&s->mu);
-            free(s);
-            snprintf(err, errlen, "out of memory");
-            return BERTH_ENOMEM;
-        }
-    }
-    int rv = nng_rep0_open(&s->sock);
-    if (rv == 0)
-        rv = nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, 2 * o->max_message_bytes);
-    if (rv == 0)
-        rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, pipe_coming, s);
-    if (rv == 0)
-        rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, pipe_gone, s);
-    if (rv != 0) {
-        snprintf(err, errlen, "cannot open the %s socket: %s", o->name ? o->name : "operate",
-                 nng_strerror(rv));
-        if (s->reap != NULL)
-            nng_aio_free(s->reap);
-        free(s->pt);
-        pthread_mutex_destroy(&s->pmu);
-        pthread_mutex_destroy(&s->mu);
-        free(s);
-        return BERTH_EIO;
-    }
-    pthread_mutex_lock(&s->mu);
-    for (uint32_t i = 0; i < o->contexts && rv == 0; i++)
-        rv = ctx_add(s);
-    pthread_mutex_unlock(&s->mu);
-    if (rv == 0)
-        rv = gw_listen(s->sock, o->url, o->tls, s->url, sizeof(s->url), err, errlen);
-    else
+    int rv;
+    if (!o->nng && (strncmp(o->url, "tcp://", 6) == 0 || strncmp(o->url, "ipc://", 6) == 0 ||
+                    strncmp(o->url, "tls+tcp://", 10) == 0)) {
+        rv = sp_open(s, e, o, err, errlen);
+    } else if ((rv = pipes_open(s, o->idle_timeout_ms)) != BERTH_OK) {
         snprintf(err, errlen, "out of memory");
-    if (rv != 0) {
+    } else {
+        rv = socket_open(s, err, errlen);
+    }
+    if (rv != BERTH_OK) {
         gw_server_close(s);
         return rv;
     }
+    *out = s;
+    return BERTH_OK;
+}
+
+int gw_server_start(gw_server *s, char *err, size_t errlen)
+{
+    if (s->is_sp)
+        return gw_sp_start(s->sp, err, errlen);
+    int rv = 0;
+    pthread_mutex_lock(&s->mu);
+    for (uint32_t i = 0; i < s->o.contexts && rv == 0; i++)
+        rv = ctx_add(s);
+    pthread_mutex_unlock(&s->mu);
+    if (rv == 0)
+        rv = gw_listen(s->sock, s->o.url, s->o.tls, s->url, sizeof(s->url), err, errlen);
+    else
+        snprintf(err, errlen, "out of memory");
+    if (rv != 0)
+        return rv;
     if (s->reap != NULL)
         nng_sleep_aio(1000, s->reap);
-    *out = s;
     return BERTH_OK;
 }
 
@@ -433,13 +450,13 @@ void gw_server_stop(gw_server *s)
 {
     if (s == NULL || atomic_load(&s->closing))
         return;
+    atomic_store(&s->closing, true);
     if (s->is_sp) {
-        atomic_store(&s->closing, true);
-        gw_sp_close(s->sp);
-        s->sp = NULL;
+        gw_sp_stop(s->sp);
         return;
     }
-    atomic_store(&s->closing, true);
+    if (!s->opened)
+        return;
     /* Answers owed (the engine's last ones, UNAVAILABLE to waiting fetches)
      * go out before the socket closes: wait for them, boundedly. */
     struct timespec tick = {0, 5 * 1000000L};
@@ -466,17 +483,15 @@ void gw_server_close(gw_server *s)
     if (s == NULL)
         return;
     gw_server_stop(s);
-    if (s->is_sp) {
-        free(s);
-        return;
-    }
-    nng_close(s->sock);
+    gw_sp_close(s->sp);
+    if (s->opened)
+        nng_close(s->sock);
     gw_ctx *c = s->all;
     s->all = NULL;
     while (c != NULL) {
         gw_ctx *next = c->next;
         nng_aio_free(c->aio);
-        s->codec->release(c->call);
+        s->codec->fini(c->call);
         free(c->call);
         free(c);
         c = next;

@@ -44,27 +44,36 @@ typedef struct gw_server_options {
     uint32_t contexts_max;       /* the pool's ceiling */
     nng_tls_config *tls;         /* for tls+tcp:// with `nng`; NULL otherwise */
     const struct gw_tls *sp_tls; /* for tls+tcp:// on berth's own server (tls.h) */
-    bool nng;                    /* every URL through nng (else gateway/sp.c serves them) */
+    bool nng;                    /* every URL through nng (else sp.c serves tcp, tls, ipc) */
     uint32_t max_connections;    /* both servers: more are closed as they come (0: no limit) */
     uint64_t idle_timeout_ms;
     uint64_t frame_timeout_ms;
     uint64_t buffers_max_bytes;
-    /* Another surface (admin.h): its codec, served on nng's REP socket
-     * whatever the URL. NULL: the operate surface. */
+    /* Another surface (admin.h): its codec, served by whichever server
+     * the URL takes (berth's own for tcp://, tls+tcp:// and ipc:// unless
+     * `nng` is set). NULL: the operate surface. */
     const struct gw_codec *codec;
     const void *codec_ctx;
     const char *name; /* in messages: "operate" when NULL */
 } gw_server_options;
 
-int gw_server_start(engine *e, const gw_server_options *o, gw_server **out, char *err,
-                    size_t errlen);
+/* The socket (berth's own server's, or nng's REP socket), bound for
+ * berth's own (sp.h), not yet serving. o is copied; its strings must
+ * outlive the server. */
+int gw_server_open(engine *e, const gw_server_options *o, gw_server **out, char *err,
+                   size_t errlen);
+/* Serves: berth's own server starts its loop; nng's socket starts its
+ * contexts receiving and listens on the URL. */
+int gw_server_start(gw_server *s, char *err, size_t errlen);
 /* The URL bound (a tcp port 0 resolved). */
 const char *gw_server_url(const gw_server *s);
 /* Stops serving, in bounded time: answers owed go out (2 s at most), every
  * context is stopped and closed, and no request reaches the engine after
- * it returns. Call after engine_stop(); the engine may then be closed. */
+ * it returns. Call after engine_stop(); the engine may then be closed.
+ * Idempotent. */
 void gw_server_stop(gw_server *s);
-/* gw_server_stop(), then closes the socket and frees everything. nng's
+/* gw_server_stop(), then closes the socket and frees everything (NULL: a
+ * no-op). nng's
  * socket close waits for its pipes, and a pipe whose peer left it stuck
  * may keep it waiting (berthd bounds that wait: gateway/main.c). */
 void gw_server_close(gw_server *s);

@@ -4,8 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <malloc.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -20,17 +18,17 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/call.h"
+#include "gateway/budget.h"
 #include "gateway/convert.h"
+#include "gateway/deadline.h"
+#include "gateway/handshake.h"
+#include "gateway/listeners.h"
+#include "gateway/operate.h"
 #include "gateway/tls.h"
 #include "proto/sp_wire.h"
 #include "store/err.h"
@@ -41,25 +39,9 @@
 #define SP_IN_KEEP       (64u << 10)  /* input buffer kept between frames; more is freed */
 #define SP_HELLO_MS      10000        /* a peer's header must arrive within this (as nng's) */
 
-struct sp_conn;
-
-/* A connection's place in one of the loop's deadline lists. Each list
- * adds every entry with the same delay, so it is sorted by adding at the
- * tail: the head expires first. at_ms is monotonic; 0: not listed. */
-typedef struct sp_deadline {
-    struct sp_conn *c;
-    uint64_t at_ms;
-    struct sp_deadline *prev, *next;
-} sp_deadline;
-
-typedef struct sp_deadlines {
-    sp_deadline *head, *tail;
-} sp_deadlines;
-
 typedef struct sp_conn {
     struct gw_sp *s;
     int fd;
-    int efd;                     /* the epoll it is in: the handshake thread's, then the loop's */
     gw_tls_conn *tls;            /* tls+tcp://: every byte each way goes through it (under mu) */
     uint64_t owner;              /* the engine's name for its requests (never reused) */
     atomic_int refs;             /* the loop's while registered, one per request in the engine */
@@ -69,19 +51,14 @@ typedef struct sp_conn {
     /* loop thread only */
     uint8_t hello[SP_HEADER_LEN];
     size_t hello_got;
-    sp_deadline hello_by; /* in s->hello until its header is in */
-    sp_deadline frame;    /* in s->frames while a frame is half read */
-    sp_deadline idle;     /* in s->idle once its header is in: by its last read */
+    gw_deadline hello_by; /* in s->hello until its header is in */
+    gw_deadline frame;    /* in s->frames while a frame is half read */
+    gw_deadline idle;     /* in s->idle once its header is in: by its last read */
     uint8_t *in;
     size_t in_len, in_cap;
-    bool starved; /* not read: over its share of the memory budget (also under mu) */
-    bool hup;     /* its peer has hung up: what is left to read is its last */
-    bool tls_up;  /* its TLS handshake is done */
-    /* tls+tcp://, while the handshake thread has it */
-    uint64_t born_ms;        /* accepted (monotonic): its handshake is due SP_HELLO_MS later */
-    bool hs_over;            /* handed to the loop (handshake thread) */
-    bool hs_failed;          /* its handshake failed or was late */
-    struct sp_conn *hs_next; /* in s->hs_new or s->hs_done */
+    bool starved;   /* not read: over its share of the memory budget (also under mu) */
+    bool hup;       /* its peer has hung up: what is left to read is its last */
+    gw_hs_entry hs; /* tls+tcp://: its handshake (handshake.h) */
 
     pthread_mutex_t mu; /* guards what follows */
     bool closed;        /* nothing more is sent; fd closed */
@@ -105,132 +82,58 @@ typedef struct sp_req {
 
 struct gw_sp {
     engine *e;
-    const gw_codec *codec; /* the surface's (call.h) */
+    const gw_codec *codec; /* the surface's (operate.h) */
     const void *codec_ctx;
     size_t max_msg;
-    uint64_t owners;    /* connections accepted: each one's engine owner id (loop thread) */
-    int lfd, efd, wake; /* listener, epoll, eventfd */
+    uint64_t owners; /* connections accepted: each one's engine owner id (loop thread) */
+    gw_listener l;   /* the listening socket, its URL and its kind (listeners.h) */
+    int efd, wake;   /* the loop's epoll and eventfd */
     pthread_t thread;
-    char url[300];
-    uint8_t lead;      /* bytes before a frame's length: 1 on ipc:// (its type), else 0 */
-    char ipc[108];     /* ipc://: the socket's path, removed at close ("": tcp://) */
-    const gw_tls *tls; /* tls+tcp://: the certificate and key; else NULL */
+    bool started, stopped; /* the loop thread (the thread that starts and stops it) */
     sp_conn *conns;
-    sp_deadlines hello;  /* awaiting their header (SP_HELLO_MS; loop thread) */
-    sp_deadlines frames; /* a frame begun, not all in (frame_ms; loop thread) */
-    sp_deadlines idle;   /* the others, by their last read (idle_ms; loop thread) */
+    gw_deadlines hello;  /* awaiting their header (SP_HELLO_MS; loop thread) */
+    gw_deadlines frames; /* a frame begun, not all in (frame_ms; loop thread) */
+    gw_deadlines idle;   /* the others, by their last read (idle_ms; loop thread) */
     uint64_t frame_ms;   /* a frame must be in whole this long after it began */
     uint32_t n_conns;    /* open connections (loop thread) */
     atomic_uint open;    /* n_conns, for the commit thread */
-    size_t mem_max;      /* the budget of every connection's buffers */
-    atomic_size_t mem;   /* their capacity now */
-    size_t mem_peak;     /* since memory was last given back (loop thread) */
+    gw_budget budget;    /* every connection's buffers (budget.h) */
     uint32_t n_starved;  /* connections not read for the budget (loop thread) */
     uint32_t max_conns;  /* more are closed as they come */
     uint64_t idle_ms;    /* 0: never closed for idleness */
     int spare;           /* a descriptor kept to accept-and-close at EMFILE */
     sp_conn *dead;       /* closed this batch of events: freed after it */
-    pthread_mutex_t mu;  /* guards resume, closing, hs_new and hs_done */
+    pthread_mutex_t mu;  /* guards resume and closing */
     sp_conn *resume;     /* unpaused: the loop reads them again */
     bool closing;
-    /* tls+tcp://: handshakes run on a thread of their own, at a lower
-     * priority than the loop's: a handshake is a private-key operation
-     * (~10 ms with RSA 2048), and a flood of new connections must not
-     * stall the ones open. */
-    pthread_t hs_thread;
-    bool hs_started;
-    int hs_efd, hs_wake; /* its epoll and eventfd */
-    sp_conn *hs_new;     /* accepted, for the handshake thread */
-    sp_conn *hs_done;    /* handshaken (or failed), for the loop */
+    gw_handshake *hs; /* tls+tcp://: the handshake thread (handshake.h); else NULL */
 };
 
 /* ---- connections ---- */
 
-static void deadline_unlink(sp_deadlines *l, sp_deadline *d)
-{
-    if (d->at_ms == 0)
-        return;
-    if (d->prev)
-        d->prev->next = d->next;
-    else
-        l->head = d->next;
-    if (d->next)
-        d->next->prev = d->prev;
-    else
-        l->tail = d->prev;
-    d->prev = d->next = NULL;
-    d->at_ms = 0;
-}
+/* ---- the memory budget (budget.h) ---- */
 
-/* (Re)lists d at the tail, expiring at at_ms. */
-static void deadline_set(sp_deadlines *l, sp_deadline *d, uint64_t at_ms)
-{
-    deadline_unlink(l, d);
-    d->at_ms = at_ms ? at_ms : 1;
-    d->prev = l->tail;
-    if (l->tail)
-        l->tail->next = d;
-    else
-        l->head = d;
-    l->tail = d;
-}
-
-/* The epoll timeout until l's head expires (-1: empty), given now. */
-static int deadline_wait(const sp_deadlines *l, uint64_t now)
-{
-    if (l->head == NULL)
-        return -1;
-    uint64_t at = l->head->at_ms;
-    return at <= now ? 0 : (int)(at - now < INT32_MAX ? at - now : INT32_MAX);
-}
-
-static int min_wait(int a, int b)
-{
-    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
-}
-
-/* ---- the memory budget (sp.h) ---- */
-
-/* May c's buffers grow by n bytes? Within the budget, yes; past it, only
- * those of a connection under its share. */
+/* May c's buffers grow by n bytes? */
 static bool conn_may_grow(const sp_conn *c, size_t n)
 {
-    const gw_sp *s = c->s;
-    if (atomic_load(&s->mem) + n <= s->mem_max)
-        return true;
-    unsigned open = atomic_load(&s->open);
-    return atomic_load(&c->held) + n <= s->mem_max / (open ? open : 1);
+    return gw_budget_may_grow(&c->s->budget, atomic_load(&c->held), n, atomic_load(&c->s->open));
 }
 
 static void conn_grew(sp_conn *c, size_t n)
 {
-    atomic_fetch_add(&c->held, n);
-    atomic_fetch_add(&c->s->mem, n);
+    gw_budget_take(&c->s->budget, &c->held, n);
 }
 
 static void conn_shrank(sp_conn *c, size_t n)
 {
-    atomic_fetch_sub(&c->held, n);
-    atomic_fetch_sub(&c->s->mem, n);
-}
-
-/* Freed memory back to the system: tcmalloc keeps what it frees for a
- * while, glibc the top of its heaps. */
-extern void MallocExtension_ReleaseFreeMemory(void) __attribute__((weak));
-
-void gw_memory_release(void)
-{
-    if (MallocExtension_ReleaseFreeMemory != NULL)
-        MallocExtension_ReleaseFreeMemory();
-    else
-        malloc_trim(0);
+    gw_budget_give_back(&c->s->budget, &c->held, n);
 }
 
 static void conn_unref(sp_conn *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
-    atomic_fetch_sub(&c->s->mem, atomic_load(&c->held));
+    conn_shrank(c, atomic_load(&c->held));
     pthread_mutex_destroy(&c->mu);
     gw_tls_conn_free(c->tls);
     free(c->in);
@@ -248,16 +151,16 @@ static void conn_arm(sp_conn *c)
         ev.events |= EPOLLIN;
     if (c->out_len > c->out_off)
         ev.events |= EPOLLOUT;
-    epoll_ctl(c->efd, EPOLL_CTL_MOD, c->fd, &ev);
+    epoll_ctl(c->s->efd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
 /* Loop thread. */
 static void conn_close(sp_conn *c)
 {
     gw_sp *s = c->s;
-    deadline_unlink(&s->hello, &c->hello_by);
-    deadline_unlink(&s->frames, &c->frame);
-    deadline_unlink(&s->idle, &c->idle);
+    gw_deadline_clear(&s->hello, &c->hello_by);
+    gw_deadline_clear(&s->frames, &c->frame);
+    gw_deadline_clear(&s->idle, &c->idle);
     s->n_conns--;
     if (c->starved)
         s->n_starved--;
@@ -382,8 +285,8 @@ static void req_answer(sp_req *r, nng_msg *m)
     uint8_t head[9] = {1}; /* (ipc://: the message type, 1) */
     uint64_t len = r->bt_len + (m ? nng_msg_len(m) : 0);
     for (int i = 0; i < 8; i++)
-        head[s->lead + i] = (uint8_t)(len >> (56 - 8 * i));
-    size_t head_len = s->lead + 8u;
+        head[s->l.lead + i] = (uint8_t)(len >> (56 - 8 * i));
+    size_t head_len = s->l.lead + 8u;
     pthread_mutex_lock(&c->mu);
     if (!c->closed && !c->ending && m == NULL) {
         /* No answer could be made (no memory to encode it). Clients turn
@@ -437,7 +340,7 @@ static void req_answer(sp_req *r, nng_msg *m)
     pthread_mutex_unlock(&c->mu);
     if (m != NULL)
         nng_msg_free(m);
-    c->s->codec->release(r->call);
+    c->s->codec->fini(r->call);
     free(r);
     conn_unref(c);
 }
@@ -460,7 +363,7 @@ static void giveback_done(void *arg, engine_reply *r)
  * now rather than when their locks run out. */
 static void give_back(sp_req *r, const engine_reply *reply)
 {
-    const char *worker = ((gw_call *)r->call)->ereq.u.fetch.worker_id;
+    const char *worker = ((gw_operate *)r->call)->ereq.u.fetch.worker_id;
     size_t wl = worker != NULL ? strlen(worker) : 0;
     for (size_t i = 0; i < reply->n_tasks; i++) {
         sp_giveback *g = malloc(sizeof(*g) + wl + 1);
@@ -531,14 +434,14 @@ static bool conn_request(sp_conn *c, const uint8_t *p, size_t len)
     pthread_mutex_unlock(&c->mu);
     engine_status st;
     if (codec == &gw_operate_codec)
-        ((gw_call *)r->call)->peer_gone = c->hup;
-    int rv = codec->start(c->s->codec_ctx, r->call, c->s->e, c->owner, p + r->bt_len,
+        ((gw_operate *)r->call)->peer_gone = c->hup;
+    int rv = codec->begin(c->s->codec_ctx, r->call, c->s->e, c->owner, p + r->bt_len,
                           len - r->bt_len, c->s->max_msg, req_done, r, &st);
-    if (rv == GW_CALL_DROPPED) {
+    if (rv == GW_OPERATE_DROPPED) {
         pthread_mutex_lock(&c->mu);
         c->inflight--;
         pthread_mutex_unlock(&c->mu);
-        codec->release(r->call);
+        codec->fini(r->call);
         free(r);
         conn_unref(c);
     } else if (rv != BERTH_OK) {
@@ -598,15 +501,15 @@ static bool conn_frames(sp_conn *c)
         }
         bool full = window || c->full;
         pthread_mutex_unlock(&c->mu);
-        size_t head = c->s->lead + 8u;
+        size_t head = c->s->l.lead + 8u;
         if (full || c->in_len - off < head)
             break;
-        if (c->s->lead > 0 && c->in[off] != 1) {
+        if (c->s->l.lead > 0 && c->in[off] != 1) {
             ok = false; /* ipc://: not a message (nng's IPC mapping has no other type) */
             break;
         }
         uint64_t len = 0;
-        for (size_t i = c->s->lead; i < head; i++)
+        for (size_t i = c->s->l.lead; i < head; i++)
             len = len << 8 | c->in[off + i];
         if (len > 2 * c->s->max_msg + SP_BACKTRACE_MAX) {
             ok = false; /* over the memory bound, as nng's receive limit */
@@ -641,9 +544,9 @@ static bool conn_frames(sp_conn *c)
      * (bytes our own pause holds back are not late): a peer cannot hold
      * a partial frame, and its buffer, open at its pace. */
     if (off > 0 || c->in_len == 0 || c->paused)
-        deadline_unlink(&c->s->frames, &c->frame);
+        gw_deadline_clear(&c->s->frames, &c->frame);
     if (ok && c->in_len > 0 && !c->paused && c->frame.at_ms == 0 && c->s->frame_ms > 0)
-        deadline_set(&c->s->frames, &c->frame, engine_monotonic_ms() + c->s->frame_ms);
+        gw_deadline_set(&c->s->frames, &c->frame, engine_monotonic_ms() + c->s->frame_ms);
     if (c->in_len == 0 && c->in_cap > SP_IN_KEEP) { /* after a big frame */
         free(c->in);
         c->in = NULL;
@@ -744,11 +647,11 @@ static void conn_read(sp_conn *c, bool hup)
         }
         if (c->hello_got < SP_HEADER_LEN)
             return;
-        deadline_unlink(&c->s->hello, &c->hello_by);
+        gw_deadline_clear(&c->s->hello, &c->hello_by);
     }
     uint64_t now = engine_monotonic_ms();
     if (c->s->idle_ms > 0)
-        deadline_set(&c->s->idle, &c->idle, now + c->s->idle_ms);
+        gw_deadline_set(&c->s->idle, &c->idle, now + c->s->idle_ms);
     /* A bounded number of reads: epoll (level-triggered) brings the
      * connection back, after the others. */
     for (int reads = 0; reads < 16; reads++) {
@@ -817,10 +720,7 @@ static void conn_writable(sp_conn *c)
  * back to the system. */
 static void budget_check(gw_sp *s)
 {
-    size_t mem = atomic_load(&s->mem);
-    if (mem > s->mem_peak)
-        s->mem_peak = mem;
-    if (mem > s->mem_max / 4 * 3)
+    if (!gw_budget_settle(&s->budget))
         return;
     for (sp_conn *c = s->conns; c != NULL && s->n_starved > 0; c = c->next) {
         if (!c->starved)
@@ -832,10 +732,6 @@ static void budget_check(gw_sp *s)
             resume_later(c); /* what TLS holds decrypted is read too */
         pthread_mutex_unlock(&c->mu);
         s->n_starved--;
-    }
-    if (s->mem_peak > s->mem_max / 4 && mem < s->mem_max / 16) {
-        gw_memory_release();
-        s->mem_peak = mem;
     }
 }
 
@@ -866,7 +762,6 @@ static void conn_drop(gw_sp *s, sp_conn *c)
  * long). */
 static void conn_adopt(gw_sp *s, sp_conn *c)
 {
-    c->efd = s->efd;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
     if (epoll_ctl(s->efd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
         conn_drop(s, c);
@@ -876,142 +771,55 @@ static void conn_adopt(gw_sp *s, sp_conn *c)
     if (s->conns)
         s->conns->prev = c;
     s->conns = c;
-    deadline_set(&s->hello, &c->hello_by, engine_monotonic_ms() + SP_HELLO_MS);
+    gw_deadline_set(&s->hello, &c->hello_by, engine_monotonic_ms() + SP_HELLO_MS);
     pthread_mutex_lock(&c->mu);
     if (c->out_len > c->out_off)
         conn_arm(c); /* (what its handshake left to send) */
     pthread_mutex_unlock(&c->mu);
 }
 
-/* ---- TLS handshakes (tls+tcp://: a thread of their own) ---- */
+/* ---- TLS handshakes (tls+tcp://: handshake.h) ---- */
 
-static void wake_up(int efd)
+/* Handshake thread (c->mu held): what TLS queued is sent. */
+static bool hs_flush(void *conn, bool *more)
 {
-    uint64_t one = 1;
-    ssize_t w = write(efd, &one, sizeof(one));
-    (void)w;
+    sp_conn *c = conn;
+    bool ok = conn_flush(c);
+    *more = c->out_len > c->out_off;
+    return ok;
 }
 
-/* Loop thread: c goes to the handshake thread. */
-static void hs_hand(gw_sp *s, sp_conn *c)
+/* Handshake thread (c->mu held): the handshake is done; our SP header,
+ * under TLS. */
+static bool hs_up(void *conn)
 {
-    pthread_mutex_lock(&s->mu);
-    c->hs_next = s->hs_new;
-    s->hs_new = c;
-    pthread_mutex_unlock(&s->mu);
-    wake_up(s->hs_wake);
+    sp_conn *c = conn;
+    uint8_t hello[SP_HEADER_LEN];
+    sp_header(hello, SP_PROTO_REP0);
+    struct iovec iov = {hello, sizeof(hello)};
+    return gw_tls_writev(c->tls, &iov, 1);
 }
 
-/* Handshake thread: done with c (handshaken, or failed or late): out of
- * its epoll and deadlines, onto *done, which goes to the loop after the
- * batch of events (a later event of the batch may still name c). */
-static void hs_over(gw_sp *s, sp_deadlines *dl, sp_conn *c, bool failed, sp_conn **done)
-{
-    deadline_unlink(dl, &c->hello_by);
-    epoll_ctl(s->hs_efd, EPOLL_CTL_DEL, c->fd, NULL);
-    c->hs_over = true;
-    c->hs_failed = failed;
-    c->hs_next = *done;
-    *done = c;
-}
-
-/* Handshake thread: the handshake as far as the peer's bytes go; once it
- * is done, our SP header, under TLS. */
-static void hs_step(gw_sp *s, sp_deadlines *dl, sp_conn *c, sp_conn **done)
-{
-    pthread_mutex_lock(&c->mu);
-    int h = gw_tls_handshake(c->tls);
-    bool ok = h >= 0 && tls_sent(c);
-    if (ok && h == 1) {
-        c->tls_up = true;
-        uint8_t hello[SP_HEADER_LEN];
-        sp_header(hello, SP_PROTO_REP0);
-        struct iovec iov = {hello, sizeof(hello)};
-        ok = gw_tls_writev(c->tls, &iov, 1) && tls_sent(c);
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (!ok || h == 1)
-        hs_over(s, dl, c, !ok, done);
-}
-
-/* Handshake thread: *done to the loop. */
-static void hs_deliver(gw_sp *s, sp_conn **done)
-{
-    if (*done == NULL)
-        return;
-    pthread_mutex_lock(&s->mu);
-    while (*done != NULL) {
-        sp_conn *c = *done;
-        *done = c->hs_next;
-        c->hs_next = s->hs_done;
-        s->hs_done = c;
-    }
-    pthread_mutex_unlock(&s->mu);
-    wake_up(s->wake);
-}
-
-static void *hs_main(void *arg)
+/* Handshake thread: the loop takes what is handed back (hs_adopt). */
+static void hs_finished(void *arg)
 {
     gw_sp *s = arg;
-    prctl(PR_SET_NAME, "berth-tls", 0, 0, 0);
-    /* Handshakes take the CPU the loop leaves. */
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
-    sp_deadlines dl = {NULL, NULL};
-    struct epoll_event evs[64];
-    for (bool closing = false; !closing;) {
-        pthread_mutex_lock(&s->mu);
-        closing = s->closing;
-        sp_conn *fresh = NULL;
-        while (s->hs_new != NULL) { /* (oldest first: their deadlines in order) */
-            sp_conn *c = s->hs_new;
-            s->hs_new = c->hs_next;
-            c->hs_next = fresh;
-            fresh = c;
-        }
-        pthread_mutex_unlock(&s->mu);
-        sp_conn *done = NULL;
-        while (fresh != NULL) {
-            sp_conn *c = fresh;
-            fresh = c->hs_next;
-            c->efd = s->hs_efd;
-            deadline_set(&dl, &c->hello_by, c->born_ms + SP_HELLO_MS);
-            struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
-            if (closing || epoll_ctl(s->hs_efd, EPOLL_CTL_ADD, c->fd, &ev) != 0)
-                hs_over(s, &dl, c, true, &done);
-            else
-                hs_step(s, &dl, c, &done); /* (its ClientHello may be in) */
-        }
-        uint64_t now = engine_monotonic_ms();
-        while (dl.head != NULL && (closing || dl.head->at_ms <= now))
-            hs_over(s, &dl, dl.head->c, true, &done);
-        hs_deliver(s, &done);
-        int n = closing ? 0 : epoll_wait(s->hs_efd, evs, 64, deadline_wait(&dl, now));
-        for (int i = 0; i < n; i++) {
-            if (evs[i].data.ptr == &s->hs_wake) {
-                uint64_t v;
-                ssize_t r = read(s->hs_wake, &v, sizeof(v));
-                (void)r;
-            } else if (!((sp_conn *)evs[i].data.ptr)->hs_over) {
-                hs_step(s, &dl, evs[i].data.ptr, &done);
-            }
-        }
-        hs_deliver(s, &done);
-    }
-    return NULL;
+    uint64_t one = 1;
+    ssize_t w = write(s->wake, &one, sizeof(one));
+    (void)w;
 }
 
 /* Loop thread: the connections whose handshake ended are served, or let
  * go. */
 static void hs_adopt(gw_sp *s)
 {
-    pthread_mutex_lock(&s->mu);
-    sp_conn *list = s->hs_done;
-    s->hs_done = NULL;
-    pthread_mutex_unlock(&s->mu);
+    if (s->hs == NULL)
+        return;
+    gw_hs_entry *list = gw_handshake_take(s->hs);
     while (list != NULL) {
-        sp_conn *c = list;
-        list = c->hs_next;
-        if (c->hs_failed)
+        sp_conn *c = list->conn;
+        list = list->next;
+        if (c->hs.failed)
             conn_drop(s, c);
         else
             conn_adopt(s, c);
@@ -1026,17 +834,56 @@ static bool accept_and_refuse(gw_sp *s)
     if (s->spare < 0)
         return false;
     close(s->spare);
-    int fd = accept(s->lfd, NULL, NULL);
+    int fd = accept(s->l.fd, NULL, NULL);
     if (fd >= 0)
         close(fd);
     s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     return fd >= 0;
 }
 
+/* Loop thread: a connection accepted on fd is served (its handshake
+ * first on tls+tcp://), or let go. */
+static void conn_accepted(gw_sp *s, int fd)
+{
+    int one = 1;
+    if (s->l.lead == 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    sp_conn *c = calloc(1, sizeof(*c));
+    uint8_t hello[SP_HEADER_LEN];
+    sp_header(hello, SP_PROTO_REP0);
+    /* (tls+tcp://: the header goes once the handshake is done) */
+    if (c == NULL ||
+        (s->l.tls != NULL ? (c->tls = gw_tls_conn_alloc(s->l.tls, fd, tls_out, c)) == NULL
+                          : send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello))) {
+        free(c);
+        close(fd);
+        return;
+    }
+    c->s = s;
+    c->fd = fd;
+    c->owner = GW_OWNER_SP | ++s->owners;
+    atomic_init(&c->refs, 1);
+    atomic_init(&c->held, 0);
+    pthread_mutex_init(&c->mu, NULL);
+    c->hello_by.owner = c->frame.owner = c->idle.owner = c;
+    s->n_conns++;
+    atomic_fetch_add(&s->open, 1);
+    if (s->hs == NULL) {
+        conn_adopt(s, c);
+        return;
+    }
+    /* The loop has it back once its handshake is done (hs_adopt). */
+    c->hs = (gw_hs_entry){.conn = c, .fd = fd, .tls = c->tls, .mu = &c->mu};
+    c->hs.due_ms = engine_monotonic_ms() + SP_HELLO_MS;
+    gw_handshake_give(s->hs, &c->hs);
+}
+
 static void accept_all(gw_sp *s)
 {
     for (;;) {
-        int fd = accept(s->lfd, NULL, NULL);
+        int fd = accept(s->l.fd, NULL, NULL);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
                 continue; /* that peer is gone; others may wait */
@@ -1053,36 +900,7 @@ static void accept_all(gw_sp *s)
             close(fd); /* --max-connections: the ones already open go on */
             continue;
         }
-        int one = 1;
-        if (s->lead == 0)
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-        fcntl(fd, F_SETFD, FD_CLOEXEC);
-        sp_conn *c = calloc(1, sizeof(*c));
-        uint8_t hello[SP_HEADER_LEN];
-        sp_header(hello, SP_PROTO_REP0);
-        /* (tls+tcp://: the header goes once the handshake is done) */
-        if (c == NULL ||
-            (s->tls != NULL ? (c->tls = gw_tls_conn_new(s->tls, fd, tls_out, c)) == NULL
-                            : send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello))) {
-            free(c);
-            close(fd);
-            continue;
-        }
-        c->s = s;
-        c->fd = fd;
-        c->owner = GW_OWNER_SP | ++s->owners;
-        atomic_init(&c->refs, 1);
-        atomic_init(&c->held, 0);
-        pthread_mutex_init(&c->mu, NULL);
-        c->hello_by.c = c->frame.c = c->idle.c = c;
-        c->born_ms = engine_monotonic_ms();
-        s->n_conns++;
-        atomic_fetch_add(&s->open, 1);
-        if (s->tls != NULL)
-            hs_hand(s, c); /* the loop has it back once its handshake is done */
-        else
-            conn_adopt(s, c);
+        conn_accepted(s, fd);
     }
 }
 
@@ -1094,22 +912,23 @@ static int deadlines_expire(gw_sp *s)
 {
     uint64_t now = engine_monotonic_ms();
     while (s->hello.head != NULL && s->hello.head->at_ms <= now)
-        conn_close(s->hello.head->c);
+        conn_close(s->hello.head->owner);
     while (s->frames.head != NULL && s->frames.head->at_ms <= now)
-        conn_close(s->frames.head->c);
+        conn_close(s->frames.head->owner);
     for (uint32_t n = s->n_conns; n > 0 && s->idle.head != NULL && s->idle.head->at_ms <= now;
          n--) {
-        sp_conn *c = s->idle.head->c;
+        sp_conn *c = s->idle.head->owner;
         pthread_mutex_lock(&c->mu);
         bool busy = c->inflight > 0 || c->out_len > c->out_off;
         pthread_mutex_unlock(&c->mu);
         if (busy)
-            deadline_set(&s->idle, &c->idle, now + s->idle_ms);
+            gw_deadline_set(&s->idle, &c->idle, now + s->idle_ms);
         else
             conn_close(c);
     }
-    return min_wait(min_wait(deadline_wait(&s->hello, now), deadline_wait(&s->frames, now)),
-                    deadline_wait(&s->idle, now));
+    return gw_wait_min(
+        gw_wait_min(gw_deadline_wait(&s->hello, now), gw_deadline_wait(&s->frames, now)),
+        gw_deadline_wait(&s->idle, now));
 }
 
 /* Connections unpaused by their answers: run their buffered frames. */
@@ -1166,7 +985,7 @@ static void *loop_main(void *arg)
             if (deadline.tv_sec == 0) {
                 deadline = now;
                 deadline.tv_sec += 2;
-                epoll_ctl(s->efd, EPOLL_CTL_DEL, s->lfd, NULL);
+                epoll_ctl(s->efd, EPOLL_CTL_DEL, s->l.fd, NULL);
             }
             if (all_flushed(s) || now.tv_sec > deadline.tv_sec ||
                 (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
@@ -1180,7 +999,7 @@ static void *loop_main(void *arg)
         int n = epoll_wait(s->efd, evs, 64, wait_ms);
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
-            if (p == &s->lfd) {
+            if (p == &s->l) {
                 accept_all(s);
             } else if (p == &s->wake) {
                 uint64_t v;
@@ -1219,143 +1038,25 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
-/* ---- start and stop ---- */
+/* ---- open, start, stop, close ---- */
 
-/* ipc://PATH: a Unix socket at PATH. A socket file already there whose
- * listener is gone (connecting is refused) is replaced, as nng does; one
- * that answers is another server's, and an error. */
-static int listen_ipc(gw_sp *s, const char *url, char *err, size_t errlen)
+/* The loop's epoll: the listener and the eventfd in it. */
+static int loop_open(gw_sp *s, char *err, size_t errlen)
 {
-    const char *path = url + strlen("ipc://");
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (path[0] == '\0' || strlen(path) >= sizeof(sa.sun_path) || strlen(path) >= sizeof(s->ipc)) {
-        snprintf(err, errlen, "%s: an ipc:// path is 1 to %zu bytes", url, sizeof(sa.sun_path) - 1);
-        return BERTH_EINVAL;
-    }
-    memcpy(sa.sun_path, path, strlen(path));
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int rv = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-    if (rv != 0 && errno == EADDRINUSE) {
-        /* Only a socket is ever removed: a file of another kind at the path
-         * is left as it is, and the start fails. */
-        struct stat st;
-        int probe = lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)
-                        ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)
-                        : -1;
-        bool stale = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
-                     errno == ECONNREFUSED;
-        if (probe >= 0)
-            close(probe);
-        if (stale && unlink(path) == 0)
-            rv = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-        else
-            errno = EADDRINUSE;
-    }
-    if (rv != 0 || listen(fd, 128) != 0) {
-        int saved = errno;
-        if (fd >= 0)
-            close(fd);
-        snprintf(err, errlen, "cannot listen on %s: %s", url, strerror(saved));
+    s->efd = epoll_create1(EPOLL_CLOEXEC);
+    s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event l = {.events = EPOLLIN, .data.ptr = &s->l};
+    struct epoll_event w = {.events = EPOLLIN, .data.ptr = &s->wake};
+    if (s->efd < 0 || s->wake < 0 || epoll_ctl(s->efd, EPOLL_CTL_ADD, s->l.fd, &l) != 0 ||
+        epoll_ctl(s->efd, EPOLL_CTL_ADD, s->wake, &w) != 0) {
+        snprintf(err, errlen, "cannot open the operate server: %s", strerror(errno));
         return BERTH_EIO;
     }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    snprintf(s->url, sizeof(s->url), "%s", url);
-    snprintf(s->ipc, sizeof(s->ipc), "%s", path);
-    s->lead = 1;
-    s->lfd = fd;
     return BERTH_OK;
 }
 
-static int listen_on(gw_sp *s, const char *url, const gw_tls *tls, char *err, size_t errlen)
-{
-    if (strncmp(url, "ipc://", 6) == 0)
-        return listen_ipc(s, url, err, errlen);
-    const char *scheme = "tcp://";
-    if (strncmp(url, "tls+tcp://", 10) == 0) {
-        if (tls == NULL) {
-            snprintf(err, errlen, "%s: a tls+tcp:// URL needs --tls-cert and --tls-key", url);
-            return BERTH_EINVAL;
-        }
-        scheme = "tls+tcp://";
-        s->tls = tls;
-    }
-    const char *hp = url + strlen(scheme);
-    char h[256], port_text[16];
-    if (!sp_host_port(hp, h, sizeof(h), port_text, sizeof(port_text))) {
-        snprintf(err, errlen, "%s: not HOST:PORT (a host of 255 bytes at most)", url);
-        return BERTH_EINVAL;
-    }
-    int hl = (int)(strrchr(hp, ':') - hp); /* (as written, for the URL bound) */
-    bool any = h[0] == '\0' || strcmp(h, "*") == 0;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *ai = NULL;
-    int g = getaddrinfo(any ? NULL : h, port_text, &hints, &ai);
-    if (g != 0) {
-        snprintf(err, errlen, "%s: %s", url, gai_strerror(g));
-        return BERTH_EINVAL;
-    }
-    int fd = -1, saved = 0;
-    for (struct addrinfo *a = ai; a != NULL && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-        if (fd < 0)
-            continue;
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 128) != 0) {
-            saved = errno;
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(ai);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot listen on %s: %s", url, strerror(saved ? saved : EINVAL));
-        return BERTH_EIO;
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    getsockname(fd, (struct sockaddr *)&ss, &sl);
-    unsigned port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                             : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    snprintf(s->url, sizeof(s->url), "%s%.*s:%u", scheme, hl, hp, port);
-    s->lfd = fd;
-    return BERTH_OK;
-}
-
-/* The handshake thread stopped, and the connections it had or handed
- * back let go (the loop has stopped, or never started). */
-static void hs_stop(gw_sp *s)
-{
-    if (s->hs_started) {
-        pthread_mutex_lock(&s->mu);
-        s->closing = true;
-        pthread_mutex_unlock(&s->mu);
-        wake_up(s->hs_wake);
-        pthread_join(s->hs_thread, NULL);
-        s->hs_started = false;
-    }
-    sp_conn *lists[2] = {s->hs_new, s->hs_done};
-    s->hs_new = s->hs_done = NULL;
-    for (int i = 0; i < 2; i++) {
-        while (lists[i] != NULL) {
-            sp_conn *c = lists[i];
-            lists[i] = c->hs_next;
-            close(c->fd);
-            conn_unref(c);
-        }
-    }
-    if (s->hs_efd >= 0)
-        close(s->hs_efd);
-    if (s->hs_wake >= 0)
-        close(s->hs_wake);
-    s->hs_efd = s->hs_wake = -1;
-}
-
-int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out, char *err,
-                size_t errlen)
+int gw_sp_open(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out, char *err,
+               size_t errlen)
 {
     *out = NULL;
     gw_sp *s = calloc(1, sizeof(*s));
@@ -1364,66 +1065,41 @@ int gw_sp_start(engine *e, const char *url, const gw_sp_limits *lim, gw_sp **out
     s->e = e;
     s->codec = lim->codec ? lim->codec : &gw_operate_codec;
     s->codec_ctx = lim->codec_ctx;
-    size_t max_message_bytes = lim->max_message_bytes;
     s->max_conns = lim->max_connections;
     s->idle_ms = lim->idle_timeout_ms;
     s->frame_ms = lim->frame_timeout_ms;
-    s->mem_max = lim->buffers_max_bytes && lim->buffers_max_bytes < SIZE_MAX
-                     ? (size_t)lim->buffers_max_bytes
-                     : SIZE_MAX / 2;
+    gw_budget_init(&s->budget, lim->buffers_max_bytes);
     s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
     /* (frames up to twice this, plus a backtrace, must fit a size_t) */
-    s->max_msg = max_message_bytes < SIZE_MAX / 4 ? max_message_bytes : SIZE_MAX / 4;
-    s->lfd = s->efd = s->wake = s->hs_efd = s->hs_wake = -1;
+    s->max_msg = lim->max_message_bytes < SIZE_MAX / 4 ? lim->max_message_bytes : SIZE_MAX / 4;
+    s->l.fd = s->efd = s->wake = -1;
     atomic_init(&s->open, 0);
-    atomic_init(&s->mem, 0);
     pthread_mutex_init(&s->mu, NULL);
-    int rv = listen_on(s, url, lim->tls, err, errlen);
-    if (rv == BERTH_OK) {
-        s->efd = epoll_create1(EPOLL_CLOEXEC);
-        s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        struct epoll_event l = {.events = EPOLLIN, .data.ptr = &s->lfd};
-        struct epoll_event w = {.events = EPOLLIN, .data.ptr = &s->wake};
-        if (s->efd < 0 || s->wake < 0 || epoll_ctl(s->efd, EPOLL_CTL_ADD, s->lfd, &l) != 0 ||
-            epoll_ctl(s->efd, EPOLL_CTL_ADD, s->wake, &w) != 0) {
-            snprintf(err, errlen, "cannot start the operate server: %s", strerror(errno));
-            rv = BERTH_EIO;
-        }
-    }
-    if (rv == BERTH_OK && s->tls != NULL) {
-        s->hs_efd = epoll_create1(EPOLL_CLOEXEC);
-        s->hs_wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        struct epoll_event w = {.events = EPOLLIN, .data.ptr = &s->hs_wake};
-        if (s->hs_efd < 0 || s->hs_wake < 0 ||
-            epoll_ctl(s->hs_efd, EPOLL_CTL_ADD, s->hs_wake, &w) != 0) {
-            snprintf(err, errlen, "cannot start the operate server: %s", strerror(errno));
-            rv = BERTH_EIO;
-        } else if ((rv = pthread_create(&s->hs_thread, NULL, hs_main, s)) != 0) {
-            snprintf(err, errlen, "cannot start the operate server: %s", strerror(rv));
-            rv = BERTH_EIO;
-        } else {
-            s->hs_started = true;
-        }
-    }
-    if (rv == BERTH_OK && (rv = pthread_create(&s->thread, NULL, loop_main, s)) != 0) {
-        snprintf(err, errlen, "cannot start the operate server: %s", strerror(rv));
-        rv = BERTH_EIO;
-    }
+    gw_handshake_ops ops = {.flush = hs_flush, .up = hs_up, .finished = hs_finished, .arg = s};
+    int rv = gw_listener_open(&s->l, url, lim->tls, err, errlen);
+    if (rv == BERTH_OK)
+        rv = loop_open(s, err, errlen);
+    if (rv == BERTH_OK && s->l.tls != NULL)
+        rv = gw_handshake_open(&ops, &s->hs, err, errlen);
     if (rv != BERTH_OK) {
-        hs_stop(s);
-        if (s->spare >= 0)
-            close(s->spare);
-        if (s->lfd >= 0)
-            close(s->lfd);
-        if (s->efd >= 0)
-            close(s->efd);
-        if (s->wake >= 0)
-            close(s->wake);
-        pthread_mutex_destroy(&s->mu);
-        free(s);
+        gw_sp_close(s);
         return rv;
     }
     *out = s;
+    return BERTH_OK;
+}
+
+int gw_sp_start(gw_sp *s, char *err, size_t errlen)
+{
+    if (s->hs != NULL && gw_handshake_start(s->hs, err, errlen) != BERTH_OK)
+        return BERTH_EIO;
+    int rv = pthread_create(&s->thread, NULL, loop_main, s);
+    if (rv != 0) {
+        snprintf(err, errlen, "cannot start the operate server: %s", strerror(rv));
+        gw_handshake_stop(s->hs);
+        return BERTH_EIO;
+    }
+    s->started = true;
     return BERTH_OK;
 }
 
@@ -1434,28 +1110,47 @@ unsigned gw_sp_connections(const gw_sp *s)
 
 const char *gw_sp_url(const gw_sp *s)
 {
-    return s->url;
+    return s->l.url;
+}
+
+void gw_sp_stop(gw_sp *s)
+{
+    if (s == NULL || s->stopped)
+        return;
+    s->stopped = true;
+    pthread_mutex_lock(&s->mu);
+    s->closing = true;
+    pthread_mutex_unlock(&s->mu);
+    /* The handshakes in flight fail, and go to the loop, which lets them go. */
+    gw_handshake_stop(s->hs);
+    if (s->started) {
+        uint64_t one = 1;
+        ssize_t w = write(s->wake, &one, sizeof(one));
+        (void)w;
+        pthread_join(s->thread, NULL);
+    }
+    /* Handed back after the loop's last look (or with no loop): let go. */
+    for (gw_hs_entry *list = s->hs ? gw_handshake_take(s->hs) : NULL; list != NULL;) {
+        sp_conn *c = list->conn;
+        list = list->next;
+        close(c->fd);
+        conn_unref(c);
+    }
 }
 
 void gw_sp_close(gw_sp *s)
 {
     if (s == NULL)
         return;
-    pthread_mutex_lock(&s->mu);
-    s->closing = true;
-    pthread_mutex_unlock(&s->mu);
-    uint64_t one = 1;
-    ssize_t w = write(s->wake, &one, sizeof(one));
-    (void)w;
-    pthread_join(s->thread, NULL);
-    hs_stop(s);
+    gw_sp_stop(s);
+    gw_handshake_close(s->hs);
     if (s->spare >= 0)
         close(s->spare);
-    close(s->lfd);
-    if (s->ipc[0] != '\0')
-        unlink(s->ipc); /* (nng's IPC listener does so too) */
-    close(s->efd);
-    close(s->wake);
+    gw_listener_close(&s->l);
+    if (s->efd >= 0)
+        close(s->efd);
+    if (s->wake >= 0)
+        close(s->wake);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

@@ -183,13 +183,13 @@ static int bio_recv(void *arg, unsigned char *p, size_t n)
     }
 }
 
-gw_tls_conn *gw_tls_conn_new(const gw_tls *t, int fd, gw_tls_out_fn out, void *arg)
+gw_tls_conn *gw_tls_conn_alloc(const gw_tls *t, int fd, gw_tls_out_fn out, void *arg)
 {
-    return gw_tls_conn_client(t, fd, NULL, out, arg);
+    return gw_tls_conn_client_alloc(t, fd, NULL, out, arg);
 }
 
-gw_tls_conn *gw_tls_conn_client(const gw_tls *t, int fd, const char *server_name, gw_tls_out_fn out,
-                                void *arg)
+gw_tls_conn *gw_tls_conn_client_alloc(const gw_tls *t, int fd, const char *server_name,
+                                      gw_tls_out_fn out, void *arg)
 {
     gw_tls_conn *c = calloc(1, sizeof(*c));
     if (c == NULL)

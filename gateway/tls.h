@@ -41,11 +41,11 @@ int gw_tls_client_open(const char *ca_file, gw_tls **out, char *err, size_t errl
 void gw_tls_close(gw_tls *t);
 
 /* A server connection on fd (non-blocking). NULL: no memory. */
-gw_tls_conn *gw_tls_conn_new(const gw_tls *t, int fd, gw_tls_out_fn out, void *arg);
+gw_tls_conn *gw_tls_conn_alloc(const gw_tls *t, int fd, gw_tls_out_fn out, void *arg);
 /* A client connection on fd (t from gw_tls_client_open): the server's
  * certificate must chain to t's CAs and name server_name. */
-gw_tls_conn *gw_tls_conn_client(const gw_tls *t, int fd, const char *server_name, gw_tls_out_fn out,
-                                void *arg);
+gw_tls_conn *gw_tls_conn_client_alloc(const gw_tls *t, int fd, const char *server_name,
+                                      gw_tls_out_fn out, void *arg);
 void gw_tls_conn_free(gw_tls_conn *c);
 
 /* Runs the handshake as far as the peer's bytes allow: 1 done, 0 it waits

@@ -1,8 +1,9 @@
 /*
  * sp_wire.h — the scalability protocols' TCP mapping, as nng speaks it
  * (DESIGN §5): what a client without libnng writes, and what berthd's own
- * tcp:// server (gateway/sp.c) and berth's direct client (tools/clients/c/client.c)
- * speak. Declared once, here.
+ * tcp://, tls+tcp:// and ipc:// server (gateway/sp.c, its listeners in
+ * gateway/listeners.c), its push sender (gateway/push.c) and berth's
+ * direct client (tools/clients/c/client.c) speak. Declared once, here.
  *
  *   connect   each side sends SP_HEADER_LEN bytes: 00 'S' 'P' 00, its
  *             protocol number (16 bits, big endian), 00 00

@@ -19,7 +19,7 @@ engine *fuzz_engine(void);
  * so that what the inputs kept does not grow without bound. */
 void fuzz_engine_close(engine *e);
 /* An answer awaited from the engine: pass fuzz_done and the answer to
- * engine_exec() (or gw_call_start()), then fuzz_answer_wait(); and
+ * engine_exec() (or gw_operate_begin()), then fuzz_answer_wait(); and
  * fuzz_answer_fini() in the end, waited for or not. */
 typedef struct fuzz_answer {
     pthread_mutex_t mu;

@@ -13,7 +13,7 @@
 
 #include <nng/nng.h>
 
-#include "gateway/call.h"
+#include "gateway/operate.h"
 #include "gateway/convert.h"
 #include "store/err.h"
 #include "tests/fuzz/fuzz.h"
@@ -28,13 +28,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (e == NULL)
         e = fuzz_engine();
-    gw_call call;
-    gw_call_init(&call);
+    gw_operate call;
+    gw_operate_init(&call);
     fuzz_answer a;
     fuzz_answer_init(&a);
     engine_status st;
     nng_msg *m = NULL;
-    if (gw_call_start(&call, e, 1, data, size, 1u << 20, fuzz_done, &a, &st) == BERTH_OK) {
+    if (gw_operate_begin(&call, e, 1, data, size, 1u << 20, fuzz_done, &a, &st) == BERTH_OK) {
         engine_reply *r = fuzz_answer_wait(&a);
         if (gw_encode_reply(r, &call.arena, &m) != BERTH_OK)
             m = NULL;
@@ -45,6 +45,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_answer_fini(&a);
     if (m != NULL)
         nng_msg_free(m);
-    gw_call_release(&call);
+    gw_operate_fini(&call);
     return 0;
 }

@@ -32,8 +32,9 @@ static void start(void)
                         .idle_timeout_ms = 1000,
                         .frame_timeout_ms = 1000};
     char err[256];
-    if (gw_sp_start(e, "tcp://127.0.0.1:0", &lim, &s, err, sizeof(err)) != BERTH_OK) {
-        fprintf(stderr, "gw_sp_start: %s\n", err);
+    if (gw_sp_open(e, "tcp://127.0.0.1:0", &lim, &s, err, sizeof(err)) != BERTH_OK ||
+        gw_sp_start(s, err, sizeof(err)) != BERTH_OK) {
+        fprintf(stderr, "gw_sp_open: %s\n", err);
         exit(1);
     }
     const char *colon = strrchr(gw_sp_url(s), ':');

@@ -18,7 +18,8 @@ static void setup(void)
     h_setup();
     gw_sp_limits lim = {.max_message_bytes = 1u << 20, .max_connections = 16};
     char err[256];
-    cr_assert_eq(gw_sp_start(H.e, "tcp://127.0.0.1:0", &lim, &S, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(gw_sp_open(H.e, "tcp://127.0.0.1:0", &lim, &S, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(gw_sp_start(S, err, sizeof(err)), 0, "%s", err);
 }
 
 static void teardown(void)

@@ -1,5 +1,5 @@
-/* call.c — see call.h. */
-#include "gateway/call.h"
+/* operate.c — see operate.h. */
+#include "gateway/operate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,14 +25,14 @@ static void budget_free(void *data, void *p)
     free(p);
 }
 
-void gw_call_init(gw_call *c)
+void gw_operate_init(gw_operate *c)
 {
     memset(c, 0, sizeof(*c));
     c->budget.a = (ProtobufCAllocator){budget_alloc, budget_free, &c->budget};
 }
 
-int gw_call_start(gw_call *c, engine *e, uint64_t owner, const void *data, size_t len,
-                  size_t max_msg, engine_done_fn done, void *arg, engine_status *st)
+int gw_operate_begin(gw_operate *c, engine *e, uint64_t owner, const void *data, size_t len,
+                     size_t max_msg, engine_done_fn done, void *arg, engine_status *st)
 {
     memset(st, 0, sizeof(*st));
     if (len > max_msg) {
@@ -66,7 +66,7 @@ int gw_call_start(gw_call *c, engine *e, uint64_t owner, const void *data, size_
         return BERTH_EINVAL;
     c->ereq.owner = owner;
     if (c->peer_gone && (c->ereq.op == ENGINE_OP_FETCH || c->ereq.op == ENGINE_OP_AWAIT_CALL))
-        return GW_CALL_DROPPED;
+        return GW_OPERATE_DROPPED;
     if (engine_exec(e, &c->ereq, done, arg) != BERTH_OK) {
         st->code = ENGINE_CODE_UNAVAILABLE;
         st->engine_code = ENGINE_EC_ENGINE_UNAVAILABLE;
@@ -77,7 +77,7 @@ int gw_call_start(gw_call *c, engine *e, uint64_t owner, const void *data, size_
     return BERTH_OK;
 }
 
-void gw_call_release(gw_call *c)
+void gw_operate_fini(gw_operate *c)
 {
     if (c->req != NULL)
         berth__v1__request__free_unpacked(c->req, &c->budget.a);
@@ -87,31 +87,31 @@ void gw_call_release(gw_call *c)
 
 static void op_init(void *call)
 {
-    gw_call_init(call);
+    gw_operate_init(call);
 }
 
-static int op_start(const void *ctx, void *call, engine *e, uint64_t owner, const void *data,
+static int op_begin(const void *ctx, void *call, engine *e, uint64_t owner, const void *data,
                     size_t len, size_t max_msg, engine_done_fn done, void *arg, engine_status *st)
 {
     (void)ctx;
-    return gw_call_start(call, e, owner, data, len, max_msg, done, arg, st);
+    return gw_operate_begin(call, e, owner, data, len, max_msg, done, arg, st);
 }
 
 static int op_encode(void *call, const engine_reply *r, nng_msg **out)
 {
-    return gw_encode_reply(r, &((gw_call *)call)->arena, out);
+    return gw_encode_reply(r, &((gw_operate *)call)->arena, out);
 }
 
-static void op_release(void *call)
+static void op_fini(void *call)
 {
-    gw_call_release(call);
+    gw_operate_fini(call);
 }
 
 const gw_codec gw_operate_codec = {
-    .call_size = sizeof(gw_call),
+    .call_size = sizeof(gw_operate),
     .init = op_init,
-    .start = op_start,
+    .begin = op_begin,
     .encode = op_encode,
     .encode_status = gw_encode_status,
-    .release = op_release,
+    .fini = op_fini,
 };
