@@ -90,6 +90,8 @@ typedef struct deployment {
     uint64_t n_tasks; /* task rows, terminal ones included */
     uint64_t n_terminal;
     uint64_t n_backoff;   /* live calls in BACKOFF */
+    uint64_t n_retrying;  /* live calls with an attempt left (BACKOFF ones too):
+                             they may re-drive into it */
     uint64_t n_instances; /* live calls (each points at its declaration) */
     bool draining_listed; /* in e->draining: the gate looks at it each turn */
     struct deployment *draining_next;

@@ -72,9 +72,12 @@ fail:
     return NULL;
 }
 
+/* A call with an attempt left may still re-drive into d (even when its
+ * attempt's delivery is poisoned or its task terminal): it holds d. Its
+ * BACKOFF calls are among them. */
 static uint64_t held(const deployment *d)
 {
-    return (d->n_deliveries - d->n_poisoned) + (d->n_tasks - d->n_terminal) + d->n_backoff;
+    return (d->n_deliveries - d->n_poisoned) + (d->n_tasks - d->n_terminal) + d->n_retrying;
 }
 
 static void list_draining(engine *e, deployment *d)
@@ -228,6 +231,7 @@ void deploy_clear(engine *e)
     e->draining = NULL;
     deployment *im = &e->implicit;
     im->n_deliveries = im->n_poisoned = im->n_tasks = im->n_terminal = im->n_backoff = 0;
+    im->n_retrying = 0;
     im->n_instances = 0;
 }
 
@@ -678,7 +682,7 @@ void deploy_check(engine *e)
 #ifdef BERTH_CHECKS
     for (size_t i = 0; i <= e->deps.n; i++) {
         deployment *d = i < e->deps.n ? e->deps.v[i] : &e->implicit;
-        uint64_t nd = 0, np = 0, nt = 0, nterm = 0, nb = 0;
+        uint64_t nd = 0, np = 0, nt = 0, nterm = 0, nb = 0, nr = 0;
         size_t k = 0;
         const delivery *dv;
         while ((dv = idtab_next(&e->deliveries, &k)) != NULL)
@@ -696,11 +700,14 @@ void deploy_check(engine *e)
         k = 0;
         const instance *in;
         while ((in = table_next(&e->instances, &k)) != NULL)
-            if (state_dep(e, in->chan) == d && !in->ended && in->state == ENGINE_INSTANCE_BACKOFF)
-                nb++;
+            if (state_dep(e, in->chan) == d && !in->ended) {
+                nb += in->state == ENGINE_INSTANCE_BACKOFF;
+                nr += in->attempt < in->max_attempts;
+                assert(in->state != ENGINE_INSTANCE_BACKOFF || in->attempt < in->max_attempts);
+            }
         assert(d->n_deliveries == nd && d->n_poisoned == np);
         assert(d->n_tasks == nt && d->n_terminal == nterm);
-        assert(d->n_backoff == nb);
+        assert(d->n_backoff == nb && d->n_retrying == nr);
         k = 0;
         uint64_t ni = 0;
         while ((in = table_next(&e->instances, &k)) != NULL)

@@ -14,9 +14,11 @@
  * deployment retires, durably and with the event deployment.retired.<id>,
  * at the end of the first turn in which it holds nothing pending: no
  * outbox row that is not poisoned, no task that is not terminal, no call
- * between two attempts. An operator who retries a terminal task or a
- * poisoned delivery of a RETIRED deployment makes it hold something again:
- * it is DRAINING until that is done, then retires again.
+ * with an attempt left (between two attempts, or waiting on one that is
+ * not its last: it may still re-drive into the deployment). An operator
+ * who retries a terminal task or a poisoned delivery of a RETIRED
+ * deployment makes it hold something again: it is DRAINING until that is
+ * done, then retires again.
  *
  * Engine thread only.
  */

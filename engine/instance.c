@@ -227,6 +227,8 @@ int instance_end(engine *e, instance *i, engine_instance_state state, const engi
         e->n_backoff--;
         state_dep(e, i->chan)->n_backoff--;
     }
+    if (i->attempt < i->max_attempts)
+        state_dep(e, i->chan)->n_retrying--;
     i->state = state;
     i->ended = true;
     if (state == ENGINE_INSTANCE_RESOLVED)
@@ -280,6 +282,8 @@ static int redrive(engine *e, instance *i)
     i->state = ENGINE_INSTANCE_WAITING;
     e->n_backoff--;
     state_dep(e, i->chan)->n_backoff--;
+    if (i->attempt >= i->max_attempts) /* its last: it re-drives no more */
+        state_dep(e, i->chan)->n_retrying--;
     i->has_current = true;
     memcpy(i->current, d->id, BERTH_ID_LEN);
     if ((rv = instance_arm(e, i, state_delivery_starts(d, e->t.now_ms) + i->timeout_ms)) !=

@@ -415,6 +415,8 @@ static int index_all(engine *e)
         state_dep(e, inst->chan)->n_instances++;
         if (inst->state == ENGINE_INSTANCE_BACKOFF)
             state_dep(e, inst->chan)->n_backoff++;
+        if (inst->attempt < inst->max_attempts)
+            state_dep(e, inst->chan)->n_retrying++;
     }
     i = 0;
     delivery *d;

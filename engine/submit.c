@@ -413,6 +413,8 @@ int submit_call(engine *e, pending *p)
     if (table_put(&e->instances, i->id, BERTH_ID_LEN, i) != BERTH_OK)
         goto no_memory;
     state_dep(e, i->chan)->n_instances++;
+    if (i->attempt < i->max_attempts) /* it may re-drive: it holds its deployment (R14) */
+        state_dep(e, i->chan)->n_retrying++;
     /* From here a failure leaves the call half-applied: the turn fails. */
     /* An attempt's time runs from when its task is fetchable (its delay). */
     int rv =

@@ -255,6 +255,155 @@ Test(deploy, the_gate_counts_deliveries_tasks_and_backing_off_calls_not_terminal
     cr_assert_eq(h_events(ENGINE_EVENT_DEPLOYMENT_RETIRED), 1);
 }
 
+/* The call's state now, by an await that does not wait. */
+static engine_instance_state call_state(const char *id, uint32_t *attempt)
+{
+    engine_request req = {.op = ENGINE_OP_AWAIT_CALL};
+    req.u.await_call = (engine_await_args){.instance_id = id, .has_wait_ms = true, .wait_ms = 0};
+    engine_reply *r = h_exec(&req);
+    h_expect_ok(r);
+    engine_instance_state s = r->instance.state;
+    if (attempt != NULL)
+        *attempt = r->instance.attempt;
+    engine_reply_free(r);
+    return s;
+}
+
+/* A call with an attempt left has not given up: its request poisoned, it
+ * backs off (told the turn after) and re-drives into its deployment, which
+ * must not have retired meanwhile. */
+Test(deploy, a_call_with_an_attempt_left_holds_its_deployment_past_a_poisoned_request)
+{
+    deploy("d", (const char *[]){"c", NULL});
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 100); /* every park fails */
+    engine_retry_policy p = {.has_timeout_ms = true,
+                             .timeout_ms = 10000,
+                             .has_max_attempts = true,
+                             .max_attempts = 3,
+                             .has_initial_backoff_ms = true,
+                             .initial_backoff_ms = 500};
+    engine_reply *r = call("c", &p);
+    h_expect_ok(r);
+    char id[ENGINE_ID_STR];
+    snprintf(id, sizeof(id), "%s", r->submitted[0].id);
+    engine_reply_free(r);
+    r = retire("d");
+    h_expect_ok(r);
+    cr_assert_eq(r->deployments[0].state, ENGINE_DEPLOYMENT_DRAINING);
+    engine_reply_free(r);
+
+    /* The request's second park fails: poisoned. The call still has two
+     * attempts: the deployment drains on. */
+    h_advance(100);
+    engine_deployment d = shown("d", 1);
+    cr_assert_eq(d.poisoned_deliveries, 1);
+    cr_assert_eq(d.pending_deliveries, 0);
+    cr_assert_eq(d.state, ENGINE_DEPLOYMENT_DRAINING, "retired under a call with attempts left");
+    cr_assert_eq(h_events(ENGINE_EVENT_DEPLOYMENT_RETIRED), 0);
+    cr_assert_eq(call_state(id, NULL), ENGINE_INSTANCE_BACKOFF);
+    cr_assert_eq(shown("d", 1).calls_backing_off, 1);
+
+    /* The backoff's end re-drives into the draining deployment; the
+     * request parks now, and its completion resolves the call. */
+    engine_failpoint_set(H.e, ENGINE_FP_PARK, 0);
+    h_advance(500);
+    uint32_t attempt;
+    cr_assert_eq(call_state(id, &attempt), ENGINE_INSTANCE_WAITING);
+    cr_assert_eq(attempt, 2);
+    d = shown("d", 1);
+    cr_assert_eq(d.state, ENGINE_DEPLOYMENT_DRAINING);
+    cr_assert_eq(d.tasks, 1);
+    complete_one("c");
+    cr_assert_eq(call_state(id, NULL), ENGINE_INSTANCE_RESOLVED);
+    d = shown("d", 1);
+    cr_assert_eq(d.state, ENGINE_DEPLOYMENT_RETIRED);
+    cr_assert_eq(d.tasks, 0);
+    cr_assert_eq(h_events(ENGINE_EVENT_DEPLOYMENT_RETIRED), 1);
+}
+
+/* The call's task goes terminal: the call times out and re-drives later,
+ * so with an attempt left it holds the deployment (across a restart too);
+ * on its last attempt it no longer does. */
+Test(deploy, a_call_with_an_attempt_left_holds_its_deployment_past_a_terminal_task)
+{
+    deploy("d", (const char *[]){"c", NULL});
+    engine_retry_policy p = {.has_timeout_ms = true,
+                             .timeout_ms = 1000,
+                             .has_max_attempts = true,
+                             .max_attempts = 2,
+                             .has_initial_backoff_ms = true,
+                             .initial_backoff_ms = 500};
+    engine_reply *r = call("c", &p);
+    h_expect_ok(r);
+    char id[ENGINE_ID_STR];
+    snprintf(id, sizeof(id), "%s", r->submitted[0].id);
+    engine_reply_free(r);
+    engine_reply_free(retire("d"));
+
+    engine_task t;
+    char token[ENGINE_ID_STR];
+    h_fetch_one("w", "c", 0, &t, token);
+    engine_reply_free(h_fail(t.id, "w", token, "BROKEN"));
+    engine_deployment d = shown("d", 1);
+    cr_assert_eq(d.terminal_tasks, 1);
+    cr_assert_eq(d.tasks, 0);
+    cr_assert_eq(d.state, ENGINE_DEPLOYMENT_DRAINING, "retired under a call with attempts left");
+    h_reopen(); /* what holds it is rebuilt at open */
+    cr_assert_eq(shown("d", 1).state, ENGINE_DEPLOYMENT_DRAINING);
+
+    /* The timeout withdraws the terminal task and backs off; the backoff's
+     * end re-drives the last attempt into the draining deployment. */
+    h_advance(1000);
+    cr_assert_eq(call_state(id, NULL), ENGINE_INSTANCE_BACKOFF);
+    d = shown("d", 1);
+    cr_assert_eq(d.state, ENGINE_DEPLOYMENT_DRAINING);
+    cr_assert_eq(d.terminal_tasks, 0);
+    h_advance(500);
+    uint32_t attempt;
+    cr_assert_eq(call_state(id, &attempt), ENGINE_INSTANCE_WAITING);
+    cr_assert_eq(attempt, 2);
+    d = shown("d", 1);
+    cr_assert_eq(d.state, ENGINE_DEPLOYMENT_DRAINING);
+    cr_assert_eq(d.tasks, 1);
+    cr_assert_eq(h_events(ENGINE_EVENT_DEPLOYMENT_RETIRED), 0);
+
+    /* The last attempt's task goes terminal too: nothing is left to
+     * re-drive, and the deployment retires while the call waits out its
+     * timeout, which then fails it. */
+    h_fetch_one("w", "c", 0, &t, token);
+    engine_reply_free(h_fail(t.id, "w", token, "BROKEN"));
+    d = shown("d", 1);
+    cr_assert_eq(d.terminal_tasks, 1);
+    cr_assert_eq(d.state, ENGINE_DEPLOYMENT_RETIRED);
+    cr_assert_eq(call_state(id, NULL), ENGINE_INSTANCE_WAITING);
+    h_advance(1000);
+    cr_assert_eq(call_state(id, NULL), ENGINE_INSTANCE_FAILED);
+    cr_assert_eq(shown("d", 1).state, ENGINE_DEPLOYMENT_RETIRED);
+    cr_assert_eq(h_events(ENGINE_EVENT_DEPLOYMENT_RETIRED), 1);
+}
+
+/* Without a retry policy a call whose task is terminal waits for an
+ * operator (R2, R11): that does not hold its deployment. */
+Test(deploy, a_call_without_a_retry_policy_does_not_hold_its_deployment_past_a_terminal_task)
+{
+    deploy("d", (const char *[]){"c", NULL});
+    engine_reply *r = call("c", NULL);
+    h_expect_ok(r);
+    char id[ENGINE_ID_STR];
+    snprintf(id, sizeof(id), "%s", r->submitted[0].id);
+    engine_reply_free(r);
+    engine_reply_free(retire("d"));
+    cr_assert_eq(shown("d", 1).state, ENGINE_DEPLOYMENT_DRAINING);
+    engine_task t;
+    char token[ENGINE_ID_STR];
+    h_fetch_one("w", "c", 0, &t, token);
+    engine_reply_free(h_fail(t.id, "w", token, "BROKEN"));
+    cr_assert_eq(shown("d", 1).state, ENGINE_DEPLOYMENT_RETIRED);
+    cr_assert_eq(call_state(id, NULL), ENGINE_INSTANCE_WAITING);
+    h_reopen();
+    cr_assert_eq(shown("d", 1).state, ENGINE_DEPLOYMENT_RETIRED);
+}
+
 Test(deploy, an_operator_s_retry_of_a_retired_deployment_s_work_drains_it_again)
 {
     deploy("d", (const char *[]){"t", NULL});
