@@ -3,7 +3,7 @@
  * on its own socket (server.c serves gw_admin_codec), so the operate
  * socket cannot even decode an admin method, nor this one an operate one.
  *
- * CREDENTIALS (DESIGN §5)
+ * CREDENTIALS (ARCHITECTURE.md, "Wire")
  *   With a key file, every request carries Credentials: ts_ms and auth =
  *   HMAC-SHA256(key, ts_ms as 8 big-endian bytes || the method field as
  *   the request encodes it: its key, its length and its bytes). A client

@@ -1,6 +1,6 @@
 /*
  * sp_wire.h — the scalability protocols' TCP mapping, as nng speaks it
- * (DESIGN §5): what a client without libnng writes, and what berthd's own
+ * (ARCHITECTURE.md, "Wire"): what a client without libnng writes, and what berthd's own
  * tcp://, tls+tcp:// and ipc:// server (gateway/sp.c, its listeners in
  * gateway/listeners.c), its push sender (gateway/push.c) and berth's
  * direct client (tools/clients/c/client.c) speak. Declared once, here.
