@@ -1,5 +1,5 @@
 /*
- * attacks.c — berth-hostile's attackers and their table (hostile.h; the
+ * attacks.c — berth-hostile's attackers and their table (attacks.h; the
  * header of hostile.c says what each attack does and why).
  *
  * Attackers are plain sockets speaking SP's TCP mapping (proto/sp_wire.h)
@@ -21,7 +21,8 @@
 #include <unistd.h>
 
 #include "proto/sp_wire.h"
-#include "tools/bench/hostile.h"
+#include "tools/bench/attacks.h"
+#include "tools/bench/target.h"
 #include "tools/clients/c/client.h"
 
 #define DIAL_TIMEOUT_MS 2000 /* an attacker's connect, and its blocking reads */

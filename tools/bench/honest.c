@@ -12,9 +12,11 @@
  * records and stops it around each attack.
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
-#include "tools/bench/hostile.h"
+#include "tools/bench/honest.h"
+#include "tools/bench/target.h"
 #include "tools/clients/c/client.h"
 
 static atomic_bool honest_stopping, recording;

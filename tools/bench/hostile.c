@@ -73,7 +73,8 @@
  *
  * This file is main: the options, berthd (spawned or given) and its RSS,
  * each attack's run, and the report. The honest load is in honest.c, the
- * attackers and their table in attacks.c; hostile.h holds what they share.
+ * attackers and their table in attacks.c; what all three read (the
+ * settings, the target) is in target.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -87,17 +88,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tools/bench/hostile.h"
+#include "tools/bench/attacks.h"
+#include "tools/bench/honest.h"
 #include "tools/bench/spawn.h"
+#include "tools/bench/target.h"
 #include "tools/clients/c/client.h"
 
 #define RSS_EVERY_MS 100
 #define MAX_RUN      64   /* attacks one run may name */
 #define RUN          (-1) /* parse_options: go on */
 
-cfg C;
-struct sockaddr_storage target;
-socklen_t target_len;
 
 /* ---- berthd's RSS ---- */
 
