@@ -1,4 +1,13 @@
-/* sp.c — see sp.h. */
+/*
+ * sp.c — see sp.h. The loop, a connection's life and its framing, with
+ * the answers the commit thread writes: the one file past 1,000 lines,
+ * because every function here reads or writes a connection's private
+ * state under the LOCKING rules of sp.h, and spreading them over files
+ * would mean a header exposing that state to code that must not touch
+ * it. What needs no connection's internals lives beside it: the
+ * listeners (listeners.c), the TLS handshake thread (handshake.c), the
+ * memory budget (budget.c) and the deadline lists (deadline.c).
+ */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "gateway/sp.h"
 
