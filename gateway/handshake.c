@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "gateway/wakeup.h"
 #include "store/err.h"
 
 struct gw_handshake {
@@ -26,13 +26,6 @@ struct gw_handshake {
     gw_hs_entry *given; /* from the loop, newest first */
     gw_hs_entry *done;  /* for the loop */
 };
-
-static void wake_up(int fd)
-{
-    uint64_t one = 1;
-    ssize_t w = write(fd, &one, sizeof(one));
-    (void)w;
-}
 
 /* Done with e (handshaken, or failed or late): out of the epoll and the
  * deadlines, onto *done, which goes to the loop after the batch of events
@@ -126,9 +119,7 @@ static void *hs_main(void *arg)
         int n = stopping ? 0 : epoll_wait(h->efd, evs, 64, gw_deadline_wait(&dl, now));
         for (int i = 0; i < n; i++) {
             if (evs[i].data.ptr == &h->wake) {
-                uint64_t v;
-                ssize_t r = read(h->wake, &v, sizeof(v));
-                (void)r;
+                gw_wakeup_drain(h->wake);
             } else if (!((gw_hs_entry *)evs[i].data.ptr)->over) {
                 hs_step(h, &dl, evs[i].data.ptr, &done);
             }
@@ -148,10 +139,7 @@ int gw_handshake_open(const gw_handshake_ops *ops, gw_handshake **out, char *err
     }
     h->ops = *ops;
     pthread_mutex_init(&h->mu, NULL);
-    h->efd = epoll_create1(EPOLL_CLOEXEC);
-    h->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    struct epoll_event w = {.events = EPOLLIN, .data.ptr = &h->wake};
-    if (h->efd < 0 || h->wake < 0 || epoll_ctl(h->efd, EPOLL_CTL_ADD, h->wake, &w) != 0) {
+    if (gw_wakeup_open(&h->efd, &h->wake) != 0) {
         snprintf(err, errlen, "cannot open the TLS handshake thread's epoll: %s", strerror(errno));
         gw_handshake_close(h);
         return BERTH_EIO;
@@ -177,7 +165,7 @@ void gw_handshake_give(gw_handshake *h, gw_hs_entry *e)
     e->next = h->given;
     h->given = e;
     pthread_mutex_unlock(&h->mu);
-    wake_up(h->wake);
+    gw_wakeup_ring(h->wake);
 }
 
 gw_hs_entry *gw_handshake_take(gw_handshake *h)
@@ -197,7 +185,7 @@ void gw_handshake_stop(gw_handshake *h)
     h->stopping = true;
     pthread_mutex_unlock(&h->mu);
     if (h->started) {
-        wake_up(h->wake);
+        gw_wakeup_ring(h->wake);
         pthread_join(h->thread, NULL); /* it hands back every entry it had */
         h->started = false;
     }
@@ -218,10 +206,7 @@ void gw_handshake_close(gw_handshake *h)
     if (h == NULL)
         return;
     gw_handshake_stop(h);
-    if (h->efd >= 0)
-        close(h->efd);
-    if (h->wake >= 0)
-        close(h->wake);
+    gw_wakeup_close(&h->efd, &h->wake);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }

@@ -4,9 +4,10 @@
  * keeps as it goes (counters, gauges, histograms), never from a scan:
  * one METRICS request a scrape. /healthz answers 200 while the engine
  * serves, 503 once it has halted (or is stopping). ARCHITECTURE.md
- * ("Operating") names the families; they are a contract. berth_tasks{topic,state} comes from the
- * engine's per-topic heaps of locked and backing-off tasks (a lock that
- * ran out is dropped from them when read), not from walking the tasks.
+ * ("Operating") names the families; they are a contract.
+ * berth_tasks{topic,state} comes from the engine's per-topic heaps of
+ * locked and backing-off tasks (a lock that ran out is dropped from them
+ * when read), not from walking the tasks.
  *
  * Scrapes arrive on nng's HTTP threads and are answered from the
  * engine's commit thread; after gw_metrics_stop() they are answered 503

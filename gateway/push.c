@@ -38,7 +38,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -47,6 +46,7 @@
 
 #include "berth/v1/push.pb-c.h"
 #include "gateway/tls.h"
+#include "gateway/wakeup.h"
 #include "proto/sp_wire.h"
 #include "store/err.h"
 
@@ -783,9 +783,7 @@ static void *push_main(void *arg)
         }
         for (int i = 0; i < n; i++) {
             if (evs[i].data.ptr == &p->wake) {
-                uint64_t v;
-                ssize_t got = read(p->wake, &v, sizeof(v));
-                (void)got;
+                gw_wakeup_drain(p->wake);
             } else {
                 receiver *r = evs[i].data.ptr;
                 if (r->fd >= 0)
@@ -813,10 +811,7 @@ int gw_push_open(const gw_push_options *o, gw_push **out, char *err, size_t errl
     }
     p->o = *o;
     pthread_mutex_init(&p->in_mu, NULL);
-    p->efd = epoll_create1(EPOLL_CLOEXEC);
-    p->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    struct epoll_event w = {.events = EPOLLIN, .data.ptr = &p->wake};
-    if (p->efd < 0 || p->wake < 0 || epoll_ctl(p->efd, EPOLL_CTL_ADD, p->wake, &w) != 0) {
+    if (gw_wakeup_open(&p->efd, &p->wake) != 0) {
         snprintf(err, errlen, "cannot open the push sender: %s", strerror(errno));
         gw_push_close(p);
         return BERTH_EIO;
@@ -906,9 +901,7 @@ int gw_push_send(void *ctx, engine *e, const engine_push_delivery *d)
     f->next = p->incoming;
     p->incoming = f;
     pthread_mutex_unlock(&p->in_mu);
-    uint64_t one = 1;
-    ssize_t w = write(p->wake, &one, sizeof(one));
-    (void)w;
+    gw_wakeup_ring(p->wake);
     return BERTH_OK;
 }
 
@@ -919,9 +912,7 @@ void gw_push_stop(gw_push *p)
     pthread_mutex_lock(&p->in_mu);
     p->stopping = true;
     pthread_mutex_unlock(&p->in_mu);
-    uint64_t one = 1;
-    ssize_t w = write(p->wake, &one, sizeof(one));
-    (void)w;
+    gw_wakeup_ring(p->wake);
     pthread_join(p->thread, NULL); /* it ends every flight first */
     p->started = false;
 }
@@ -942,10 +933,7 @@ void gw_push_close(gw_push *p)
         free(p->rx[i].in);
     }
     gw_tls_close(p->tls);
-    if (p->efd >= 0)
-        close(p->efd);
-    if (p->wake >= 0)
-        close(p->wake);
+    gw_wakeup_close(&p->efd, &p->wake);
     free(p->rx);
     pthread_mutex_destroy(&p->in_mu);
     free(p);

@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -39,6 +38,7 @@
 #include "gateway/listeners.h"
 #include "gateway/operate.h"
 #include "gateway/tls.h"
+#include "gateway/wakeup.h"
 #include "proto/sp_wire.h"
 #include "store/err.h"
 
@@ -280,9 +280,7 @@ static void resume_later(sp_conn *c)
     c->resume_next = s->resume;
     s->resume = c;
     pthread_mutex_unlock(&s->mu);
-    uint64_t one = 1;
-    ssize_t w = write(s->wake, &one, sizeof(one));
-    (void)w;
+    gw_wakeup_ring(s->wake);
 }
 
 /* ---- answers (the commit thread, or the loop for refusals) ---- */
@@ -813,9 +811,7 @@ static bool hs_up(void *conn)
 static void hs_finished(void *arg)
 {
     gw_sp *s = arg;
-    uint64_t one = 1;
-    ssize_t w = write(s->wake, &one, sizeof(one));
-    (void)w;
+    gw_wakeup_ring(s->wake);
 }
 
 /* Loop thread: the connections whose handshake ended are served, or let
@@ -1011,9 +1007,7 @@ static void *loop_main(void *arg)
             if (p == &s->l) {
                 accept_all(s);
             } else if (p == &s->wake) {
-                uint64_t v;
-                ssize_t r = read(s->wake, &v, sizeof(v));
-                (void)r;
+                gw_wakeup_drain(s->wake);
                 hs_adopt(s);
                 resume_all(s);
             } else {
@@ -1052,12 +1046,9 @@ static void *loop_main(void *arg)
 /* The loop's epoll: the listener and the eventfd in it. */
 static int loop_open(gw_sp *s, char *err, size_t errlen)
 {
-    s->efd = epoll_create1(EPOLL_CLOEXEC);
-    s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     struct epoll_event l = {.events = EPOLLIN, .data.ptr = &s->l};
-    struct epoll_event w = {.events = EPOLLIN, .data.ptr = &s->wake};
-    if (s->efd < 0 || s->wake < 0 || epoll_ctl(s->efd, EPOLL_CTL_ADD, s->l.fd, &l) != 0 ||
-        epoll_ctl(s->efd, EPOLL_CTL_ADD, s->wake, &w) != 0) {
+    if (gw_wakeup_open(&s->efd, &s->wake) != 0 ||
+        epoll_ctl(s->efd, EPOLL_CTL_ADD, s->l.fd, &l) != 0) {
         snprintf(err, errlen, "cannot open the operate server: %s", strerror(errno));
         return BERTH_EIO;
     }
@@ -1133,9 +1124,7 @@ void gw_sp_stop(gw_sp *s)
     /* The handshakes in flight fail, and go to the loop, which lets them go. */
     gw_handshake_stop(s->hs);
     if (s->started) {
-        uint64_t one = 1;
-        ssize_t w = write(s->wake, &one, sizeof(one));
-        (void)w;
+        gw_wakeup_ring(s->wake);
         pthread_join(s->thread, NULL);
     }
     /* Handed back after the loop's last look (or with no loop): let go. */
@@ -1156,10 +1145,7 @@ void gw_sp_close(gw_sp *s)
     if (s->spare >= 0)
         close(s->spare);
     gw_listener_close(&s->l);
-    if (s->efd >= 0)
-        close(s->efd);
-    if (s->wake >= 0)
-        close(s->wake);
+    gw_wakeup_close(&s->efd, &s->wake);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
