@@ -713,9 +713,11 @@ static int reply_encode(void *call, const engine_reply *r, nng_msg **out)
     gw_admin_call *c = call;
     if (r->status.code == ENGINE_CODE_OK)
         log_change(c);
-    return gw_encode_method(&berth__v1__admin_response__descriptor, admin_methods,
-                            sizeof(admin_methods) / sizeof(admin_methods[0]), &c->ereq, r,
-                            &c->arena, out);
+    size_t k = 0, n = sizeof(admin_methods) / sizeof(admin_methods[0]);
+    while (k < n && admin_methods[k].op != r->op)
+        k++;
+    return gw_encode_method(&berth__v1__admin_response__descriptor,
+                            k < n ? &admin_methods[k] : NULL, &c->ereq, r, &c->arena, out);
 }
 
 static void call_fini(void *call)

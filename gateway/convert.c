@@ -287,26 +287,6 @@ static void map_await_call(const void *member, engine_request *out, gw_arena *a,
     };
 }
 
-/* Each method of Request: its member (the field, numbered as its
- * method_case), its engine op and its mapping. */
-static const struct {
-    uint32_t field;
-    engine_op op;
-    void (*map)(const void *member, engine_request *out, gw_arena *a, bool *ok);
-} request_methods[] = {
-    {BERTH__V1__REQUEST__METHOD_SUBMIT, ENGINE_OP_SUBMIT, map_submit},
-    {BERTH__V1__REQUEST__METHOD_SUBMIT_BATCH, ENGINE_OP_SUBMIT_BATCH, map_submit_batch},
-    {BERTH__V1__REQUEST__METHOD_FETCH, ENGINE_OP_FETCH, map_fetch},
-    {BERTH__V1__REQUEST__METHOD_COMPLETE, ENGINE_OP_COMPLETE, map_complete},
-    {BERTH__V1__REQUEST__METHOD_COMPLETE_BATCH, ENGINE_OP_COMPLETE_BATCH, map_complete_batch},
-    {BERTH__V1__REQUEST__METHOD_FAIL, ENGINE_OP_FAIL, map_fail},
-    {BERTH__V1__REQUEST__METHOD_REFUSE, ENGINE_OP_REFUSE, map_refuse},
-    {BERTH__V1__REQUEST__METHOD_EXTEND_LOCK, ENGINE_OP_EXTEND_LOCK, map_extend_lock},
-    {BERTH__V1__REQUEST__METHOD_RELEASE, ENGINE_OP_RELEASE, map_release},
-    {BERTH__V1__REQUEST__METHOD_CALL, ENGINE_OP_CALL, map_call},
-    {BERTH__V1__REQUEST__METHOD_AWAIT_CALL, ENGINE_OP_AWAIT_CALL, map_await_call},
-};
-
 /* A Request that names no method this build knows. */
 static int no_method(const Berth__V1__Request *in, engine_status *st)
 {
@@ -320,28 +300,6 @@ static int no_method(const Berth__V1__Request *in, engine_status *st)
         snprintf(st->message, sizeof(st->message), "the request names no method");
     }
     return BERTH_EINVAL;
-}
-
-int gw_request_from_wire(const Berth__V1__Request *in, engine_request *out, gw_arena *a,
-                         engine_status *st)
-{
-    memset(out, 0, sizeof(*out));
-    memset(st, 0, sizeof(*st));
-    size_t k = 0, n = sizeof(request_methods) / sizeof(request_methods[0]);
-    while (k < n && request_methods[k].field != (uint32_t)in->method_case)
-        k++;
-    if (k == n)
-        return no_method(in, st);
-    const void *member = gw_member(&in->base, request_methods[k].field);
-    bool ok = true;
-    out->op = request_methods[k].op;
-    request_methods[k].map(member, out, a, &ok);
-    if (!ok) {
-        st->code = ENGINE_CODE_RESOURCE_EXHAUSTED;
-        snprintf(st->message, sizeof(st->message), "out of memory");
-        return BERTH_ENOMEM;
-    }
-    return BERTH_OK;
 }
 
 /* ---- engine → wire ---- */
@@ -422,13 +380,10 @@ static int encode_oom(const ProtobufCMessageDescriptor *d, nng_msg **out)
     return gw_encode_envelope(d, &oom, 0, NULL, out);
 }
 
-int gw_encode_method(const ProtobufCMessageDescriptor *d, const gw_method_out *methods, size_t n,
+int gw_encode_method(const ProtobufCMessageDescriptor *d, const gw_method_out *m,
                      const engine_request *req, const engine_reply *r, gw_arena *a, nng_msg **out)
 {
-    const gw_method_out *m = methods;
-    while (m < methods + n && m->op != r->op)
-        m++;
-    if (r->status.code != ENGINE_CODE_OK || m == methods + n)
+    if (r->status.code != ENGINE_CODE_OK || m == NULL)
         return gw_encode_envelope(d, &r->status, 0, NULL, out); /* a failure carries no payload */
     const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(d, m->field);
     const ProtobufCMessageDescriptor *md = f->descriptor;
@@ -693,20 +648,60 @@ static bool fill_await_call(void *member, const engine_reply *r, const engine_re
     return ok;
 }
 
-/* Each operate method's member of Response; NULL fill: an empty one. */
-static const gw_method_out operate_methods[] = {
-    {ENGINE_OP_SUBMIT, BERTH__V1__RESPONSE__METHOD_SUBMIT, fill_submit},
-    {ENGINE_OP_SUBMIT_BATCH, BERTH__V1__RESPONSE__METHOD_SUBMIT_BATCH, fill_submit_batch},
-    {ENGINE_OP_FETCH, BERTH__V1__RESPONSE__METHOD_FETCH, fill_fetch},
-    {ENGINE_OP_COMPLETE, BERTH__V1__RESPONSE__METHOD_COMPLETE, fill_complete},
-    {ENGINE_OP_COMPLETE_BATCH, BERTH__V1__RESPONSE__METHOD_COMPLETE_BATCH, fill_complete_batch},
-    {ENGINE_OP_FAIL, BERTH__V1__RESPONSE__METHOD_FAIL, fill_fail},
-    {ENGINE_OP_REFUSE, BERTH__V1__RESPONSE__METHOD_REFUSE, NULL},
-    {ENGINE_OP_EXTEND_LOCK, BERTH__V1__RESPONSE__METHOD_EXTEND_LOCK, fill_extend_lock},
-    {ENGINE_OP_RELEASE, BERTH__V1__RESPONSE__METHOD_RELEASE, NULL},
-    {ENGINE_OP_CALL, BERTH__V1__RESPONSE__METHOD_CALL, fill_call},
-    {ENGINE_OP_AWAIT_CALL, BERTH__V1__RESPONSE__METHOD_AWAIT_CALL, fill_await_call},
+/* ---- the operate methods ---- */
+
+/* Each operate method, one row: its member of Request (numbered as its
+ * method_case), how that maps onto an engine request, and the reply's
+ * engine op, member of Response and fill (NULL: an empty member). A new
+ * method is one row. */
+typedef struct operate_method {
+    uint32_t field;
+    void (*map)(const void *member, engine_request *out, gw_arena *a, bool *ok);
+    gw_method_out out;
+} operate_method;
+
+/* clang-format off */
+#define OPERATE(NAME, name, fill)                                                      \
+    {BERTH__V1__REQUEST__METHOD_##NAME, map_##name,                                    \
+     {ENGINE_OP_##NAME, BERTH__V1__RESPONSE__METHOD_##NAME, fill}}
+/* clang-format on */
+
+static const operate_method operate_methods[] = {
+    OPERATE(SUBMIT, submit, fill_submit),
+    OPERATE(SUBMIT_BATCH, submit_batch, fill_submit_batch),
+    OPERATE(FETCH, fetch, fill_fetch),
+    OPERATE(COMPLETE, complete, fill_complete),
+    OPERATE(COMPLETE_BATCH, complete_batch, fill_complete_batch),
+    OPERATE(FAIL, fail, fill_fail),
+    OPERATE(REFUSE, refuse, NULL),
+    OPERATE(EXTEND_LOCK, extend_lock, fill_extend_lock),
+    OPERATE(RELEASE, release, NULL),
+    OPERATE(CALL, call, fill_call),
+    OPERATE(AWAIT_CALL, await_call, fill_await_call),
 };
+#define N_OPERATE_METHODS (sizeof(operate_methods) / sizeof(operate_methods[0]))
+
+int gw_request_from_wire(const Berth__V1__Request *in, engine_request *out, gw_arena *a,
+                         engine_status *st)
+{
+    memset(out, 0, sizeof(*out));
+    memset(st, 0, sizeof(*st));
+    const operate_method *m = operate_methods;
+    while (m < operate_methods + N_OPERATE_METHODS && m->field != (uint32_t)in->method_case)
+        m++;
+    if (m == operate_methods + N_OPERATE_METHODS)
+        return no_method(in, st);
+    const void *member = gw_member(&in->base, m->field);
+    bool ok = true;
+    out->op = m->out.op;
+    m->map(member, out, a, &ok);
+    if (!ok) {
+        st->code = ENGINE_CODE_RESOURCE_EXHAUSTED;
+        snprintf(st->message, sizeof(st->message), "out of memory");
+        return BERTH_ENOMEM;
+    }
+    return BERTH_OK;
+}
 
 int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out)
 {
@@ -720,6 +715,9 @@ int gw_encode_reply(const engine_reply *r, gw_arena *a, nng_msg **out)
         fetch.n_complete_statuses = ok ? r->n_statuses : 0;
         return gw_encode_envelope(d, &r->status, BERTH__V1__RESPONSE__METHOD_FETCH, &fetch, out);
     }
-    return gw_encode_method(d, operate_methods,
-                            sizeof(operate_methods) / sizeof(operate_methods[0]), NULL, r, a, out);
+    const operate_method *m = operate_methods;
+    while (m < operate_methods + N_OPERATE_METHODS && m->out.op != r->op)
+        m++;
+    return gw_encode_method(d, m < operate_methods + N_OPERATE_METHODS ? &m->out : NULL, NULL, r, a,
+                            out);
 }

@@ -64,9 +64,9 @@ typedef struct gw_method_out {
     gw_fill_fn fill; /* NULL: the member is empty */
 } gw_method_out;
 /* The envelope of type d for r: a failure carries its status alone, and
- * so does an op the table does not name; otherwise the table's member for
- * r->op, filled (out of memory: a RESOURCE_EXHAUSTED envelope). */
-int gw_encode_method(const ProtobufCMessageDescriptor *d, const gw_method_out *methods, size_t n,
+ * so does an op without a method (m NULL); otherwise m's member, filled
+ * (out of memory: a RESOURCE_EXHAUSTED envelope). */
+int gw_encode_method(const ProtobufCMessageDescriptor *d, const gw_method_out *m,
                      const engine_request *req, const engine_reply *r, gw_arena *a, nng_msg **out);
 
 /* The Response for an engine reply. */

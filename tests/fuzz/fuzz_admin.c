@@ -163,7 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_answer_init(&a);
     engine_status st;
     nng_msg *m = NULL;
-    if (gw_admin_codec.start(admin_ctx(), call, e, 1, req, len, 64u << 10, fuzz_done, &a, &st) ==
+    if (gw_admin_codec.begin(admin_ctx(), call, e, 1, req, len, 64u << 10, fuzz_done, &a, &st) ==
         BERTH_OK) {
         engine_reply *r = fuzz_answer_wait(&a);
         if (gw_admin_codec.encode(call, r, &m) != BERTH_OK)
@@ -175,7 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_answer_fini(&a);
     if (m != NULL)
         nng_msg_free(m);
-    gw_admin_codec.release(call);
+    gw_admin_codec.fini(call);
     free(call);
     return 0;
 }
