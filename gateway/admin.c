@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -500,39 +501,30 @@ static bool deployment_to_wire(const engine_deployment *d, Berth__V1__Deployment
     return true;
 }
 
-/* The line an operator's change leaves on stderr, once it is durable. */
+/* The operator's changes, each with the member of its request that names
+ * what it changed: the line it leaves on stderr once it is durable. */
+static const struct {
+    engine_op op;
+    const char *what;
+    size_t id; /* offsetof the engine_request's const char * naming it */
+} changes[] = {
+    {ENGINE_OP_RETRY_TERMINAL, "retry_terminal", offsetof(engine_request, u.retry_terminal.id)},
+    {ENGINE_OP_DISCARD_TERMINAL, "discard_terminal",
+     offsetof(engine_request, u.discard_terminal.id)},
+    {ENGINE_OP_RETRY_DELIVERY, "retry_delivery", offsetof(engine_request, u.retry_delivery.id)},
+    {ENGINE_OP_CHECKPOINT, "checkpoint", offsetof(engine_request, u.checkpoint.dir)},
+    {ENGINE_OP_DEPLOY, "deploy", offsetof(engine_request, u.deploy.id)},
+    {ENGINE_OP_RETIRE, "retire", offsetof(engine_request, u.retire.id)},
+};
+
 static void log_change(const gw_admin_call *c)
 {
-    const char *what = NULL, *id = NULL;
-    switch (c->ereq.op) {
-    case ENGINE_OP_RETRY_TERMINAL:
-        what = "retry_terminal";
-        id = c->ereq.u.retry_terminal.id;
-        break;
-    case ENGINE_OP_DISCARD_TERMINAL:
-        what = "discard_terminal";
-        id = c->ereq.u.discard_terminal.id;
-        break;
-    case ENGINE_OP_RETRY_DELIVERY:
-        what = "retry_delivery";
-        id = c->ereq.u.retry_delivery.id;
-        break;
-    case ENGINE_OP_CHECKPOINT:
-        what = "checkpoint";
-        id = c->ereq.u.checkpoint.dir;
-        break;
-    case ENGINE_OP_DEPLOY:
-        what = "deploy";
-        id = c->ereq.u.deploy.id;
-        break;
-    case ENGINE_OP_RETIRE:
-        what = "retire";
-        id = c->ereq.u.retire.id;
-        break;
-    default:
-        return;
-    }
-    fprintf(stderr, "berthd: admin: %s %s %s\n", c->a->who, what, id);
+    for (size_t k = 0; k < sizeof(changes) / sizeof(changes[0]); k++)
+        if (changes[k].op == c->ereq.op) {
+            const char *id = *(const char *const *)((const char *)&c->ereq + changes[k].id);
+            fprintf(stderr, "berthd: admin: %s %s %s\n", c->a->who, changes[k].what, id);
+            return;
+        }
 }
 
 /* The fill of each method's member (the reply is OK): false, no memory. */
