@@ -48,7 +48,7 @@ static int read_outcome(engine_reply *r, bool oom, int rv, const char *what)
  * reply's. The store's code for its body (payload_bytes), OK if read. */
 static int info_of(engine *e, task *t, engine_reply *r, engine_task_info *i, bool *oom)
 {
-    berth_id_format(t->id, i->id);
+    store_id_format(t->id, i->id);
     i->topic = dup(r, t->topic->name, oom);
     i->state = state_task_state(t, e->t.now_ms);
     const task_run *run = state_run(t);
@@ -235,7 +235,7 @@ int admin_list_incidents(engine *e, pending *p)
         return BERTH_OK;
     const char *after = p->req.u.list_incidents.after_id;
     uint8_t from[STORE_INCIDENT_KEY_LEN];
-    if (after != NULL && berth_id_parse(after, from) != BERTH_OK) {
+    if (after != NULL && store_id_parse(after, from) != BERTH_OK) {
         reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT,
                      "after_id: not an incident id (32 hex digits)");
         snprintf(r->status.field, sizeof(r->status.field), "after_id");
@@ -261,9 +261,9 @@ int admin_list_incidents(engine *e, pending *p)
         if (kl != STORE_INCIDENT_KEY_LEN || store_incident_decode(v, vl, &inc) != BERTH_OK)
             continue;
         engine_incident *o = &r->incidents[r->n_incidents++];
-        berth_id_format(k, o->id);
+        store_id_format(k, o->id);
         o->kind = inc.kind;
-        berth_id_format(inc.subject_id, o->subject_id);
+        store_id_format(inc.subject_id, o->subject_id);
         o->topic = dup(r, inc.topic, &oom);
         o->error.code = dup(r, inc.error.code, &oom);
         o->error.message = dup(r, inc.error.message, &oom);

@@ -81,7 +81,7 @@ int calls_await(engine *e, pending *p)
     const engine_await_args *a = &p->req.u.await_call;
     engine_reply *r = p->reply;
     uint8_t id[BERTH_ID_LEN];
-    if (a->instance_id == NULL || berth_id_parse(a->instance_id, id) != BERTH_OK) {
+    if (a->instance_id == NULL || store_id_parse(a->instance_id, id) != BERTH_OK) {
         reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT,
                      "instance_id: not an instance id (32 hex digits)");
         snprintf(r->status.field, sizeof(r->status.field), "instance_id");
@@ -108,7 +108,7 @@ int calls_await(engine *e, pending *p)
         return BERTH_OK;
     }
     if (r->status.code == ENGINE_CODE_OK) { /* wait_ms 0: as it stands */
-        berth_id_format(i->id, r->instance.id);
+        store_id_format(i->id, r->instance.id);
         r->instance.state = i->state;
         r->instance.attempt = i->attempt;
         r->instance.created_at_ms = i->created_at_ms;

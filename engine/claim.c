@@ -99,7 +99,7 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
         if (rv != BERTH_OK) {
             if (r->n_tasks == 0) {
                 char id[ENGINE_ID_STR];
-                berth_id_format(t->id, id);
+                store_id_format(t->id, id);
                 if (rv == BERTH_ECORRUPT)
                     reply_status(&r->status, ENGINE_CODE_INTERNAL,
                                  "task %s: its body did not decode", id);
@@ -137,15 +137,15 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
 
         engine_task *et = &r->tasks[r->n_tasks++];
         memset(et, 0, sizeof(*et));
-        berth_id_format(t->id, et->id);
+        store_id_format(t->id, et->id);
         et->topic = b->topic;
         et->payload = b->payload;
         et->payload_len = b->payload_len;
         for (size_t i = 0; i < b->n_headers; i++)
             hs[i] = (engine_header){b->headers[i].name, b->headers[i].value};
         if (b->has_instance) {
-            berth_id_format(b->instance_id, et->instance_id);
-            berth_id_format(b->instance_id, call);
+            store_id_format(b->instance_id, et->instance_id);
+            store_id_format(b->instance_id, call);
             snprintf(call + ENGINE_ID_STR, 12, "%u", b->call_attempt);
             hs[b->n_headers] = (engine_header){ENGINE_HEADER_INSTANCE, call};
             hs[b->n_headers + 1] = (engine_header){ENGINE_HEADER_ATTEMPT, call + ENGINE_ID_STR};
@@ -155,7 +155,7 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
         et->content_type = b->content_type;
         et->attempt = run->claims;
         et->retries_left = run->retries_left;
-        berth_id_format(run->lock_token, et->lock_token);
+        store_id_format(run->lock_token, et->lock_token);
         et->lock_expires_at_ms = run->lock_expires_at_ms;
         et->created_at_ms = t->created_at_ms;
         et->priority = t->priority;

@@ -109,9 +109,9 @@ static void send_pushes(engine *e, const staged_push *v, size_t n)
             .created_at_ms = b.created_at_ms,
         };
         char attempt[12];
-        berth_id_format(b.id, d.id);
+        store_id_format(b.id, d.id);
         if (b.has_instance) { /* a call's request names its call, as its task would */
-            berth_id_format(b.instance_id, d.instance_id);
+            store_id_format(b.instance_id, d.instance_id);
             snprintf(attempt, sizeof(attempt), "%u", b.call_attempt);
             hs[nh++] = (engine_header){ENGINE_HEADER_INSTANCE, d.instance_id};
             hs[nh++] = (engine_header){ENGINE_HEADER_ATTEMPT, attempt};

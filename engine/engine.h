@@ -753,7 +753,11 @@ int engine_options_check(const engine_options *o, char *msg, size_t msglen);
 
 /* Opens the store in o->data_dir, rebuilds memory from it, starts the
  * actor. The options (and what they point to) are copied. On failure a
- * message goes to err. */
+ * message goes to err. Open and start in one, unlike the gateway's
+ * servers (ARCHITECTURE.md, "Conventions"): nothing can be done with an
+ * engine whose actor has not started, and nothing it owns is shared
+ * before engine_open() returns, so there is no step between for a caller
+ * to take. */
 int engine_open(const engine_options *o, engine **out, char *err, size_t errlen);
 /* Finishes the turn in flight, answers everything still queued or waiting
  * UNAVAILABLE and stops the actor; from then on engine_exec() returns

@@ -44,7 +44,7 @@ static task *guard(engine *e, const engine_guard *g, engine_status *st)
     uint8_t token[BERTH_ID_LEN];
     if (!check_text(g->worker_id, ENGINE_WORKER_ID_MAX, true, "worker_id", st))
         return NULL;
-    if (berth_id_parse(g->lock_token, token) != BERTH_OK) {
+    if (store_id_parse(g->lock_token, token) != BERTH_OK) {
         reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "lock_token: not a lock token");
         snprintf(st->field, sizeof(st->field), "lock_token");
         return NULL;

@@ -126,7 +126,7 @@ int instance_reply_ended(engine_reply *r, const void *row, size_t len)
     if (rv != BERTH_OK)
         return rv;
     engine_instance *o = &r->instance;
-    berth_id_format(rec->id, o->id);
+    store_id_format(rec->id, o->id);
     o->state = (engine_instance_state)rec->state;
     o->attempt = rec->attempt;
     o->created_at_ms = rec->created_at_ms;

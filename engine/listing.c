@@ -168,7 +168,7 @@ int listing_seek(engine *e, const char *after, size_t *pos)
     } else {
         uint8_t id[BERTH_ID_LEN];
         task *t;
-        if (berth_id_parse(after, id) != BERTH_OK || (t = idtab_get(&e->tasks, id)) == NULL)
+        if (store_id_parse(after, id) != BERTH_OK || (t = idtab_get(&e->tasks, id)) == NULL)
             return BERTH_EINVAL;
         seq = t->ready.seq;
     }

@@ -382,7 +382,7 @@ int relay_retry_delivery(engine *e, pending *p)
 {
     engine_status *st = &p->reply->status;
     uint8_t id[BERTH_ID_LEN];
-    if (berth_id_parse(p->req.u.retry_delivery.id, id) != BERTH_OK) {
+    if (store_id_parse(p->req.u.retry_delivery.id, id) != BERTH_OK) {
         reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "id: not a delivery id (32 hex digits)");
         return BERTH_OK;
     }
@@ -498,7 +498,7 @@ int relay_push_ack(engine *e, pending *p)
     const struct engine_push_ack *a = &p->req.u.push_ack;
     engine_status *st = &p->reply->status;
     uint8_t id[BERTH_ID_LEN];
-    if (a->id == NULL || berth_id_parse(a->id, id) != BERTH_OK) {
+    if (a->id == NULL || store_id_parse(a->id, id) != BERTH_OK) {
         reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "id: not a delivery id (32 hex digits)");
         return BERTH_OK;
     }

@@ -556,7 +556,7 @@ task_run *state_task_run(engine *e, task *t)
 task *state_task_find(engine *e, const char *id_str, const char *field, engine_status *st)
 {
     uint8_t id[BERTH_ID_LEN];
-    if (berth_id_parse(id_str, id) != BERTH_OK) {
+    if (store_id_parse(id_str, id) != BERTH_OK) {
         reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "%s: not a task id (32 hex digits)", field);
         snprintf(st->field, sizeof(st->field), "%s", field);
         return NULL;

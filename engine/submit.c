@@ -166,7 +166,7 @@ static int dedup(engine *e, const uint8_t *skey, size_t sklen, engine_submitted 
     uint8_t id[BERTH_ID_LEN];
     int rv = dedup_lookup(e, skey, sklen, id);
     if (rv == BERTH_OK) {
-        berth_id_format(id, out->id);
+        store_id_format(id, out->id);
         out->duplicate = true;
         return 1;
     }
@@ -234,7 +234,7 @@ static void submit_one(engine *e, const engine_submit_args *a, engine_submitted 
         return;
     }
     tp->tc->c.submitted++;
-    berth_id_format(d->id, out->id);
+    store_id_format(d->id, out->id);
     out->duplicate = false;
 }
 
@@ -429,7 +429,7 @@ int submit_call(engine *e, pending *p)
         return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory keeping a call's key");
     e->t.count.calls++;
     tp->tc->c.submitted++;
-    berth_id_format(i->id, r->submitted->id);
+    store_id_format(i->id, r->submitted->id);
     r->submitted->duplicate = false;
     return BERTH_OK;
 

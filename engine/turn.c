@@ -64,7 +64,7 @@ void turn_event(engine *e, engine_event_kind kind, const topic *t, const uint8_t
         return;
     engine_event ev = {
         .kind = kind, .topic = t->name, .retries_left = retries_left, .at_ms = e->t.now_ms};
-    berth_id_format(id, ev.id);
+    store_id_format(id, ev.id);
     stage(e, ev, err);
 }
 
@@ -75,9 +75,9 @@ void turn_event_named(engine *e, engine_event_kind kind, const char *topic_name,
     if (e->o.on_event == NULL)
         return;
     engine_event ev = {.kind = kind, .topic = topic_name, .at_ms = e->t.now_ms};
-    berth_id_format(id, ev.id);
+    store_id_format(id, ev.id);
     if (instance_id != NULL)
-        berth_id_format(instance_id, ev.instance_id);
+        store_id_format(instance_id, ev.instance_id);
     stage(e, ev, err);
 }
 

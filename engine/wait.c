@@ -212,7 +212,7 @@ static void await_fill(const instance *inst, engine_reply *r)
     if (r->status.code != ENGINE_CODE_OK || r->instance.state != 0)
         return;
     engine_instance *o = &r->instance;
-    berth_id_format(inst->id, o->id);
+    store_id_format(inst->id, o->id);
     o->state = inst->state;
     o->attempt = inst->attempt;
     o->created_at_ms = inst->created_at_ms;

@@ -96,7 +96,7 @@ bool store_dedup_alive(const void *value, size_t len, uint64_t now_ms, uint64_t 
     return at >= now_ms || now_ms - at < horizon_ms;
 }
 
-void berth_id_format(const uint8_t id[BERTH_ID_LEN], char out[BERTH_ID_STR_LEN + 1])
+void store_id_format(const uint8_t id[BERTH_ID_LEN], char out[BERTH_ID_STR_LEN + 1])
 {
     static const char hex[] = "0123456789abcdef";
     for (int i = 0; i < BERTH_ID_LEN; i++) {
@@ -115,7 +115,7 @@ static const uint8_t hex1[256] = {
 
 /* Table-driven, one test for the whole id: each completion parses two
  * (its task id and its lock token) on the engine thread. */
-int berth_id_parse(const char *s, uint8_t out[BERTH_ID_LEN])
+int store_id_parse(const char *s, uint8_t out[BERTH_ID_LEN])
 {
     if (s == NULL || strnlen(s, BERTH_ID_STR_LEN + 1) != BERTH_ID_STR_LEN)
         return BERTH_EINVAL;

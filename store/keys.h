@@ -165,8 +165,8 @@ void store_incident_key(uint8_t *out, uint64_t at_ms, uint64_t seq);
 bool store_dedup_alive(const void *value, size_t len, uint64_t now_ms, uint64_t horizon_ms);
 
 /* Printable ids: 32 lowercase hex digits and a NUL (33 bytes). */
-void berth_id_format(const uint8_t id[BERTH_ID_LEN], char out[BERTH_ID_STR_LEN + 1]);
+void store_id_format(const uint8_t id[BERTH_ID_LEN], char out[BERTH_ID_STR_LEN + 1]);
 /* Parses exactly 32 hex digits (either case); BERTH_EINVAL otherwise. */
-int berth_id_parse(const char *s, uint8_t out[BERTH_ID_LEN]);
+int store_id_parse(const char *s, uint8_t out[BERTH_ID_LEN]);
 
 #endif

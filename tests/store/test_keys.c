@@ -65,26 +65,26 @@ Test(store_keys, ids_print_as_32_hex_digits_and_parse_back)
     for (int i = 0; i < BERTH_ID_LEN; i++)
         id[i] = (uint8_t)(i * 17 + 3);
     char s[BERTH_ID_STR_LEN + 1];
-    berth_id_format(id, s);
+    store_id_format(id, s);
     cr_assert_eq(strlen(s), 32);
-    cr_assert_eq(berth_id_parse(s, back), BERTH_OK);
+    cr_assert_eq(store_id_parse(s, back), BERTH_OK);
     cr_assert_arr_eq(id, back, BERTH_ID_LEN);
-    cr_assert_eq(berth_id_parse("0123", back), BERTH_EINVAL);
-    cr_assert_eq(berth_id_parse("zz000000000000000000000000000000", back), BERTH_EINVAL);
-    cr_assert_eq(berth_id_parse(NULL, back), BERTH_EINVAL);
+    cr_assert_eq(store_id_parse("0123", back), BERTH_EINVAL);
+    cr_assert_eq(store_id_parse("zz000000000000000000000000000000", back), BERTH_EINVAL);
+    cr_assert_eq(store_id_parse(NULL, back), BERTH_EINVAL);
     /* a bad digit anywhere, a byte past ASCII, one digit too many */
-    cr_assert_eq(berth_id_parse("0000000000000000000000000000000g", back), BERTH_EINVAL);
-    cr_assert_eq(berth_id_parse("00000000000000"
+    cr_assert_eq(store_id_parse("0000000000000000000000000000000g", back), BERTH_EINVAL);
+    cr_assert_eq(store_id_parse("00000000000000"
                                 "\xff"
                                 "00000000000000000",
                                 back),
                  BERTH_EINVAL);
-    cr_assert_eq(berth_id_parse("000000000000000000000000000000000", back), BERTH_EINVAL);
-    cr_assert_eq(berth_id_parse("00000000000000000000000000000:00", back), BERTH_EINVAL);
+    cr_assert_eq(store_id_parse("000000000000000000000000000000000", back), BERTH_EINVAL);
+    cr_assert_eq(store_id_parse("00000000000000000000000000000:00", back), BERTH_EINVAL);
     /* upper case parses as lower case */
     uint8_t up[BERTH_ID_LEN];
-    cr_assert_eq(berth_id_parse("ABCDEF0123456789abcdef0123456789", up), BERTH_OK);
-    cr_assert_eq(berth_id_parse("abcdef0123456789ABCDEF0123456789", back), BERTH_OK);
+    cr_assert_eq(store_id_parse("ABCDEF0123456789abcdef0123456789", up), BERTH_OK);
+    cr_assert_eq(store_id_parse("abcdef0123456789ABCDEF0123456789", back), BERTH_OK);
     cr_assert_arr_eq(up, back, BERTH_ID_LEN);
     cr_assert_eq(up[0], 0xab);
     cr_assert_eq(up[15], 0x89);
