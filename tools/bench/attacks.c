@@ -5,8 +5,8 @@
  * Attackers are plain sockets speaking SP's TCP mapping (proto/sp_wire.h)
  * by hand, blocking or poll-driven, a few threads each: the machine they
  * share with berthd may have two cores, and an attacker that burns them
- * measures the machine, not berthd. Each runs until attack_stop and
- * counts what it did in atk. run_attack (hostile.c) starts them.
+ * measures the machine, not berthd. Each runs until attacks_stop and
+ * counts what it did in attacks_counts. run_attack (hostile.c) starts them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -56,8 +56,8 @@ static void *xcalloc(size_t n, size_t size)
 
 /* ---- attackers: raw sockets ---- */
 
-atomic_bool attack_stop;
-atk_counts atk;
+atomic_bool attacks_stop;
+atk_counts attacks_counts;
 
 static bool send_all(int fd, const void *buf, size_t len)
 {
@@ -68,7 +68,7 @@ static bool send_all(int fd, const void *buf, size_t len)
             continue;
         if (w <= 0)
             return false;
-        atomic_fetch_add(&atk.sent, (uint64_t)w);
+        atomic_fetch_add(&attacks_counts.sent, (uint64_t)w);
         p += w, len -= (size_t)w;
     }
     return true;
@@ -79,9 +79,9 @@ static bool send_all(int fd, const void *buf, size_t len)
  * failure (counted). */
 static int atk_dial(bool hello)
 {
-    int fd = socket(target.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(target_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        atomic_fetch_add(&atk.dial_fail, 1);
+        atomic_fetch_add(&attacks_counts.dial_fail, 1);
         return -1;
     }
     struct timeval tv = {DIAL_TIMEOUT_MS / 1000, (DIAL_TIMEOUT_MS % 1000) * 1000};
@@ -89,13 +89,13 @@ static int atk_dial(bool hello)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     uint8_t h[SP_HEADER_LEN];
     sp_header(h, SP_PROTO_REQ0);
-    if (connect(fd, (struct sockaddr *)&target, target_len) != 0 ||
+    if (connect(fd, (struct sockaddr *)&target_addr, target_addr_len) != 0 ||
         (hello && !send_all(fd, h, sizeof(h)))) {
         close(fd);
-        atomic_fetch_add(&atk.dial_fail, 1);
+        atomic_fetch_add(&attacks_counts.dial_fail, 1);
         return -1;
     }
-    atomic_fetch_add(&atk.conns, 1);
+    atomic_fetch_add(&attacks_counts.conns, 1);
     return fd;
 }
 
@@ -148,7 +148,7 @@ static void *atk_longpoll(void *arg)
     (void)arg;
     size_t len;
     uint8_t *frames = fetch_frames("honest", 0, 30000, 0, LONGPOLL_BURST, &len);
-    while (!atomic_load(&attack_stop)) {
+    while (!atomic_load(&attacks_stop)) {
         int fd = atk_dial(true);
         if (fd < 0) {
             sleep_ms(1);
@@ -156,7 +156,7 @@ static void *atk_longpoll(void *arg)
         }
         uint8_t peer[SP_HEADER_LEN];
         if (recv(fd, peer, sizeof(peer), MSG_WAITALL) != (ssize_t)sizeof(peer))
-            atomic_fetch_add(&atk.closed, 1);
+            atomic_fetch_add(&attacks_counts.closed, 1);
         else
             send_all(fd, frames, len);
         close(fd);
@@ -173,7 +173,7 @@ static int prepare_unread(void)
 {
     bc *c;
     char err[256];
-    if (bc_open_direct(C.operate, &c, err, sizeof(err)) != BC_OK) {
+    if (bc_open_direct(target_cfg.operate, &c, err, sizeof(err)) != BC_OK) {
         fprintf(stderr, "berth-hostile: %s\n", err);
         return -1;
     }
@@ -224,7 +224,7 @@ static int prepare_unread(void)
 static void cleanup_big(uint64_t locks_free_ns)
 {
     bc *c;
-    if (big_submitted == 0 || bc_open_direct(C.operate, &c, NULL, 0) != BC_OK)
+    if (big_submitted == 0 || bc_open_direct(target_cfg.operate, &c, NULL, 0) != BC_OK)
         return;
     char *topics[] = {"big"};
     uint64_t removed = 0;
@@ -305,7 +305,7 @@ static void pconn_closed(pconn *c, uint64_t now)
     close(c->fd);
     c->fd = -1;
     c->reopen_ns = now + REOPEN_NS;
-    atomic_fetch_add(&atk.closed, 1);
+    atomic_fetch_add(&attacks_counts.closed, 1);
 }
 
 /* Reopens the closed connections of conns[0..n) that are due (the SP
@@ -317,7 +317,7 @@ static int pconn_poll_set(pconn *conns, int n, bool hello, short events, size_t 
 {
     uint64_t now = now_ns();
     int m = 0;
-    for (int i = 0; i < n && !atomic_load(&attack_stop); i++) {
+    for (int i = 0; i < n && !atomic_load(&attacks_stop); i++) {
         pconn *c = &conns[i];
         if (c->fd < 0 && now >= c->reopen_ns) {
             c->fd = atk_dial_nonblocking(hello);
@@ -339,7 +339,7 @@ static void pconn_send(pconn *c, const uint8_t *p, size_t l, uint64_t now)
     ssize_t w = send(c->fd, p, l, MSG_NOSIGNAL);
     if (w > 0) {
         c->off += (size_t)w;
-        atomic_fetch_add(&atk.sent, (uint64_t)w);
+        atomic_fetch_add(&attacks_counts.sent, (uint64_t)w);
     } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         pconn_closed(c, now);
     }
@@ -353,7 +353,7 @@ static void pconn_send(pconn *c, const uint8_t *p, size_t l, uint64_t now)
 static void *atk_unread(void *arg)
 {
     (void)arg;
-    uint64_t lock_ms = C.seconds < 1 ? 1000 : (uint64_t)(C.seconds * 1000);
+    uint64_t lock_ms = target_cfg.seconds < 1 ? 1000 : (uint64_t)(target_cfg.seconds * 1000);
     size_t len;
     uint8_t *frames = fetch_frames("big", 8, 0, lock_ms, UNREAD_FETCHES, &len);
     pconn conns[UNREAD_CONNS];
@@ -361,7 +361,7 @@ static void *atk_unread(void *arg)
     int at[UNREAD_CONNS]; /* pfd[k] is conns[at[k]] */
     for (int i = 0; i < UNREAD_CONNS; i++)
         conns[i] = (pconn){.fd = -1};
-    while (!atomic_load(&attack_stop)) {
+    while (!atomic_load(&attacks_stop)) {
         int n = pconn_poll_set(conns, UNREAD_CONNS, true, POLLRDHUP, len, pfd, at);
         if (poll(pfd, (nfds_t)n, 100) <= 0)
             continue;
@@ -405,7 +405,7 @@ static void *atk_partial(void *arg)
     int *at = xcalloc((size_t)n, sizeof(*at));
     for (int i = 0; i < n; i++)
         conns[i] = (pconn){.fd = -1};
-    while (!atomic_load(&attack_stop)) {
+    while (!atomic_load(&attacks_stop)) {
         int m = pconn_poll_set(conns, n, false, POLLIN | POLLRDHUP, PARTIAL_STREAM, pfd, at);
         if (poll(pfd, (nfds_t)m, 100) <= 0)
             continue;
@@ -461,7 +461,7 @@ static void *atk_held(void *arg)
     for (int i = 0; i < n; i++)
         fds[i] = -1;
     int next = 0; /* where the search for closed slots goes on */
-    while (!atomic_load(&attack_stop)) {
+    while (!atomic_load(&attacks_stop)) {
         int budget = 250, open_failed = 0;
         for (int seen = 0; seen < n && budget > 0 && !open_failed; seen++, next = (next + 1) % n) {
             if (fds[next] >= 0)
@@ -491,7 +491,7 @@ static void *atk_held(void *arg)
                 (pfd[k].revents & (POLLERR | POLLHUP))) {
                 close(fds[at[k]]);
                 fds[at[k]] = -1;
-                atomic_fetch_add(&atk.closed, 1);
+                atomic_fetch_add(&attacks_counts.closed, 1);
             }
         }
     }
@@ -508,7 +508,7 @@ static void *atk_held(void *arg)
 static void *atk_connect(void *arg)
 {
     bool hello = (intptr_t)arg % 2 == 0;
-    while (!atomic_load(&attack_stop)) {
+    while (!atomic_load(&attacks_stop)) {
         int fd = atk_dial(hello);
         if (fd < 0)
             sleep_ms(1); /* out of ports or descriptors: let them come back */
@@ -543,7 +543,7 @@ static void *atk_garbage(void *arg)
         uint64_t r = rnd(&seed);
         memcpy(pool + i, &r, 8);
     }
-    while (!atomic_load(&attack_stop)) {
+    while (!atomic_load(&attacks_stop)) {
         int mode = (int)(rnd(&seed) % 4);
         int fd = atk_dial(mode <= 1);
         if (fd < 0) {
@@ -579,7 +579,7 @@ static void *atk_garbage(void *arg)
             struct timeval tv = {1, 0};
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
             uint8_t scratch[4096];
-            while (recv(fd, scratch, sizeof(scratch), 0) > 0 && !atomic_load(&attack_stop))
+            while (recv(fd, scratch, sizeof(scratch), 0) > 0 && !atomic_load(&attacks_stop))
                 ;
         }
         close(fd);
@@ -590,7 +590,7 @@ static void *atk_garbage(void *arg)
 
 /* ---- the table ---- */
 
-const attack attacks[] = {
+const attack attacks_table[] = {
     {"none", 0, NULL, NULL, NULL}, /* the control: the honest load alone */
     {"longpoll-flood", 3, atk_longpoll, NULL, NULL},
     {"unread-answers", 1, atk_unread, prepare_unread, cleanup_big},
@@ -599,7 +599,7 @@ const attack attacks[] = {
     {"connect-flood", 4, atk_connect, NULL, NULL},
     {"garbage", 3, atk_garbage, NULL, NULL},
 };
-const size_t n_attacks = sizeof(attacks) / sizeof(attacks[0]);
+const size_t attacks_table_len = sizeof(attacks_table) / sizeof(attacks_table[0]);
 
 /* ---- the process ---- */
 

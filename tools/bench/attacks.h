@@ -22,8 +22,8 @@ typedef struct attack {
     void (*cleanup)(uint64_t until_ns);
 } attack;
 
-extern const attack attacks[];
-extern const size_t n_attacks;
+extern const attack attacks_table[];
+extern const size_t attacks_table_len;
 
 /* What the attackers did; run_attack resets and reads it. */
 typedef struct atk_counts {
@@ -33,8 +33,8 @@ typedef struct atk_counts {
     atomic_uint_fast64_t sent;      /* bytes */
 } atk_counts;
 
-extern atk_counts atk;
-extern atomic_bool attack_stop; /* set: every attacker thread returns */
+extern atk_counts attacks_counts;
+extern atomic_bool attacks_stop; /* set: every attacker thread returns */
 
 /* held-connections needs thousands of descriptors: raises RLIMIT_NOFILE
  * to its hard limit (a spawned berthd inherits it too), and holds fewer

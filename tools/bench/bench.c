@@ -112,18 +112,18 @@ static bool num(const char *s, uint64_t *out)
     return errno == 0 && *end == '\0';
 }
 
-/* Reads the options into C: RUN, or the exit status (--help: 0, a bad
+/* Reads the options into bench_cfg: RUN, or the exit status (--help: 0, a bad
  * option: 2, told). */
 static int parse_options(int argc, char **argv)
 {
-    C = (cfg){.producers = 8,
-              .workers = 8,
-              .submit_batch = 1,
-              .fetch_batch = 1,
-              .complete_batch = 1,
-              .topics = 1,
-              .payload = 100,
-              .lock_ms = 60000};
+    bench_cfg = (cfg){.producers = 8,
+                      .workers = 8,
+                      .submit_batch = 1,
+                      .fetch_batch = 1,
+                      .complete_batch = 1,
+                      .topics = 1,
+                      .payload = 100,
+                      .lock_ms = 60000};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t n = 0;
@@ -131,56 +131,56 @@ static int parse_options(int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (strcmp(a, "--spawn") == 0) {
-            C.spawn = true;
+            bench_cfg.spawn = true;
         } else if (strcmp(a, "--json") == 0) {
-            C.json = true;
+            bench_cfg.json = true;
         } else if (strcmp(a, "--calls") == 0) {
-            C.calls = true;
+            bench_cfg.calls = true;
         } else if (strcmp(a, "--push") == 0) {
-            C.push = true;
+            bench_cfg.push = true;
         } else if (strcmp(a, "--no-fused") == 0) {
-            C.separate = true;
+            bench_cfg.separate = true;
         } else if (strcmp(a, "--preload") == 0 && num(v, &n)) {
-            C.preload = n, i++;
+            bench_cfg.preload = n, i++;
         } else if (strcmp(a, "--rate") == 0 && v && atof(v) > 0) {
-            C.rate = atof(v), i++;
+            bench_cfg.rate = atof(v), i++;
         } else if (strcmp(a, "--admin") == 0 && v) {
-            C.admin = argv[++i];
+            bench_cfg.admin = argv[++i];
         } else if (strcmp(a, "--tls-ca") == 0 && v) {
-            C.tls_ca = argv[++i];
+            bench_cfg.tls_ca = argv[++i];
         } else if (strcmp(a, "--operate") == 0 && v) {
-            C.operate = v, i++;
+            bench_cfg.operate = v, i++;
         } else if (strcmp(a, "--client") == 0 && v &&
                    (strcmp(v, "direct") == 0 || strcmp(v, "nng") == 0)) {
-            C.nng_client = strcmp(v, "nng") == 0, i++;
+            bench_cfg.nng_client = strcmp(v, "nng") == 0, i++;
         } else if (strcmp(a, "--csv") == 0 && v) {
-            C.csv = v, i++;
+            bench_cfg.csv = v, i++;
         } else if (strcmp(a, "--duration") == 0 && v) {
-            C.duration_s = atof(v), i++;
+            bench_cfg.duration_s = atof(v), i++;
         } else if (num(v, &n) && n > 0) {
             i++;
             if (strcmp(a, "--tasks") == 0)
-                C.tasks = n;
+                bench_cfg.tasks = n;
             else if (strcmp(a, "--producers") == 0)
-                C.producers = (uint32_t)n;
+                bench_cfg.producers = (uint32_t)n;
             else if (strcmp(a, "--workers") == 0)
-                C.workers = (uint32_t)n;
+                bench_cfg.workers = (uint32_t)n;
             else if (strcmp(a, "--submit-batch") == 0)
-                C.submit_batch = (uint32_t)n;
+                bench_cfg.submit_batch = (uint32_t)n;
             else if (strcmp(a, "--fetch-batch") == 0)
-                C.fetch_batch = (uint32_t)n;
+                bench_cfg.fetch_batch = (uint32_t)n;
             else if (strcmp(a, "--complete-batch") == 0)
-                C.complete_batch = (uint32_t)n;
+                bench_cfg.complete_batch = (uint32_t)n;
             else if (strcmp(a, "--payload") == 0)
-                C.payload = (uint32_t)n;
+                bench_cfg.payload = (uint32_t)n;
             else if (strcmp(a, "--topics") == 0 && n <= MAX_TOPICS)
-                C.topics = (uint32_t)n;
+                bench_cfg.topics = (uint32_t)n;
             else if (strcmp(a, "--lock-ms") == 0)
-                C.lock_ms = n;
+                bench_cfg.lock_ms = n;
             else if (strcmp(a, "--priorities") == 0 && n <= UINT32_MAX)
-                C.priorities = (uint32_t)n;
+                bench_cfg.priorities = (uint32_t)n;
             else if (strcmp(a, "--delay-ms") == 0)
-                C.delay_ms = n;
+                bench_cfg.delay_ms = n;
             else {
                 fprintf(stderr, "berth-bench: unknown or out-of-range option %s\n", a);
                 return 2;
@@ -191,12 +191,13 @@ static int parse_options(int argc, char **argv)
             return 2;
         }
     }
-    if ((C.operate == NULL) == !C.spawn || (C.tasks == 0) == (C.duration_s <= 0)) {
+    if ((bench_cfg.operate == NULL) == !bench_cfg.spawn ||
+        (bench_cfg.tasks == 0) == (bench_cfg.duration_s <= 0)) {
         usage(stderr);
         return 2;
     }
-    if (C.payload < 8)
-        C.payload = 8; /* room for the task index */
+    if (bench_cfg.payload < 8)
+        bench_cfg.payload = 8; /* room for the task index */
     return RUN;
 }
 
@@ -205,30 +206,30 @@ static int parse_options(int argc, char **argv)
 /* Stops the spawned berthd; false unless it exited 0. */
 static bool stop_berthd(void)
 {
-    if (spawned.pid <= 0)
+    if (bench_spawned.pid <= 0)
         return true;
-    kill(spawned.pid, SIGTERM);
+    kill(bench_spawned.pid, SIGTERM);
     int status = 0;
-    waitpid(spawned.pid, &status, 0);
-    spawned.pid = 0;
+    waitpid(bench_spawned.pid, &status, 0);
+    bench_spawned.pid = 0;
     bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!clean)
         fprintf(stderr, "berth-bench: berthd did not exit cleanly (status %d)\n", status);
-    spawn_cleanup(&spawned, "berth-bench");
+    spawn_cleanup(&bench_spawned, "berth-bench");
     return clean;
 }
 
 /* Starts berthd for --spawn; the admin URL's default otherwise. */
 static bool start_berthd(void)
 {
-    if (C.spawn) {
-        if (spawn_berthd(&spawned, "berth-bench", NULL) != 0)
+    if (bench_cfg.spawn) {
+        if (spawn_berthd(&bench_spawned, "berth-bench", NULL) != 0)
             return false;
-        C.operate = spawned.url;
-        C.admin = spawned.admin;
+        bench_cfg.operate = bench_spawned.url;
+        bench_cfg.admin = bench_spawned.admin;
     }
-    if (C.admin == NULL)
-        C.admin = "tcp://127.0.0.1:7451";
+    if (bench_cfg.admin == NULL)
+        bench_cfg.admin = "tcp://127.0.0.1:7451";
     return true;
 }
 
@@ -245,14 +246,15 @@ static void *lazy_array(size_t bytes)
 static bool map_ledger(void)
 {
     /* Task slots: N, or for a timed run more than any run can reach. */
-    task_cap = C.tasks ? C.tasks : (64u << 20);
-    submit_ns = lazy_array(task_cap * 8);
-    done_ns = lazy_array(task_cap * 8);
-    fetched_ns = lazy_array(task_cap * 8);
-    completions = lazy_array(task_cap * sizeof(*completions));
-    resolved_ns = lazy_array(task_cap * 8);
-    if (submit_ns == MAP_FAILED || done_ns == MAP_FAILED || fetched_ns == MAP_FAILED ||
-        completions == MAP_FAILED || resolved_ns == MAP_FAILED) {
+    bench_task_cap = bench_cfg.tasks ? bench_cfg.tasks : (64u << 20);
+    bench_submit_ns = lazy_array(bench_task_cap * 8);
+    bench_done_ns = lazy_array(bench_task_cap * 8);
+    bench_fetched_ns = lazy_array(bench_task_cap * 8);
+    bench_completions = lazy_array(bench_task_cap * sizeof(*bench_completions));
+    bench_resolved_ns = lazy_array(bench_task_cap * 8);
+    if (bench_submit_ns == MAP_FAILED || bench_done_ns == MAP_FAILED ||
+        bench_fetched_ns == MAP_FAILED || bench_completions == MAP_FAILED ||
+        bench_resolved_ns == MAP_FAILED) {
         perror("berth-bench: mmap");
         return false;
     }
@@ -263,8 +265,8 @@ static bool map_ledger(void)
  * workers looking, so the wait is bounded. */
 static void drain(void)
 {
-    uint64_t drain_end = now_ns() + (C.lock_ms + 30000) * 1000000u;
-    while (!all_done() && now_ns() < drain_end) {
+    uint64_t drain_end = bench_now_ns() + (bench_cfg.lock_ms + 30000) * 1000000u;
+    while (!bench_all_done() && bench_now_ns() < drain_end) {
         struct timespec tick = {0, 20 * 1000000L};
         nanosleep(&tick, NULL);
     }
@@ -275,26 +277,27 @@ static void drain(void)
  * start (told). */
 static int run(worker *ws, uint64_t *produced)
 {
-    t0_ns = now_ns();
+    bench_t0_ns = bench_now_ns();
     pthread_t prog;
     bool tty = isatty(STDERR_FILENO);
     if (tty)
-        pthread_create(&prog, NULL, progress, NULL);
-    if (C.push && (C.calls || !push_setup())) {
-        if (C.calls)
+        pthread_create(&prog, NULL, bench_progress, NULL);
+    if (bench_cfg.push && (bench_cfg.calls || !bench_push_setup())) {
+        if (bench_cfg.calls)
             fprintf(stderr, "berth-bench: --push and --calls do not go together\n");
         return 1;
     }
-    for (uint32_t i = 0; i < C.workers; i++) {
+    for (uint32_t i = 0; i < bench_cfg.workers; i++) {
         ws[i].id = (int)i;
-        pthread_create(&ws[i].th, NULL, C.push ? receiver_main : worker_main, &ws[i]);
+        pthread_create(&ws[i].th, NULL, bench_cfg.push ? bench_receiver_main : bench_worker_main,
+                       &ws[i]);
     }
-    produce();
-    *produced = now_ns();
-    atomic_store(&producers_done, true);
+    bench_produce();
+    *produced = bench_now_ns();
+    atomic_store(&bench_producers_done, true);
     drain();
-    atomic_store(&stop_all, true);
-    for (uint32_t i = 0; i < C.workers; i++)
+    atomic_store(&bench_stop_all, true);
+    for (uint32_t i = 0; i < bench_cfg.workers; i++)
         pthread_join(ws[i].th, NULL);
     if (tty)
         pthread_join(prog, NULL);
@@ -310,17 +313,17 @@ int main(int argc, char **argv)
         stop_berthd();
         return 1;
     }
-    preload();
-    worker *ws = calloc(C.workers, sizeof(*ws));
+    bench_preload();
+    worker *ws = calloc(bench_cfg.workers, sizeof(*ws));
     uint64_t produced = 0;
     if (run(ws, &produced) != 0) {
         stop_berthd();
         return 1;
     }
-    measure(&rss_end, &data_end);
+    bench_measure(&bench_rss_end, &bench_data_end);
     if (!stop_berthd())
-        atomic_fetch_add(&errors, 1);
-    ex = report(ws, produced);
+        atomic_fetch_add(&bench_errors, 1);
+    ex = bench_report(ws, produced);
     free(ws);
     return ex;
 }

@@ -11,7 +11,7 @@
  *   consume.c  the workers (fused or --no-fused) and the push receiver
  *   report.c   the tally, its table or JSON, --csv, the progress line
  *
- * C is written by main before any thread starts and only read after. The
+ * bench_cfg is written by main before any thread starts and only read after. The
  * per-task arrays are indexed by the task's number, which its payload
  * carries: written by one producer, then by the one worker whose
  * completion succeeded; the counters are atomics any thread bumps.
@@ -53,49 +53,49 @@ typedef struct cfg {
     const char *tls_ca; /* tls+tcp://: the CAs berthd's certificate is checked against */
 } cfg;
 
-extern cfg C;
+extern cfg bench_cfg;
 
 /* ---- ledger.c: the ledger and the counters ---- */
 
-extern uint64_t task_cap;              /* task slots */
-extern _Atomic uint64_t *submit_ns;    /* submit acknowledged (0: not submitted) */
-extern _Atomic uint64_t *done_ns;      /* completion acknowledged */
-extern _Atomic uint64_t *fetched_ns;   /* first handed to a worker */
-extern atomic_uint *completions;       /* successful completions per task */
-extern _Atomic uint64_t *resolved_ns;  /* --calls: the await that saw its outcome answered */
-extern atomic_uint_fast64_t next_task; /* the next task number to submit */
-extern atomic_uint_fast64_t submitted, completed, errors, duplicates;
-extern atomic_uint_fast64_t resolved, wrong_results; /* --calls */
-extern atomic_bool producers_done, stop_all;
-extern spawned_berthd spawned; /* --spawn */
-extern uint64_t t0_ns;         /* the run's start (after --preload) */
+extern uint64_t bench_task_cap;              /* task slots */
+extern _Atomic uint64_t *bench_submit_ns;    /* submit acknowledged (0: not submitted) */
+extern _Atomic uint64_t *bench_done_ns;      /* completion acknowledged */
+extern _Atomic uint64_t *bench_fetched_ns;   /* first handed to a worker */
+extern atomic_uint *bench_completions;       /* successful completions per task */
+extern _Atomic uint64_t *bench_resolved_ns;  /* --calls: the await that saw its outcome answered */
+extern atomic_uint_fast64_t bench_next_task; /* the next task number to submit */
+extern atomic_uint_fast64_t bench_submitted, bench_completed, bench_errors, bench_duplicates;
+extern atomic_uint_fast64_t bench_resolved, bench_wrong_results; /* --calls */
+extern atomic_bool bench_producers_done, bench_stop_all;
+extern spawned_berthd bench_spawned; /* --spawn */
+extern uint64_t bench_t0_ns;         /* the run's start (after --preload) */
 
 /* ---- ledger.c: what every part uses ---- */
 
-uint64_t now_ns(void); /* CLOCK_MONOTONIC */
-void sleep_until(uint64_t ns);
+uint64_t bench_now_ns(void); /* CLOCK_MONOTONIC */
+void bench_sleep_until(uint64_t ns);
 /* Counts an error, and tells the first few on stderr: r's message, or
  * bc_strerror(rv) when there is no answer. */
-void count_error(const char *what, const Berth__V1__Response *r, int rv);
+void bench_count_error(const char *what, const Berth__V1__Response *r, int rv);
 /* A thread's own connection to berthd, or NULL (counted as an error, told). */
-bc *thread_client(void);
+bc *bench_thread_client(void);
 /* One round trip on c: the answer if it is OK and, when has is not NULL,
  * has(answer) holds (the caller frees it); else NULL, the error counted. */
-Berth__V1__Response *round_trip(bc *c, const Berth__V1__Request *req, int timeout_ms,
-                                const char *what, bool (*has)(const Berth__V1__Response *r));
-void topic_name(char *out, size_t len, uint64_t task); /* the topic of task number task */
+Berth__V1__Response *bench_round_trip(bc *c, const Berth__V1__Request *req, int timeout_ms,
+                                      const char *what, bool (*has)(const Berth__V1__Response *r));
+void bench_topic_name(char *out, size_t len, uint64_t task); /* the topic of task number task */
 /* Producers done, and every task submitted completed (or failed). */
-bool all_done(void);
+bool bench_all_done(void);
 
 /* ---- produce.c ---- */
 
 /* Submits --preload tasks to BACKLOG_TOPIC; nothing without --preload. */
-void preload(void);
+void bench_preload(void);
 /* Runs the producers (or callers) to their end: the open-loop sender when
  * --rate goes over direct connections, else --producers threads. */
-void produce(void);
+void bench_produce(void);
 /* Each submit's round trip, and with --rate how late it was sent. */
-extern samples submit_wait, submit_late;
+extern samples bench_submit_wait, bench_submit_late;
 
 /* ---- consume.c ---- */
 
@@ -106,24 +106,25 @@ typedef struct worker {
 } worker;
 
 /* A worker's thread (arg: its worker), fetching and completing until
- * stop_all or all_done(). */
-void *worker_main(void *arg);
+ * bench_stop_all or bench_all_done(). */
+void *bench_worker_main(void *arg);
 /* --push: one receiver thread answering berthd's deliveries. */
-void *receiver_main(void *arg);
+void *bench_receiver_main(void *arg);
 /* Listens for berthd and deploys the topics as push channels to it. */
-bool push_setup(void);
+bool bench_push_setup(void);
 
 /* ---- report.c ---- */
 
 /* The spawned berthd's resident memory and data directory, in MiB (-1:
  * not known: berthd was not spawned). */
-void measure(double *rss_mib, double *data_mib);
-extern double preload_secs, rss_preloaded, data_preloaded, rss_end, data_end;
-/* The progress line's thread (stderr a terminal), until stop_all. */
-void *progress(void *arg);
+void bench_measure(double *rss_mib, double *data_mib);
+extern double bench_preload_secs, bench_rss_preloaded, bench_data_preloaded, bench_rss_end,
+    bench_data_end;
+/* The progress line's thread (stderr a terminal), until bench_stop_all. */
+void *bench_progress(void *arg);
 /* Tallies the ledger, prints the report (table or JSON, and --csv), and
  * returns the exit status: 1 when anything was lost, duplicated, refused
  * or unresolved. ws: the workers; produced: when producing ended. */
-int report(const worker *ws, uint64_t produced);
+int bench_report(const worker *ws, uint64_t produced);
 
 #endif

@@ -9,7 +9,7 @@
  * or with --no-fused in requests of their own between fetches
  * (complete_batch of up to --complete-batch, or complete when it is 1).
  * With --calls its result names the call: the call's index, then 'R'.
- * main (bench.c) starts the threads; they end on stop_all or all_done().
+ * main (bench.c) starts the threads; they end on bench_stop_all or bench_all_done().
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -34,13 +34,13 @@ typedef struct pending_completion {
 
 static void record_completion(uint64_t task, uint64_t at)
 {
-    unsigned prev = atomic_fetch_add(&completions[task], 1);
+    unsigned prev = atomic_fetch_add(&bench_completions[task], 1);
     if (prev > 0) {
-        atomic_fetch_add(&duplicates, 1);
+        atomic_fetch_add(&bench_duplicates, 1);
         return;
     }
-    atomic_store(&done_ns[task], at);
-    atomic_fetch_add(&completed, 1);
+    atomic_store(&bench_done_ns[task], at);
+    atomic_fetch_add(&bench_completed, 1);
 }
 
 /* The task number a task's payload carries; false (an error, counted)
@@ -48,12 +48,12 @@ static void record_completion(uint64_t task, uint64_t at)
 static bool task_index(const Berth__V1__Task *task, uint64_t *index)
 {
     if (task->payload.len < sizeof(*index)) {
-        count_error("a task without its index", NULL, BC_OK);
+        bench_count_error("a task without its index", NULL, BC_OK);
         return false;
     }
     memcpy(index, task->payload.data, sizeof(*index));
-    if (*index >= task_cap) {
-        count_error("a task index out of range", NULL, BC_OK);
+    if (*index >= bench_task_cap) {
+        bench_count_error("a task index out of range", NULL, BC_OK);
         return false;
     }
     return true;
@@ -64,7 +64,7 @@ static bool task_index(const Berth__V1__Task *task, uint64_t *index)
 static void take(pending_completion *pc, uint64_t index, const Berth__V1__Task *task)
 {
     uint64_t none = 0;
-    atomic_compare_exchange_strong(&fetched_ns[index], &none, now_ns());
+    atomic_compare_exchange_strong(&bench_fetched_ns[index], &none, bench_now_ns());
     pc->task = index;
     snprintf(pc->id, sizeof(pc->id), "%s", task->id);
     memcpy(pc->answer, &index, sizeof(index));
@@ -103,7 +103,7 @@ static void fused_work(void *ctx, const Berth__V1__Task *task, bc_work *out)
     }
     pending_completion *pc = &f->v[f->head + f->n++];
     take(pc, index, task);
-    if (C.calls) {
+    if (bench_cfg.calls) {
         out->has_result = true;
         out->result = pc->answer;
         out->result_len = sizeof(pc->answer);
@@ -113,7 +113,7 @@ static void fused_work(void *ctx, const Berth__V1__Task *task, bc_work *out)
 static void fused_status(void *ctx, const char *task_id, const Berth__V1__Status *st)
 {
     fused *f = ctx;
-    uint64_t at = now_ns();
+    uint64_t at = bench_now_ns();
     /* In order: the first waiting one, unless a task without its index
      * was skipped. */
     for (size_t i = 0; i < f->n; i++) {
@@ -123,7 +123,7 @@ static void fused_status(void *ctx, const char *task_id, const Berth__V1__Status
         if (st != NULL && st->code == BERTH__V1__CODE__OK)
             record_completion(pc->task, at);
         else
-            count_error("completion", NULL, BC_OK);
+            bench_count_error("completion", NULL, BC_OK);
         f->v[f->head + i] = f->v[f->head]; /* (the head takes its place: found by id) */
         f->head++;
         f->n--;
@@ -134,8 +134,8 @@ static void fused_status(void *ctx, const char *task_id, const Berth__V1__Status
 static void fused_fetch(void *ctx, uint64_t ns)
 {
     fused *f = ctx;
-    sample_add(&f->w->fetch_wait, ns);
-    atomic_store(&f->stop, atomic_load(&stop_all) || all_done());
+    samples_add(&f->w->fetch_wait, ns);
+    atomic_store(&f->stop, atomic_load(&bench_stop_all) || bench_all_done());
 }
 
 static void fused_main(worker *w, bc *c, const char *wid, char *const *topics)
@@ -143,9 +143,9 @@ static void fused_main(worker *w, bc *c, const char *wid, char *const *topics)
     fused f = {.w = w};
     bc_worker bw = {.worker_id = wid,
                     .topics = topics,
-                    .n_topics = C.topics,
-                    .max_tasks = C.fetch_batch,
-                    .lock_ms = C.lock_ms,
+                    .n_topics = bench_cfg.topics,
+                    .max_tasks = bench_cfg.fetch_batch,
+                    .lock_ms = bench_cfg.lock_ms,
                     .wait_ms = 200, /* short: the loop also watches for the end */
                     .timeout_ms = 30000,
                     .work = fused_work,
@@ -153,9 +153,9 @@ static void fused_main(worker *w, bc *c, const char *wid, char *const *topics)
                     .on_fetch = fused_fetch,
                     .ctx = &f,
                     .stop = &f.stop};
-    atomic_store(&f.stop, atomic_load(&stop_all) || all_done());
+    atomic_store(&f.stop, atomic_load(&bench_stop_all) || bench_all_done());
     if (bc_worker_run(c, &bw) != BC_OK)
-        count_error("the worker loop", NULL, BC_EINVAL);
+        bench_count_error("the worker loop", NULL, BC_EINVAL);
     free(f.v);
 }
 
@@ -173,7 +173,7 @@ static void flush(bc *c, const char *wid, pending_completion *pc, size_t n)
         items[i].task_id = pc[i].id;
         items[i].worker_id = (char *)wid;
         items[i].lock_token = pc[i].token;
-        if (C.calls) {
+        if (bench_cfg.calls) {
             berth__v1__result__init(&results[i]);
             results[i].has_payload = 1;
             results[i].payload.data = pc[i].answer;
@@ -183,7 +183,7 @@ static void flush(bc *c, const char *wid, pending_completion *pc, size_t n)
         ip[i] = &items[i];
     }
     Berth__V1__CompleteBatchRequest cb = BERTH__V1__COMPLETE_BATCH_REQUEST__INIT;
-    if (C.complete_batch == 1) {
+    if (bench_cfg.complete_batch == 1) {
         req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE;
         req.complete = &items[0];
     } else {
@@ -192,18 +192,18 @@ static void flush(bc *c, const char *wid, pending_completion *pc, size_t n)
         req.method_case = BERTH__V1__REQUEST__METHOD_COMPLETE_BATCH;
         req.complete_batch = &cb;
     }
-    Berth__V1__Response *r = round_trip(c, &req, 30000, "complete", NULL);
-    uint64_t at = now_ns();
+    Berth__V1__Response *r = bench_round_trip(c, &req, 30000, "complete", NULL);
+    uint64_t at = bench_now_ns();
     if (r == NULL)
         return;
-    if (C.complete_batch == 1) {
+    if (bench_cfg.complete_batch == 1) {
         record_completion(pc[0].task, at);
     } else {
         for (size_t i = 0; i < n && i < r->complete_batch->n_statuses; i++) {
             if (r->complete_batch->statuses[i]->code == BERTH__V1__CODE__OK)
                 record_completion(pc[i].task, at);
             else
-                count_error("complete_batch item", NULL, BC_OK);
+                bench_count_error("complete_batch item", NULL, BC_OK);
         }
     }
     berth__v1__response__free_unpacked(r, NULL);
@@ -211,25 +211,25 @@ static void flush(bc *c, const char *wid, pending_completion *pc, size_t n)
 
 static void separate_main(worker *w, bc *c, char *wid, char **topics)
 {
-    pending_completion *pc = calloc(C.complete_batch, sizeof(*pc));
+    pending_completion *pc = calloc(bench_cfg.complete_batch, sizeof(*pc));
     size_t npc = 0;
-    while (!atomic_load(&stop_all) && !all_done()) {
+    while (!atomic_load(&bench_stop_all) && !bench_all_done()) {
         Berth__V1__FetchRequest f = BERTH__V1__FETCH_REQUEST__INIT;
         f.worker_id = wid;
-        f.n_topics = C.topics;
+        f.n_topics = bench_cfg.topics;
         f.topics = topics;
         f.has_max_tasks = 1;
-        f.max_tasks = C.fetch_batch;
+        f.max_tasks = bench_cfg.fetch_batch;
         f.has_lock_ms = 1;
-        f.lock_ms = C.lock_ms;
+        f.lock_ms = bench_cfg.lock_ms;
         f.has_wait_ms = 1;
         f.wait_ms = 200; /* short: the loop also watches for the end */
         Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
         req.method_case = BERTH__V1__REQUEST__METHOD_FETCH;
         req.fetch = &f;
-        uint64_t t = now_ns();
-        Berth__V1__Response *r = round_trip(c, &req, 30000, "fetch", NULL);
-        sample_add(&w->fetch_wait, now_ns() - t);
+        uint64_t t = bench_now_ns();
+        Berth__V1__Response *r = bench_round_trip(c, &req, 30000, "fetch", NULL);
+        samples_add(&w->fetch_wait, bench_now_ns() - t);
         if (r == NULL)
             continue;
         for (size_t i = 0; i < r->fetch->n_tasks; i++) {
@@ -239,7 +239,7 @@ static void separate_main(worker *w, bc *c, char *wid, char **topics)
                 continue;
             take(&pc[npc], index, task);
             snprintf(pc[npc].token, sizeof(pc[npc].token), "%s", task->lock_token);
-            if (++npc == C.complete_batch) {
+            if (++npc == bench_cfg.complete_batch) {
                 flush(c, wid, pc, npc);
                 npc = 0;
             }
@@ -252,21 +252,21 @@ static void separate_main(worker *w, bc *c, char *wid, char **topics)
     free(pc);
 }
 
-void *worker_main(void *arg)
+void *bench_worker_main(void *arg)
 {
     worker *w = arg;
     char wid[32];
     snprintf(wid, sizeof(wid), "bench-worker-%d", w->id);
-    bc *c = thread_client();
+    bc *c = bench_thread_client();
     if (c == NULL)
         return NULL;
     char *topics[MAX_TOPICS];
     char names[MAX_TOPICS][32];
-    for (uint32_t k = 0; k < C.topics; k++) {
+    for (uint32_t k = 0; k < bench_cfg.topics; k++) {
         snprintf(names[k], sizeof(names[k]), "bench-%u", k);
         topics[k] = names[k];
     }
-    if (C.separate)
+    if (bench_cfg.separate)
         separate_main(w, c, wid, topics);
     else
         fused_main(w, c, wid, topics);
@@ -279,13 +279,13 @@ void *worker_main(void *arg)
 static nng_socket push_sock;
 
 /* One receiver thread: its own context of the REP socket. */
-void *receiver_main(void *arg)
+void *bench_receiver_main(void *arg)
 {
     (void)arg;
     nng_ctx ctx;
     nng_aio *aio;
     if (nng_ctx_open(&ctx, push_sock) != 0 || nng_aio_alloc(&aio, NULL, NULL) != 0) {
-        atomic_fetch_add(&errors, 1);
+        atomic_fetch_add(&bench_errors, 1);
         return NULL;
     }
     Berth__V1__DeliveryAck ack = BERTH__V1__DELIVERY_ACK__INIT;
@@ -293,7 +293,7 @@ void *receiver_main(void *arg)
     ack.outcome = BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED;
     uint8_t out[16];
     size_t out_len = berth__v1__delivery_ack__pack(&ack, out);
-    while (!atomic_load(&stop_all) && !all_done()) {
+    while (!atomic_load(&bench_stop_all) && !bench_all_done()) {
         nng_aio_set_timeout(aio, 200);
         nng_ctx_recv(ctx, aio);
         nng_aio_wait(aio);
@@ -301,10 +301,10 @@ void *receiver_main(void *arg)
             continue;
         nng_msg *m = nng_aio_get_msg(aio);
         Berth__V1__Delivery *d = berth__v1__delivery__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
-        uint64_t at = now_ns(), i = 0;
+        uint64_t at = bench_now_ns(), i = 0;
         if (d != NULL && d->payload.len >= sizeof(i)) {
             memcpy(&i, d->payload.data, sizeof(i));
-            if (i < task_cap)
+            if (i < bench_task_cap)
                 record_completion(i, at);
         }
         if (d != NULL)
@@ -326,7 +326,7 @@ void *receiver_main(void *arg)
     return NULL;
 }
 
-bool push_setup(void)
+bool bench_push_setup(void)
 {
     nng_listener l;
     int port = 0;
@@ -339,9 +339,9 @@ bool push_setup(void)
     snprintf(transport, sizeof(transport), "nng+req://127.0.0.1:%d", port);
     Berth__V1__ChannelDecl decl[MAX_TOPICS], *dp[MAX_TOPICS];
     char names[MAX_TOPICS][32];
-    for (uint32_t k = 0; k < C.topics; k++) {
+    for (uint32_t k = 0; k < bench_cfg.topics; k++) {
         berth__v1__channel_decl__init(&decl[k]);
-        topic_name(names[k], sizeof(names[k]), k);
+        bench_topic_name(names[k], sizeof(names[k]), k);
         decl[k].name = names[k];
         decl[k].transport = transport;
         dp[k] = &decl[k];
@@ -349,14 +349,14 @@ bool push_setup(void)
     Berth__V1__DeployRequest d = BERTH__V1__DEPLOY_REQUEST__INIT;
     d.id = "bench";
     d.channels = dp;
-    d.n_channels = C.topics;
+    d.n_channels = bench_cfg.topics;
     Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
     req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY;
     req.deploy = &d;
     bc *a;
     char err[256];
     Berth__V1__AdminResponse *r = NULL;
-    if (bc_open(C.admin, &a, err, sizeof(err)) != BC_OK) {
+    if (bc_open(bench_cfg.admin, &a, err, sizeof(err)) != BC_OK) {
         fprintf(stderr, "berth-bench: %s\n", err);
         return false;
     }

@@ -43,7 +43,7 @@ static void honest_note(const char *what, const Berth__V1__Response *r, int rv)
 static int honest_call(bc **c, const Berth__V1__Request *req, Berth__V1__Response **out)
 {
     *out = NULL;
-    if (*c == NULL && bc_open_direct(C.operate, c, NULL, 0) != BC_OK)
+    if (*c == NULL && bc_open_direct(target_cfg.operate, c, NULL, 0) != BC_OK)
         return BC_EUNREACHABLE;
     int rv = bc_call(*c, req, HONEST_TIMEOUT_MS, out);
     if (rv != BC_OK) {
@@ -64,7 +64,7 @@ static Berth__V1__Response *honest_round_trip(honest *h, bc **c, const Berth__V1
     int rv = honest_call(c, req, &r);
     bool ok = rv == BC_OK && r->status != NULL && r->status->code == BERTH__V1__CODE__OK;
     if (rec) {
-        sample_add(&h->lat, now_ns() - t);
+        samples_add(&h->lat, now_ns() - t);
         if (!ok) {
             h->errors++;
             honest_note(what, r, rv);

@@ -98,7 +98,6 @@
 #define MAX_RUN      64   /* attacks one run may name */
 #define RUN          (-1) /* parse_options: go on */
 
-
 /* ---- berthd's RSS ---- */
 
 static _Atomic long rss_peak_kb = -1; /* highest sample since the last reset */
@@ -111,7 +110,7 @@ static long rss_kb(void)
     char path[64], line[256];
     if (atomic_load(&reaped))
         return -1;
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)C.pid);
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)target_cfg.pid);
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return -1;
@@ -231,28 +230,28 @@ static void tally(result *res, honest h[2])
     samples all = {0};
     for (int i = 0; i < 2; i++) {
         for (size_t k = 0; k < h[i].lat.n; k++)
-            sample_add(&all, (uint64_t)h[i].lat.v[k] * 1000);
+            samples_add(&all, (uint64_t)h[i].lat.v[k] * 1000);
         res->errors += h[i].errors;
         free(h[i].lat.v);
     }
     res->calls = all.n;
-    res->lat = percentiles(&all);
+    res->lat = samples_percentiles(&all);
     free(all.v);
     res->submitted = h[0].tasks;
     res->completed = h[1].tasks;
     res->again = h[1].again;
-    res->conns = atomic_load(&atk.conns);
-    res->dial_fail = atomic_load(&atk.dial_fail);
-    res->closed = atomic_load(&atk.closed);
-    res->sent = atomic_load(&atk.sent);
+    res->conns = atomic_load(&attacks_counts.conns);
+    res->dial_fail = atomic_load(&attacks_counts.dial_fail);
+    res->closed = atomic_load(&attacks_counts.closed);
+    res->sent = atomic_load(&attacks_counts.sent);
 }
 
 static void run_attack(const attack *a, result *res, uint64_t *attack_end_ns)
 {
-    atomic_store(&atk.conns, 0);
-    atomic_store(&atk.dial_fail, 0);
-    atomic_store(&atk.closed, 0);
-    atomic_store(&atk.sent, 0);
+    atomic_store(&attacks_counts.conns, 0);
+    atomic_store(&attacks_counts.dial_fail, 0);
+    atomic_store(&attacks_counts.closed, 0);
+    atomic_store(&attacks_counts.sent, 0);
     *res = (result){.a = a};
 
     if (a->prepare != NULL) {
@@ -261,8 +260,8 @@ static void run_attack(const attack *a, result *res, uint64_t *attack_end_ns)
             fprintf(stderr, "berth-hostile: %s: preparation incomplete; attacking anyway\n",
                     a->name);
     }
-    fprintf(stderr, "berth-hostile: %s: %.0f s attack, then %.0f s settle\n", a->name, C.seconds,
-            C.settle_s);
+    fprintf(stderr, "berth-hostile: %s: %.0f s attack, then %.0f s settle\n", a->name,
+            target_cfg.seconds, target_cfg.settle_s);
     res->rss_before_kb = rss_kb();
 
     honest h[2];
@@ -273,12 +272,12 @@ static void run_attack(const attack *a, result *res, uint64_t *attack_end_ns)
 
     atomic_store(&rss_peak_kb, rss_kb());
     honest_record(true);
-    atomic_store(&attack_stop, false);
+    atomic_store(&attacks_stop, false);
     pthread_t th[a->threads > 0 ? a->threads : 1];
     for (int i = 0; i < a->threads; i++)
         start_thread(&th[i], a->run, (void *)(intptr_t)i);
-    sleep_ms((uint64_t)(C.seconds * 1000));
-    atomic_store(&attack_stop, true);
+    sleep_ms((uint64_t)(target_cfg.seconds * 1000));
+    atomic_store(&attacks_stop, true);
     for (int i = 0; i < a->threads; i++)
         pthread_join(th[i], NULL);
     *attack_end_ns = now_ns();
@@ -289,7 +288,7 @@ static void run_attack(const attack *a, result *res, uint64_t *attack_end_ns)
     res->rss_peak_kb = last > peak ? last : peak;
     tally(res, h);
 
-    sleep_ms((uint64_t)(C.settle_s * 1000));
+    sleep_ms((uint64_t)(target_cfg.settle_s * 1000));
     res->rss_after_kb = rss_kb();
 }
 
@@ -308,10 +307,11 @@ static void report(const result *res, int n, int berthd_clean, const char *gone_
 {
     char how[96];
     describe_status(how, sizeof(how));
-    if (C.json) {
+    if (target_cfg.json) {
         printf("{\"operate\":\"%s\",\"pid\":%d,\"seconds\":%.3f,\"settle_seconds\":%.3f,"
                "\"honest_timeout_ms\":%d,\"attacks\":[",
-               C.operate, (int)C.pid, C.seconds, C.settle_s, HONEST_TIMEOUT_MS);
+               target_cfg.operate, (int)target_cfg.pid, target_cfg.seconds, target_cfg.settle_s,
+               HONEST_TIMEOUT_MS);
         for (int i = 0; i < n; i++) {
             const result *r = &res[i];
             printf("%s{\"name\":\"%s\",\"honest\":{\"calls\":%" PRIu64 ",\"errors\":%" PRIu64
@@ -339,7 +339,8 @@ static void report(const result *res, int n, int berthd_clean, const char *gone_
     }
     printf("berth-hostile: berthd pid %d at %s; %.0f s per attack, %.0f s settle; honest: 1 "
            "producer, 1 worker, %d s timeout\n",
-           (int)C.pid, C.operate, C.seconds, C.settle_s, HONEST_TIMEOUT_MS / 1000);
+           (int)target_cfg.pid, target_cfg.operate, target_cfg.seconds, target_cfg.settle_s,
+           HONEST_TIMEOUT_MS / 1000);
     printf("%-16s %7s %6s %9s %9s %9s %11s %7s %7s %14s  %s\n", "attack", "calls", "errors",
            "p50 ms", "p99 ms", "max ms", "RSS before", "peak", "after", "tasks s/c/a", "attackers");
     for (int i = 0; i < n; i++) {
@@ -378,8 +379,8 @@ static void usage(FILE *f)
                "                     [--attack NAME[,NAME...] | --attack all] [--seconds S]\n"
                "                     [--settle S] [--json]\n"
                "attacks:");
-    for (size_t i = 0; i < n_attacks; i++)
-        fprintf(f, " %s", attacks[i].name);
+    for (size_t i = 0; i < attacks_table_len; i++)
+        fprintf(f, " %s", attacks_table[i].name);
     fprintf(f, "\n");
 }
 
@@ -402,8 +403,8 @@ static bool parse_attacks(const char *list, int *order, int *n)
     for (char *save = NULL, *name = strtok_r(buf, ",", &save); name != NULL;
          name = strtok_r(NULL, ",", &save)) {
         bool found = false;
-        for (size_t i = 0; i < n_attacks; i++) {
-            if (strcmp(name, "all") != 0 && strcmp(name, attacks[i].name) != 0)
+        for (size_t i = 0; i < attacks_table_len; i++) {
+            if (strcmp(name, "all") != 0 && strcmp(name, attacks_table[i].name) != 0)
                 continue;
             if (*n == MAX_RUN)
                 return false;
@@ -423,19 +424,19 @@ static bool resolve(const char *url)
 {
     char err[300];
     socklen_t len;
-    if (bc_tcp_address(url, &target, &len, err, sizeof(err)) != BC_OK) {
+    if (bc_tcp_address(url, &target_addr, &len, err, sizeof(err)) != BC_OK) {
         fprintf(stderr, "berth-hostile: the attackers need tcp://host:port: %s\n", err);
         return false;
     }
-    target_len = len;
+    target_addr_len = len;
     return true;
 }
 
-/* Reads the options into C and the attacks to run into order: RUN, or
+/* Reads the options into target_cfg and the attacks to run into order: RUN, or
  * the exit status (--help: 0, a bad option: 2, told). */
 static int parse_options(int argc, char **argv, int *order, int *n)
 {
-    C = (cfg){.seconds = 20, .settle_s = 60};
+    target_cfg = (cfg){.seconds = 20, .settle_s = 60};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double d = 0;
@@ -443,15 +444,15 @@ static int parse_options(int argc, char **argv, int *order, int *n)
             usage(stdout);
             return 0;
         } else if (strcmp(a, "--") == 0) {
-            C.berthd_args = argv + i + 1;
-            C.n_berthd_args = argc - i - 1;
+            target_cfg.berthd_args = argv + i + 1;
+            target_cfg.n_berthd_args = argc - i - 1;
             break;
         } else if (strcmp(a, "--spawn") == 0) {
-            C.spawn = true;
+            target_cfg.spawn = true;
         } else if (strcmp(a, "--json") == 0) {
-            C.json = true;
+            target_cfg.json = true;
         } else if (strcmp(a, "--operate") == 0 && v) {
-            C.operate = v, i++;
+            target_cfg.operate = v, i++;
         } else if (strcmp(a, "--attack") == 0 && v) {
             if (!parse_attacks(v, order, n)) {
                 usage(stderr);
@@ -459,19 +460,20 @@ static int parse_options(int argc, char **argv, int *order, int *n)
             }
             i++;
         } else if (strcmp(a, "--pid") == 0 && num(v, &d) && d >= 1 && d <= INT32_MAX) {
-            C.pid = (pid_t)d, i++;
+            target_cfg.pid = (pid_t)d, i++;
         } else if (strcmp(a, "--seconds") == 0 && num(v, &d) && d > 0) {
-            C.seconds = d, i++;
+            target_cfg.seconds = d, i++;
         } else if (strcmp(a, "--settle") == 0 && num(v, &d)) {
-            C.settle_s = d, i++;
+            target_cfg.settle_s = d, i++;
         } else {
             fprintf(stderr, "berth-hostile: bad argument %s\n", a);
             usage(stderr);
             return 2;
         }
     }
-    if (C.spawn == (C.operate != NULL) || (C.operate != NULL) != (C.pid != 0) ||
-        (C.n_berthd_args > 0 && !C.spawn)) {
+    if (target_cfg.spawn == (target_cfg.operate != NULL) ||
+        (target_cfg.operate != NULL) != (target_cfg.pid != 0) ||
+        (target_cfg.n_berthd_args > 0 && !target_cfg.spawn)) {
         usage(stderr);
         return 2;
     }
@@ -484,17 +486,17 @@ static int parse_options(int argc, char **argv, int *order, int *n)
  * sampler look at; false (told) when they cannot. */
 static bool start_berthd(void)
 {
-    if (C.spawn) {
-        int rv = spawn_berthd(&spawn, "berth-hostile", (const char *const *)C.berthd_args);
+    if (target_cfg.spawn) {
+        int rv = spawn_berthd(&spawn, "berth-hostile", (const char *const *)target_cfg.berthd_args);
         spawned = spawn.pid;
         if (rv != 0)
             return false;
-        C.operate = spawn.url;
-        C.pid = spawned;
+        target_cfg.operate = spawn.url;
+        target_cfg.pid = spawned;
     }
-    if (!resolve(C.operate) || rss_kb() < 0) {
+    if (!resolve(target_cfg.operate) || rss_kb() < 0) {
         if (rss_kb() < 0)
-            fprintf(stderr, "berth-hostile: cannot read /proc/%d/status\n", (int)C.pid);
+            fprintf(stderr, "berth-hostile: cannot read /proc/%d/status\n", (int)target_cfg.pid);
         return false;
     }
     return true;
@@ -511,14 +513,14 @@ static int run_attacks(const int *order, int n_order, result *res, const char **
     *gone_during = NULL;
     for (int i = 0; i < n_order && *gone_during == NULL; i++) {
         uint64_t end_ns;
-        run_attack(&attacks[order[i]], &res[i], &end_ns);
+        run_attack(&attacks_table[order[i]], &res[i], &end_ns);
         ran++;
-        if (attacks[order[i]].cleanup != NULL) {
-            *cleanup = &attacks[order[i]];
+        if (attacks_table[order[i]].cleanup != NULL) {
+            *cleanup = &attacks_table[order[i]];
             *cleanup_end_ns = end_ns;
         }
         if (berthd_gone()) {
-            *gone_during = attacks[order[i]].name;
+            *gone_during = attacks_table[order[i]].name;
             fprintf(stderr, "berth-hostile: berthd went away during %s: %d attack(s) not run\n",
                     *gone_during, n_order - ran);
         }
@@ -552,10 +554,10 @@ int main(int argc, char **argv)
     pthread_join(samp, NULL);
 
     int berthd_clean = -1; /* not ours */
-    if (C.spawn)
+    if (target_cfg.spawn)
         berthd_clean = stop_berthd();
     else if (cleanup != NULL && gone_during == NULL)
-        cleanup->cleanup(cleanup_end_ns + (uint64_t)((C.seconds + 2) * 1e9));
+        cleanup->cleanup(cleanup_end_ns + (uint64_t)((target_cfg.seconds + 2) * 1e9));
     report(res, ran, berthd_clean, gone_during);
     return 0;
 }

@@ -7,7 +7,7 @@
  * A task submitted and never completed is lost; a second successful
  * completion is a duplicate; either, a refused request, or a call
  * unresolved or answered with another's result makes the exit status 1.
- * main (bench.c) calls report() after every thread has ended.
+ * main (bench.c) calls bench_report() after every thread has ended.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,7 +24,7 @@
  * task before its producer has read the submit's answer: that counts as 0. */
 static uint64_t e2e_ns(uint64_t i)
 {
-    return done_ns[i] > submit_ns[i] ? done_ns[i] - submit_ns[i] : 0;
+    return bench_done_ns[i] > bench_submit_ns[i] ? bench_done_ns[i] - bench_submit_ns[i] : 0;
 }
 
 /* ---- the spawned berthd's footprint ---- */
@@ -40,13 +40,13 @@ static int du_one(const char *path, const struct stat *st, int flag, struct FTW 
     return 0;
 }
 
-void measure(double *rss_mib, double *data_mib)
+void bench_measure(double *rss_mib, double *data_mib)
 {
     *rss_mib = *data_mib = -1;
-    if (spawned.pid <= 0)
+    if (bench_spawned.pid <= 0)
         return;
     char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)spawned.pid);
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)bench_spawned.pid);
     FILE *f = fopen(path, "r");
     while (f != NULL && fgets(line, sizeof(line), f) != NULL)
         if (strncmp(line, "VmRSS:", 6) == 0)
@@ -54,11 +54,12 @@ void measure(double *rss_mib, double *data_mib)
     if (f != NULL)
         fclose(f);
     du_total = 0;
-    if (nftw(spawned.dir, du_one, 16, FTW_PHYS) == 0)
+    if (nftw(bench_spawned.dir, du_one, 16, FTW_PHYS) == 0)
         *data_mib = (double)du_total / (1024.0 * 1024.0);
 }
 
-double preload_secs, rss_preloaded, data_preloaded, rss_end, data_end; /* s, MiB */
+double bench_preload_secs, bench_rss_preloaded, bench_data_preloaded, bench_rss_end,
+    bench_data_end; /* s, MiB */
 
 static void write_csv(const char *path, uint64_t n)
 {
@@ -69,25 +70,25 @@ static void write_csv(const char *path, uint64_t n)
     }
     uint64_t last = 0;
     for (uint64_t i = 0; i < n; i++)
-        if (done_ns[i] > last)
-            last = done_ns[i];
-    size_t secs = last > t0_ns ? (size_t)((last - t0_ns) / 1000000000u) + 1 : 1;
+        if (bench_done_ns[i] > last)
+            last = bench_done_ns[i];
+    size_t secs = last > bench_t0_ns ? (size_t)((last - bench_t0_ns) / 1000000000u) + 1 : 1;
     samples *per = calloc(secs, sizeof(*per));
     uint64_t *subs = calloc(secs, sizeof(*subs));
     for (uint64_t i = 0; i < n; i++) {
-        if (submit_ns[i] > t0_ns) {
-            size_t s = (size_t)((submit_ns[i] - t0_ns) / 1000000000u);
+        if (bench_submit_ns[i] > bench_t0_ns) {
+            size_t s = (size_t)((bench_submit_ns[i] - bench_t0_ns) / 1000000000u);
             if (s < secs)
                 subs[s]++;
         }
-        if (done_ns[i] == 0)
+        if (bench_done_ns[i] == 0)
             continue;
-        size_t s = (size_t)((done_ns[i] - t0_ns) / 1000000000u);
-        sample_add(&per[s], e2e_ns(i));
+        size_t s = (size_t)((bench_done_ns[i] - bench_t0_ns) / 1000000000u);
+        samples_add(&per[s], e2e_ns(i));
     }
     fprintf(f, "second,submitted_per_s,completed_per_s,e2e_p50_ms,e2e_p99_ms\n");
     for (size_t s = 0; s < secs; s++) {
-        pct p = percentiles(&per[s]);
+        pct p = samples_percentiles(&per[s]);
         fprintf(f, "%zu,%" PRIu64 ",%zu,%.3f,%.3f\n", s + 1, subs[s], per[s].n, p.p50, p.p99);
         free(per[s].v);
     }
@@ -96,17 +97,18 @@ static void write_csv(const char *path, uint64_t n)
     fclose(f);
 }
 
-void *progress(void *arg)
+void *bench_progress(void *arg)
 {
     (void)arg;
     uint64_t last = 0;
-    while (!atomic_load(&stop_all)) {
+    while (!atomic_load(&bench_stop_all)) {
         struct timespec one = {1, 0};
         nanosleep(&one, NULL);
-        uint64_t c = atomic_load(&completed);
+        uint64_t c = atomic_load(&bench_completed);
         fprintf(stderr,
                 "\r%6.0fs  submitted %" PRIu64 "  completed %" PRIu64 "  (%" PRIu64 "/s)   ",
-                (double)(now_ns() - t0_ns) / 1e9, atomic_load(&submitted), c, c - last);
+                (double)(bench_now_ns() - bench_t0_ns) / 1e9, atomic_load(&bench_submitted), c,
+                c - last);
         last = c;
     }
     fprintf(stderr, "\r%*s\r", 72, "");
@@ -116,7 +118,7 @@ void *progress(void *arg)
 /* ---- the tally ---- */
 
 typedef struct totals {
-    uint64_t slots;      /* task numbers handed out, at most task_cap */
+    uint64_t slots;      /* task numbers handed out, at most bench_task_cap */
     uint64_t n;          /* tasks (calls) whose submit was acknowledged */
     uint64_t lost;       /* of those, never completed */
     uint64_t unresolved; /* --calls: of those, never seen resolved */
@@ -131,31 +133,34 @@ typedef struct totals {
 /* Reads the ledger: what was lost, and the latencies per task. */
 static void tally_tasks(totals *t, samples *e2e, samples *cl, samples *fe)
 {
-    t->n = atomic_load(&submitted);
-    t->slots = atomic_load(&next_task) < task_cap ? atomic_load(&next_task) : task_cap;
-    t->last_done = t0_ns;
+    t->n = atomic_load(&bench_submitted);
+    t->slots = atomic_load(&bench_next_task) < bench_task_cap ? atomic_load(&bench_next_task)
+                                                              : bench_task_cap;
+    t->last_done = bench_t0_ns;
     for (uint64_t i = 0; i < t->slots; i++) {
-        if (submit_ns[i] == 0) {
+        if (bench_submit_ns[i] == 0) {
             /* Never acknowledged: not ours to find. But one completed
              * when no submit failed means the bench lost track of it. */
-            t->unacked += completions[i] > 0;
+            t->unacked += bench_completions[i] > 0;
             continue;
         }
-        if (C.calls && resolved_ns[i] == 0)
+        if (bench_cfg.calls && bench_resolved_ns[i] == 0)
             t->unresolved++;
-        else if (C.calls)
-            sample_add(cl, resolved_ns[i] - submit_ns[i]);
-        if (completions[i] == 0) {
+        else if (bench_cfg.calls)
+            samples_add(cl, bench_resolved_ns[i] - bench_submit_ns[i]);
+        if (bench_completions[i] == 0) {
             t->lost++;
             continue;
         }
-        sample_add(e2e, e2e_ns(i));
-        if (fetched_ns[i] != 0)
-            sample_add(fe, fetched_ns[i] > submit_ns[i] ? fetched_ns[i] - submit_ns[i] : 0);
-        if (done_ns[i] > t->last_done)
-            t->last_done = done_ns[i];
-        if (C.calls && resolved_ns[i] > t->last_done)
-            t->last_done = resolved_ns[i];
+        samples_add(e2e, e2e_ns(i));
+        if (bench_fetched_ns[i] != 0)
+            samples_add(fe, bench_fetched_ns[i] > bench_submit_ns[i]
+                                ? bench_fetched_ns[i] - bench_submit_ns[i]
+                                : 0);
+        if (bench_done_ns[i] > t->last_done)
+            t->last_done = bench_done_ns[i];
+        if (bench_cfg.calls && bench_resolved_ns[i] > t->last_done)
+            t->last_done = bench_resolved_ns[i];
     }
 }
 
@@ -163,19 +168,19 @@ static void tally(totals *t, const worker *ws, uint64_t produced)
 {
     samples e2e = {0}, fw = {0}, cl = {0}, fe = {0};
     tally_tasks(t, &e2e, &cl, &fe);
-    for (uint32_t i = 0; i < C.workers; i++) {
+    for (uint32_t i = 0; i < bench_cfg.workers; i++) {
         for (size_t k = 0; k < ws[i].fetch_wait.n; k++)
-            sample_add(&fw, (uint64_t)ws[i].fetch_wait.v[k] * 1000);
+            samples_add(&fw, (uint64_t)ws[i].fetch_wait.v[k] * 1000);
         free(ws[i].fetch_wait.v);
     }
-    t->secs = (double)(t->last_done - t0_ns) / 1e9;
-    t->submit_secs = (double)(produced - t0_ns) / 1e9;
-    t->pe = percentiles(&e2e);
-    t->pf = percentiles(&fw);
-    t->pc = percentiles(&cl);
-    t->ps = percentiles(&submit_wait);
-    t->pl = percentiles(&submit_late);
-    t->ph = percentiles(&fe);
+    t->secs = (double)(t->last_done - bench_t0_ns) / 1e9;
+    t->submit_secs = (double)(produced - bench_t0_ns) / 1e9;
+    t->pe = samples_percentiles(&e2e);
+    t->pf = samples_percentiles(&fw);
+    t->pc = samples_percentiles(&cl);
+    t->ps = samples_percentiles(&bench_submit_wait);
+    t->pl = samples_percentiles(&bench_submit_late);
+    t->ph = samples_percentiles(&fe);
     free(e2e.v);
     free(fe.v);
     free(fw.v);
@@ -191,7 +196,7 @@ static void print_calls(const totals *t)
     double secs = t->secs;
     uint64_t unresolved = t->unresolved, wrong = t->wrong;
     pct pc = t->pc;
-    if (C.json) {
+    if (bench_cfg.json) {
         printf("{\"mode\":\"calls\",\"calls\":%" PRIu64 ",\"seconds\":%.3f,\"calls_per_s\":%.1f,"
                "\"call_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
                "\"errors\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"duplicates\":%" PRIu64
@@ -199,13 +204,15 @@ static void print_calls(const totals *t)
                "\"callers\":%u,\"workers\":%u,\"fetch_batch\":%u,\"complete_batch\":%u,"
                "\"payload\":%u,\"topics\":%u}\n",
                n, secs, secs > 0 ? (double)(n - unresolved) / secs : 0, pc.p50, pc.p90, pc.p99,
-               pc.max, errs, lost, dups, unresolved, wrong, C.producers, C.workers, C.fetch_batch,
-               C.complete_batch, C.payload, C.topics);
+               pc.max, errs, lost, dups, unresolved, wrong, bench_cfg.producers, bench_cfg.workers,
+               bench_cfg.fetch_batch, bench_cfg.complete_batch, bench_cfg.payload,
+               bench_cfg.topics);
         return;
     }
     printf("berth-bench --calls: %u callers, %u workers (fetch %u, complete %u), "
            "%u-byte payloads, %u topic(s)\n",
-           C.producers, C.workers, C.fetch_batch, C.complete_batch, C.payload, C.topics);
+           bench_cfg.producers, bench_cfg.workers, bench_cfg.fetch_batch, bench_cfg.complete_batch,
+           bench_cfg.payload, bench_cfg.topics);
     printf("  calls          %12" PRIu64 "\n", n);
     printf("  seconds        %12.3f\n", secs);
     printf("  calls/s        %12.1f\n", secs > 0 ? (double)(n - unresolved) / secs : 0);
@@ -222,7 +229,7 @@ static void print_push(const totals *t)
     uint64_t n = t->n, lost = t->lost, errs = t->errs, dups = t->dups;
     double secs = t->secs, submit_secs = t->submit_secs;
     pct pe = t->pe;
-    if (C.json) {
+    if (bench_cfg.json) {
         printf("{\"mode\":\"push\",\"deliveries\":%" PRIu64 ",\"seconds\":%.3f,"
                "\"deliveries_per_s\":%.1f,\"submit_per_s\":%.1f,"
                "\"receipt_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
@@ -231,12 +238,14 @@ static void print_push(const totals *t)
                "\"topics\":%u}\n",
                n, secs, secs > 0 ? (double)(n - lost) / secs : 0,
                submit_secs > 0 ? n / submit_secs : 0, pe.p50, pe.p90, pe.p99, pe.max, errs, lost,
-               dups, C.producers, C.workers, C.submit_batch, C.payload, C.topics);
+               dups, bench_cfg.producers, bench_cfg.workers, bench_cfg.submit_batch,
+               bench_cfg.payload, bench_cfg.topics);
         return;
     }
     printf("berth-bench --push: %u producers (batch %u), %u receiver threads, "
            "%u-byte payloads, %u channel(s)\n",
-           C.producers, C.submit_batch, C.workers, C.payload, C.topics);
+           bench_cfg.producers, bench_cfg.submit_batch, bench_cfg.workers, bench_cfg.payload,
+           bench_cfg.topics);
     printf("  deliveries     %12" PRIu64 "\n", n);
     printf("  seconds        %12.3f\n", secs);
     printf("  deliveries/s   %12.1f   (submit %0.1f/s)\n", secs > 0 ? (double)(n - lost) / secs : 0,
@@ -253,7 +262,7 @@ static void print_tasks(const totals *t)
     uint64_t n = t->n, lost = t->lost, errs = t->errs, dups = t->dups;
     double secs = t->secs, submit_secs = t->submit_secs;
     pct pe = t->pe, pf = t->pf, ps = t->ps, pl = t->pl, ph = t->ph;
-    if (C.json) {
+    if (bench_cfg.json) {
         printf("{\"tasks\":%" PRIu64 ",\"seconds\":%.3f,\"tasks_per_s\":%.1f,\"submit_per_s\":%.1f,"
                "\"e2e_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
                "\"fetch_wait_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f},"
@@ -269,17 +278,19 @@ static void print_tasks(const totals *t)
                n, secs, secs > 0 ? (double)(n - lost) / secs : 0,
                submit_secs > 0 ? n / submit_secs : 0, pe.p50, pe.p90, pe.p99, pe.max, pf.p50,
                pf.p90, pf.p99, pf.max, ps.p50, ps.p90, ps.p99, ps.max, pl.p50, pl.p90, pl.p99,
-               pl.max, ph.p50, ph.p90, ph.p99, ph.max, errs, lost, dups, C.producers, C.workers,
-               C.submit_batch, C.fetch_batch, C.complete_batch, C.payload, C.topics, C.priorities,
-               C.delay_ms, C.separate ? "separate" : "fused", C.preload, preload_secs,
-               rss_preloaded, rss_end, data_preloaded, data_end, C.rate);
+               pl.max, ph.p50, ph.p90, ph.p99, ph.max, errs, lost, dups, bench_cfg.producers,
+               bench_cfg.workers, bench_cfg.submit_batch, bench_cfg.fetch_batch,
+               bench_cfg.complete_batch, bench_cfg.payload, bench_cfg.topics, bench_cfg.priorities,
+               bench_cfg.delay_ms, bench_cfg.separate ? "separate" : "fused", bench_cfg.preload,
+               bench_preload_secs, bench_rss_preloaded, bench_rss_end, bench_data_preloaded,
+               bench_data_end, bench_cfg.rate);
         return;
     }
     printf("berth-bench: %u producers (batch %u), %u workers (fetch %u, complete %s), "
            "%u-byte payloads, %u topic(s), %u priorities, half delayed up to %" PRIu64 " ms\n",
-           C.producers, C.submit_batch, C.workers, C.fetch_batch,
-           C.separate ? "separately" : "on the next fetch", C.payload, C.topics, C.priorities,
-           C.delay_ms);
+           bench_cfg.producers, bench_cfg.submit_batch, bench_cfg.workers, bench_cfg.fetch_batch,
+           bench_cfg.separate ? "separately" : "on the next fetch", bench_cfg.payload,
+           bench_cfg.topics, bench_cfg.priorities, bench_cfg.delay_ms);
     printf("  tasks          %12" PRIu64 "\n", n);
     printf("  seconds        %12.3f\n", secs);
     printf("  tasks/s        %12.1f   (submit %0.1f/s)\n", secs > 0 ? (double)(n - lost) / secs : 0,
@@ -293,30 +304,30 @@ static void print_tasks(const totals *t)
            pf.max);
     printf("  submit wait ms p50 %.3f  p90 %.3f  p99 %.3f  max %.3f   (sent -> answered)\n", ps.p50,
            ps.p90, ps.p99, ps.max);
-    if (C.rate > 0)
+    if (bench_cfg.rate > 0)
         printf("  submit late ms p50 %.3f  p90 %.3f  p99 %.3f  max %.3f   (due -> sent)\n", pl.p50,
                pl.p90, pl.p99, pl.max);
     printf("  errors %" PRIu64 "  lost %" PRIu64 "  duplicates %" PRIu64 "\n", errs, lost, dups);
 }
 
-int report(const worker *ws, uint64_t produced)
+int bench_report(const worker *ws, uint64_t produced)
 {
     totals t = {0};
     tally(&t, ws, produced);
-    if (C.csv != NULL)
-        write_csv(C.csv, t.slots);
-    if (t.unacked > 0 && atomic_load(&errors) == 0) {
+    if (bench_cfg.csv != NULL)
+        write_csv(bench_cfg.csv, t.slots);
+    if (t.unacked > 0 && atomic_load(&bench_errors) == 0) {
         fprintf(stderr,
                 "berth-bench: %" PRIu64 " tasks completed whose submit no answer acknowledged\n",
                 t.unacked);
-        atomic_fetch_add(&errors, t.unacked);
+        atomic_fetch_add(&bench_errors, t.unacked);
     }
-    t.errs = atomic_load(&errors);
-    t.dups = atomic_load(&duplicates);
-    t.wrong = atomic_load(&wrong_results);
-    if (C.calls)
+    t.errs = atomic_load(&bench_errors);
+    t.dups = atomic_load(&bench_duplicates);
+    t.wrong = atomic_load(&bench_wrong_results);
+    if (bench_cfg.calls)
         print_calls(&t);
-    else if (C.push)
+    else if (bench_cfg.push)
         print_push(&t);
     else
         print_tasks(&t);

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-void sample_add(samples *s, uint64_t ns)
+void samples_add(samples *s, uint64_t ns)
 {
     if (s->n == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 4096;
@@ -24,7 +24,7 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-pct percentiles(samples *s)
+pct samples_percentiles(samples *s)
 {
     pct p = {0};
     if (s->n == 0)

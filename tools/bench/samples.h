@@ -18,8 +18,8 @@ typedef struct pct {
 } pct;
 
 /* Adds one duration; exits the process when out of memory. */
-void sample_add(samples *s, uint64_t ns);
+void samples_add(samples *s, uint64_t ns);
 /* Sorts s and reads its percentiles (all 0 when it is empty). */
-pct percentiles(samples *s);
+pct samples_percentiles(samples *s);
 
 #endif

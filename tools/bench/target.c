@@ -1,6 +1,6 @@
 /* target.c — see target.h. */
 #include "tools/bench/target.h"
 
-cfg C;
-struct sockaddr_storage target;
-socklen_t target_len;
+cfg target_cfg;
+struct sockaddr_storage target_addr;
+socklen_t target_addr_len;

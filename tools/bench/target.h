@@ -2,7 +2,7 @@
  * target.h — the berthd that berth-hostile attacks, and the run's
  * settings: what hostile.c (main), honest.c and attacks.c all read.
  *
- * C and target are written by main before any thread starts and only
+ * target_cfg and target_addr are written by main before any thread starts and only
  * read after. Defined in target.c, so that main's file calls the honest
  * load and the attackers and neither of them reaches back into it.
  */
@@ -26,9 +26,9 @@ typedef struct cfg {
     bool json;
 } cfg;
 
-extern cfg C;
-extern struct sockaddr_storage target; /* C.operate, resolved, for the attackers */
-extern socklen_t target_len;
+extern cfg target_cfg;
+extern struct sockaddr_storage target_addr; /* target_cfg.operate, resolved, for the attackers */
+extern socklen_t target_addr_len;
 
 /* Time, for every part of berth-hostile. */
 

@@ -195,7 +195,7 @@ static void print_ms(const char *what, double ms)
         printf(" %s <=%g ms", what, ms);
 }
 
-int berth_top(const char *url, long count, bool tty)
+int top_run(const char *url, long count, bool tty)
 {
     static frame now, prev;
     bool have_prev = false;

@@ -7,6 +7,6 @@
 /* Shows url's /metrics every second, count times (<= 0: until stopped);
  * tty: clear the screen between frames. Returns an exit code of berth's
  * (0, or 4 when berthd cannot be reached). */
-int berth_top(const char *url, long count, bool tty);
+int top_run(const char *url, long count, bool tty);
 
 #endif
