@@ -9,7 +9,8 @@ apt-get install -y --no-install-recommends \
   protobuf-c-compiler libprotobuf-c-dev \
   libnng-dev librocksdb-dev libsodium-dev libgoogle-perftools-dev \
   libcriterion-dev openssl clang libfuzzer-14-dev libmbedtls-dev \
-  python3 python3-protobuf protobuf-compiler python3-pytest nodejs libcjson-dev
+  python3 python3-protobuf protobuf-compiler python3-pytest nodejs libcjson-dev \
+  postgresql-15 libpq-dev
 # npm (for the Node client's one dependency), unless a nodejs that brings
 # its own is installed already
 command -v npm >/dev/null || apt-get install -y --no-install-recommends npm

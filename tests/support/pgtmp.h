@@ -1,0 +1,46 @@
+/*
+ * pgtmp.h — a throwaway PostgreSQL cluster for the test binaries of
+ * tests/pg/ (pg/README.md §6.1).
+ *
+ * One cluster per test binary: its Criterion runner starts it in a
+ * ReportHook(PRE_ALL) with pgtmp_runner_start() and stops it in
+ * ReportHook(POST_ALL) with pgtmp_runner_stop(); Criterion then runs each
+ * test in a process of its own, which finds the cluster through the
+ * environment (PGTMP_ENV_URI, inherited) and asks for a fresh database with
+ * pgtmp_createdb(). The cluster is initdb's (trust, superuser "berth",
+ * UTF8, C locale) on 127.0.0.1 at a free port, with its socket and files in
+ * /tmp/berth-pg-XXXXXX; as root, initdb and pg_ctl run as the `postgres`
+ * user through runuser (PostgreSQL refuses to run as root).
+ *
+ * FOR TESTS ONLY: fsync, synchronous_commit and full_page_writes are off;
+ * a crash of the machine loses the cluster, which nobody keeps.
+ *
+ * Nothing is left running: a watchdog process (its own session) waits on a
+ * pipe from the runner; when the runner ends in any way, even SIGKILL, the
+ * watchdog stops the cluster (pg_ctl stop -m immediate) and removes its dir.
+ */
+#ifndef BERTH_TESTS_PGTMP_H
+#define BERTH_TESTS_PGTMP_H
+
+#include <stddef.h>
+
+#define PGTMP_ENV_URI   "BERTH_TEST_PG_URI"   /* postgresql://berth@127.0.0.1:PORT */
+#define PGTMP_ENV_ERROR "BERTH_TEST_PG_ERROR" /* why the cluster did not start */
+
+/* In the runner (PRE_ALL): start the cluster and export PGTMP_ENV_URI, or
+ * export PGTMP_ENV_ERROR (every pgtmp_createdb() then fails with it).
+ * Returns 0 or -1; the reason is printed to stderr too. */
+int pgtmp_runner_start(void);
+/* In the runner (POST_ALL): stop the cluster, remove its dir, end the
+ * watchdog. Idempotent. */
+void pgtmp_runner_stop(void);
+
+/* In a test: a fresh database `name` ([a-z0-9_], dropped first if it
+ * exists) and its URI. Fails the test when the cluster is not there. */
+void pgtmp_createdb(const char *name, char *uri, size_t len);
+
+/* A TCP port on 127.0.0.1 that nothing listened on a moment ago (bind 0,
+ * read it, close): for a server to take, or to find nobody at. */
+int pgtmp_free_port(void);
+
+#endif
