@@ -36,9 +36,9 @@
 #include <string.h>
 
 #include "engine/calls.h"
-#include "engine/check.h"
 #include "engine/instance.h"
 #include "engine/reply.h"
+#include "engine/rules.h"
 #include "engine/turn.h"
 #include "engine/wait.h"
 #include "store/err.h"
@@ -54,9 +54,7 @@ static int answer_ended_row(engine *e, const uint8_t id[BERTH_ID_LEN], const cha
     store_value v;
     int rv = store_get(e->store, STORE_CF_INSTANCES, key, sizeof(key), &v);
     if (rv == BERTH_ENOTFOUND) {
-        reply_status(&r->status, ENGINE_CODE_NOT_FOUND,
-                     "no call %s: it never was, or its retention has ended", id_str);
-        snprintf(r->status.field, sizeof(r->status.field), "instance_id");
+        rules_await_not_found(&r->status, id_str);
         return BERTH_OK;
     }
     if (rv != BERTH_OK) {
@@ -81,15 +79,8 @@ int calls_await(engine *e, pending *p)
     const engine_await_args *a = &p->req.u.await_call;
     engine_reply *r = p->reply;
     uint8_t id[BERTH_ID_LEN];
-    if (a->instance_id == NULL || store_id_parse(a->instance_id, id) != BERTH_OK) {
-        reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT,
-                     "instance_id: not an instance id (32 hex digits)");
-        snprintf(r->status.field, sizeof(r->status.field), "instance_id");
-        return BERTH_OK;
-    }
     uint64_t wait_ms;
-    if (!check_bound(a->has_wait_ms, a->wait_ms, e->o.wait_default_ms, e->o.wait_max_ms, true,
-                     "wait_ms", &wait_ms, &r->status))
+    if (!rules_await_check(&e->o, a, id, &wait_ms, &r->status))
         return BERTH_OK;
     instance *i = instance_find(e, id);
     if (i == NULL)
@@ -108,10 +99,7 @@ int calls_await(engine *e, pending *p)
         return BERTH_OK;
     }
     if (r->status.code == ENGINE_CODE_OK) { /* wait_ms 0: as it stands */
-        store_id_format(i->id, r->instance.id);
-        r->instance.state = i->state;
-        r->instance.attempt = i->attempt;
-        r->instance.created_at_ms = i->created_at_ms;
+        rules_instance_live(&r->instance, i->id, i->state, i->attempt, i->created_at_ms);
     }
     return BERTH_OK;
 }

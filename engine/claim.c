@@ -36,11 +36,11 @@
 
 #include <sodium.h>
 
-#include "engine/check.h"
 #include "engine/claim.h"
 #include "engine/deploy.h"
 #include "engine/guard.h"
 #include "engine/reply.h"
+#include "engine/rules.h"
 #include "engine/state.h"
 #include "engine/turn.h"
 #include "engine/wait.h"
@@ -109,13 +109,11 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
             break;
         }
         /* A call's task also carries its call in reserved headers. */
-        size_t nh = b->n_headers + (b->has_instance ? 2 : 0);
-        engine_header *hs = NULL;
-        char *call = NULL;
+        engine_header *hs;
+        char *call;
         char *wid = mem_strdup(worker_id);
         task_run *run = NULL;
-        if (wid == NULL || (nh && (hs = reply_mem(r, nh * sizeof(*hs))) == NULL) ||
-            (b->has_instance && (call = reply_mem(r, ENGINE_ID_STR + 12)) == NULL) ||
+        if (wid == NULL || !rules_task_mem(r, b, &hs, &call) ||
             (run = state_task_run(e, t)) == NULL) {
             free(wid);
             goto no_memory;
@@ -135,31 +133,16 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
             break;
         }
 
-        engine_task *et = &r->tasks[r->n_tasks++];
-        memset(et, 0, sizeof(*et));
-        store_id_format(t->id, et->id);
-        et->topic = b->topic;
-        et->payload = b->payload;
-        et->payload_len = b->payload_len;
-        for (size_t i = 0; i < b->n_headers; i++)
-            hs[i] = (engine_header){b->headers[i].name, b->headers[i].value};
-        if (b->has_instance) {
-            store_id_format(b->instance_id, et->instance_id);
-            store_id_format(b->instance_id, call);
-            snprintf(call + ENGINE_ID_STR, 12, "%u", b->call_attempt);
-            hs[b->n_headers] = (engine_header){ENGINE_HEADER_INSTANCE, call};
-            hs[b->n_headers + 1] = (engine_header){ENGINE_HEADER_ATTEMPT, call + ENGINE_ID_STR};
-        }
-        et->headers = hs;
-        et->n_headers = nh;
-        et->content_type = b->content_type;
-        et->attempt = run->claims;
-        et->retries_left = run->retries_left;
-        store_id_format(run->lock_token, et->lock_token);
-        et->lock_expires_at_ms = run->lock_expires_at_ms;
-        et->created_at_ms = t->created_at_ms;
-        et->priority = t->priority;
-        et->available_at_ms = run->available_at_ms;
+        rules_task_view v = {.id = t->id,
+                             .body = b,
+                             .attempt = run->claims,
+                             .retries_left = run->retries_left,
+                             .priority = t->priority,
+                             .lock_token = run->lock_token,
+                             .lock_expires_at_ms = run->lock_expires_at_ms,
+                             .created_at_ms = t->created_at_ms,
+                             .available_at_ms = run->available_at_ms};
+        rules_task_answer(&r->tasks[r->n_tasks++], &v, hs, call);
     }
     charge(e, p, bytes);
     return rv_end;
@@ -172,49 +155,20 @@ no_memory:
     return BERTH_OK;
 }
 
-static bool fetch_check(engine *e, const engine_fetch_args *a, uint64_t *max, uint64_t *lock_ms,
-                        uint64_t *wait_ms, engine_status *st)
+/* rules_fetch_check()'s look at the declared channels. */
+static bool declared(void *e, const char *name)
 {
-    if (!check_text(a->worker_id, ENGINE_WORKER_ID_MAX, true, "worker_id", st))
-        return false;
-    if (a->n_topics == 0) {
-        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "topics: at least one is required");
-        snprintf(st->field, sizeof(st->field), "topics");
-        return false;
-    }
-    if (a->n_topics > e->o.topics_max) {
-        reply_over_ceiling(st, "topics", a->n_topics, e->o.topics_max);
-        return false;
-    }
-    for (size_t i = 0; i < a->n_topics; i++) {
-        if (!check_topic(a->topics[i], "topics", st))
-            return false;
-        if (e->o.strict_channels && !deploy_declared(e, a->topics[i])) {
-            reply_status(st, ENGINE_CODE_NOT_FOUND, "topic %s is not a declared channel",
-                         a->topics[i]);
-            snprintf(st->field, sizeof(st->field), "topics");
-            return false;
-        }
-    }
-    if (a->n_completes > e->o.batch_max) {
-        reply_over_ceiling(st, "completes", a->n_completes, e->o.batch_max);
-        return false;
-    }
-    return check_bound(a->has_max_tasks, a->max_tasks, e->o.batch_default, e->o.batch_max, false,
-                       "max_tasks", max, st) &&
-           check_bound(a->has_lock_ms, a->lock_ms, e->o.lock_default_ms, e->o.lock_max_ms, false,
-                       "lock_ms", lock_ms, st) &&
-           check_bound(a->has_wait_ms, a->wait_ms, e->o.wait_default_ms, e->o.wait_max_ms, true,
-                       "wait_ms", wait_ms, st);
+    return deploy_declared(e, name);
 }
 
 int claim_fetch(engine *e, pending *p)
 {
     const engine_fetch_args *a = &p->req.u.fetch;
     engine_reply *r = p->reply;
-    uint64_t max, lock_ms, wait_ms;
-    if (!fetch_check(e, a, &max, &lock_ms, &wait_ms, &r->status))
+    rules_fetch f;
+    if (!rules_fetch_check(&e->o, a, declared, e, &f, &r->status))
         return BERTH_OK;
+    uint64_t max = f.max_tasks, lock_ms = f.lock_ms, wait_ms = f.wait_ms;
     /* A fused fetch: its completions first, in this turn (so in its sync,
      * before any wait), each with its own status; then the claim, which
      * cannot hand back a task just completed (it is gone, or held). */

@@ -8,6 +8,7 @@
 
 #include "engine/check.h"
 #include "engine/reply.h"
+#include "engine/rules.h"
 #include "engine/state.h"
 #include "engine/turn.h"
 #include "store/err.h"
@@ -391,71 +392,6 @@ static void name_field(engine_status *st, size_t i, const char *what)
     snprintf(st->field, sizeof(st->field), "channels[%zu].%s", i, what);
 }
 
-static bool check_channel(engine *e, const engine_channel *c, size_t i, engine_status *st)
-{
-    char field[64];
-    snprintf(field, sizeof(field), "channels[%zu].name", i);
-    if (!check_topic(c->name, field, st))
-        return false;
-    int kind = check_transport(c->transport);
-    if (kind == CHECK_TRANSPORT_NONE || (kind == CHECK_TRANSPORT_PUSH && e->o.push_fn == NULL)) {
-        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT,
-                     "channels[%zu].transport: no sink serves \"%.64s\" (pull, "
-                     "nng+req://HOST:PORT, nng+req+ipc:///PATH, nng+req+tls://HOST:PORT)%s",
-                     i, c->transport,
-                     kind == CHECK_TRANSPORT_PUSH ? ": this engine has no push transport" : "");
-        name_field(st, i, "transport");
-        return false;
-    }
-    if (c->reply_max_bytes > e->o.payload_max_bytes) {
-        snprintf(field, sizeof(field), "channels[%zu].reply_max_bytes", i);
-        reply_over_ceiling(st, field, c->reply_max_bytes, e->o.payload_max_bytes);
-        return false;
-    }
-    if (c->n_content_types > ENGINE_CHANNEL_TYPES_MAX) {
-        snprintf(field, sizeof(field), "channels[%zu].content_types", i);
-        reply_over_ceiling(st, field, c->n_content_types, ENGINE_CHANNEL_TYPES_MAX);
-        return false;
-    }
-    snprintf(field, sizeof(field), "channels[%zu].content_types", i);
-    for (size_t k = 0; k < c->n_content_types; k++)
-        if (!check_text(c->content_types[k], ENGINE_CONTENT_TYPE_MAX, true, field, st))
-            return false;
-    return true;
-}
-
-static bool check_deploy(engine *e, const char *id, const engine_channel *cs, size_t n,
-                         engine_status *st)
-{
-    if (!check_topic(id, "id", st))
-        return false;
-    if (strlen(id) > ENGINE_DEPLOYMENT_ID_MAX) {
-        reply_over_ceiling(st, "id", strlen(id), ENGINE_DEPLOYMENT_ID_MAX);
-        return false;
-    }
-    if (n == 0) {
-        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "channels: at least one is required");
-        snprintf(st->field, sizeof(st->field), "channels");
-        return false;
-    }
-    if (n > ENGINE_DEPLOY_CHANNELS_MAX) {
-        reply_over_ceiling(st, "channels", n, ENGINE_DEPLOY_CHANNELS_MAX);
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!check_channel(e, &cs[i], i, st))
-            return false;
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(cs[i].name, cs[j].name) == 0) {
-                reply_status(st, ENGINE_CODE_INVALID_ARGUMENT,
-                             "channels[%zu].name: channel %s is declared twice", i, cs[i].name);
-                name_field(st, i, "name");
-                return false;
-            }
-    }
-    return true;
-}
-
 /* The newest version of id, or NULL. */
 static deployment *latest(engine *e, const char *id)
 {
@@ -531,7 +467,7 @@ static int deploy_make(engine *e, const char *id, const engine_channel *cs, size
                        deployment **made, engine_status *st)
 {
     *made = NULL;
-    if (!check_deploy(e, id, cs, n, st))
+    if (!rules_deploy_check(&e->o, id, cs, n, st))
         return BERTH_OK;
     deployment *prev = latest(e, id);
     if (prev != NULL && prev->state == ENGINE_DEPLOYMENT_LIVE && declares_exactly(prev, cs, n)) {

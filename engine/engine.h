@@ -28,9 +28,12 @@
  *   handlers, each calling only down: intake -> instance -> wait ->
  *   state -> turn -> reply -> mem. deploy also keeps the routes and the
  *   retirement gate; listing, the operator's order of tasks; options.c,
- *   engine_options' defaults and checks. core.h holds the types only;
- *   check, heap, idtab, table, hist, clock, utf8 and fault are tools that
- *   call (almost) nothing.
+ *   engine_options' defaults and checks. rules holds the decisions the
+ *   handlers take that need no memory state (validation, R8's verdicts, a
+ *   failure's arithmetic, intake's checks and correlation, a call's failed
+ *   attempt, the shape of a task's or a call's answer), on plain views.
+ *   core.h holds the types only; check, heap, idtab, table, hist, clock,
+ *   utf8 and fault are tools that call (almost) nothing.
  *
  *   Calls go one way only: no cycle. Every function is declared in the
  *   header of the file that defines it, so a call needs an include, and
@@ -45,21 +48,22 @@
  *   include map begin
  *     actor    -> submit claim guard admin relay calls deploy commit recover
  *     actor    -> instance listing wait state turn reply core
- *     submit   -> deploy instance check state turn reply core
- *     claim    -> deploy guard wait check state turn reply core
- *     guard    -> intake check state turn reply core
+ *     submit   -> deploy instance rules check state turn reply core
+ *     claim    -> deploy guard wait rules state turn reply core
+ *     guard    -> intake rules check state turn reply core
  *     admin    -> deploy commit instance listing check state turn reply core
  *     relay    -> deploy intake instance listing fault check state turn reply core
- *     calls    -> instance wait check turn reply core
+ *     calls    -> instance wait rules turn reply core
  *     recover  -> deploy instance listing wait state reply core
- *     deploy   -> check state turn reply core
+ *     deploy   -> rules check state turn reply core
  *     commit   -> check turn reply core
- *     intake   -> instance check reply core
- *     instance -> wait check state turn reply core
- *     wait     -> state turn reply core
- *     state    -> listing turn reply core
+ *     intake   -> instance rules core
+ *     instance -> wait rules check state turn reply core
+ *     wait     -> rules state turn reply core
+ *     state    -> listing rules turn reply core
  *     listing  -> core
  *     turn     -> reply core
+ *     rules    -> check reply engine
  *     options  -> check
  *     check    -> reply utf8 engine
  *     reply    -> mem utf8 engine

@@ -29,50 +29,30 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <sodium.h>
-
 #include "engine/check.h"
 #include "engine/guard.h"
 #include "engine/intake.h"
 #include "engine/reply.h"
+#include "engine/rules.h"
 #include "engine/state.h"
 #include "engine/turn.h"
 #include "store/err.h"
 
 static task *guard(engine *e, const engine_guard *g, engine_status *st)
 {
-    uint8_t token[BERTH_ID_LEN];
-    if (!check_text(g->worker_id, ENGINE_WORKER_ID_MAX, true, "worker_id", st))
+    uint8_t id[BERTH_ID_LEN], token[BERTH_ID_LEN];
+    if (!rules_guard_parse(g, id, token, st))
         return NULL;
-    if (store_id_parse(g->lock_token, token) != BERTH_OK) {
-        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "lock_token: not a lock token");
-        snprintf(st->field, sizeof(st->field), "lock_token");
-        return NULL;
-    }
-    task *t = state_task_find(e, g->task_id, "task_id", st);
-    if (t == NULL)
-        return NULL;
+    task *t = idtab_get(&e->tasks, id);
     /* (A task the guard lets through has a lock, so a claim record.) */
-    const task_run *run = state_run(t);
-    bool live = state_task_lock_live(t, e->t.now_ms);
-    if (!t->terminal && live && sodium_memcmp(token, run->lock_token, BERTH_ID_LEN) == 0 &&
-        strcmp(g->worker_id, run->worker_id) == 0)
-        return t;
-    /* The second look: lock state only. */
-    if (t->terminal) {
-        reply_status(st, ENGINE_CODE_FAILED_PRECONDITION,
-                     "task %s is terminal: its failure budget is spent", g->task_id);
-        st->verdict = ENGINE_VERDICT_TERMINAL;
-    } else if (live) {
-        reply_status(st, ENGINE_CODE_ABORTED, "task %s is held by another claim", g->task_id);
-        st->verdict = ENGINE_VERDICT_LOCK_HELD;
-    } else {
-        reply_status(st, ENGINE_CODE_ABORTED,
-                     "task %s: the lock expired or was released; the task is fetchable again",
-                     g->task_id);
-        st->verdict = ENGINE_VERDICT_LOCK_LOST;
-    }
-    return NULL;
+    const task_run *run = t != NULL ? state_run(t) : &state_run_none;
+    rules_lock lk = {.found = t != NULL,
+                     .terminal = t != NULL && t->terminal,
+                     .has_lock = run->has_lock,
+                     .lock_token = run->lock_token,
+                     .worker_id = run->worker_id,
+                     .lock_expires_at_ms = run->lock_expires_at_ms};
+    return rules_guard(&lk, g, token, e->t.now_ms, st) ? t : NULL;
 }
 
 /* A worker's reply to the task it holds, answered in st: a completion
@@ -175,12 +155,8 @@ int guard_fail(engine *e, pending *p)
     const engine_fail_args *a = &p->req.u.fail;
     engine_reply *r = p->reply;
     engine_status *st = &r->status;
-    uint64_t retry_in = 0, retries_left = 0;
-    if (!check_bound(a->has_retry_in_ms, a->retry_in_ms, 0, e->o.retry_max_ms, true, "retry_in_ms",
-                     &retry_in, st) ||
-        !check_bound(a->has_retries_left, a->retries_left, 0, e->o.retries_max, true,
-                     "retries_left", &retries_left, st) ||
-        !check_error(&a->error, st))
+    rules_fail_in in;
+    if (!rules_fail_check(&e->o, a, &in, st))
         return BERTH_OK;
     task *t = guard(e, &a->guard, st);
     if (t == NULL)
@@ -190,15 +166,14 @@ int guard_fail(engine *e, pending *p)
         return BERTH_OK;
     }
     uint64_t now = e->t.now_ms;
-    t->run->failures++;
-    if (a->has_retries_left)
-        t->run->retries_left = (uint32_t)retries_left;
-    else if (t->run->retries_left > 0)
-        t->run->retries_left--;
+    rules_fail_out f;
+    rules_fail_outcome(&e->o, a, &in, t->run->failures, t->run->retries_left, now, &f);
+    t->run->failures = f.failures;
+    t->run->retries_left = f.retries_left;
     t->run->lock_expires_at_ms = now; /* the claim ends with its failure */
     t->topic->tc->c.failed++;
     int rv;
-    if (t->run->retries_left == 0) {
+    if (f.terminal) {
         t->terminal = true;
         t->topic->tc->c.terminal++;
         state_task_unindex(t);
@@ -210,14 +185,10 @@ int guard_fail(engine *e, pending *p)
             return rv;
         turn_event(e, ENGINE_EVENT_TASK_TERMINAL, t->topic, t->id, &a->error, 0);
     } else {
-        uint64_t pause = a->has_retry_in_ms
-                             ? retry_in
-                             : check_backoff(e->o.backoff_initial_ms, e->o.backoff_max_ms,
-                                             t->run->failures, e->o.backoff_jitter);
-        t->run->available_at_ms = now + pause;
+        t->run->available_at_ms = f.available_at_ms;
         state_task_reindex(e, t);
         turn_event(e, ENGINE_EVENT_TASK_FAILED, t->topic, t->id, &a->error, t->run->retries_left);
-        if (pause == 0)
+        if (f.pause_ms == 0)
             turn_doorbell(e, t->topic);
     }
     if ((rv = state_task_put(e, t)) != BERTH_OK)
@@ -242,8 +213,7 @@ int guard_extend_lock(engine *e, pending *p)
     const engine_extend_args *a = &p->req.u.extend;
     engine_reply *r = p->reply;
     uint64_t lock_ms;
-    if (!check_bound(a->has_lock_ms, a->lock_ms, e->o.lock_default_ms, e->o.lock_max_ms, false,
-                     "lock_ms", &lock_ms, &r->status))
+    if (!rules_extend_check(&e->o, a, &lock_ms, &r->status))
         return BERTH_OK;
     task *t = guard(e, &a->guard, &r->status);
     if (t == NULL)

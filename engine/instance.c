@@ -32,14 +32,13 @@
  *
  * Engine thread only.
  */
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/check.h"
 #include "engine/instance.h"
 #include "engine/reply.h"
+#include "engine/rules.h"
 #include "engine/state.h"
 #include "engine/turn.h"
 #include "engine/wait.h"
@@ -125,33 +124,7 @@ int instance_reply_ended(engine_reply *r, const void *row, size_t len)
     int rv = store_instance_decode(row, len, rec);
     if (rv != BERTH_OK)
         return rv;
-    engine_instance *o = &r->instance;
-    store_id_format(rec->id, o->id);
-    o->state = (engine_instance_state)rec->state;
-    o->attempt = rec->attempt;
-    o->created_at_ms = rec->created_at_ms;
-    o->resolved_at_ms = rec->ended_at_ms;
-    if (rec->has_result) {
-        engine_header *hs = NULL;
-        if (rec->n_result_headers > 0 &&
-            (hs = reply_mem(r, rec->n_result_headers * sizeof(*hs))) == NULL)
-            return BERTH_ENOMEM;
-        for (size_t k = 0; k < rec->n_result_headers; k++)
-            hs[k] = (engine_header){rec->result_headers[k].name, rec->result_headers[k].value};
-        o->has_result = true;
-        o->result = (engine_result){
-            .payload = rec->result_payload,
-            .payload_len = rec->result_payload_len,
-            .content_type = rec->result_content_type,
-            .headers = hs,
-            .n_headers = rec->n_result_headers,
-        };
-    }
-    if (rec->error.code != NULL || rec->error.message != NULL || rec->error.details != NULL) {
-        o->has_error = true;
-        o->error = (engine_error){rec->error.code, rec->error.message, rec->error.details};
-    }
-    return BERTH_OK;
+    return rules_instance_answer(r, rec) ? BERTH_OK : BERTH_ENOMEM;
 }
 
 /* Answers every await of i, which has just ended, with its 'E' row. */
@@ -252,6 +225,16 @@ void instance_withdraw(engine *e, instance *i, const task *except)
         state_task_delete(e, t);
 }
 
+/* i's retry policy, as rules.h reads it. */
+static rules_policy instance_policy(const instance *i)
+{
+    return (rules_policy){.timeout_ms = i->timeout_ms,
+                          .max_attempts = i->max_attempts,
+                          .initial_backoff_ms = i->initial_backoff_ms,
+                          .max_backoff_ms = i->max_backoff_ms,
+                          .multiplier = i->multiplier};
+}
+
 /* The next attempt: a fresh delivery of the request, attempt + 1. The
  * dead attempt's task goes first, unless a worker holds it now. */
 static int redrive(engine *e, instance *i)
@@ -296,14 +279,15 @@ static int redrive(engine *e, instance *i)
  * back off before the next one, or FAIL with err when none is left. */
 static int attempt_failed(engine *e, instance *i, const engine_error *err)
 {
-    if (i->attempt >= i->max_attempts)
+    rules_policy pol = instance_policy(i);
+    rules_call_next next;
+    rules_call_failed_attempt(&pol, i->attempt, e->t.now_ms, e->o.backoff_jitter, &next);
+    if (next.fail)
         return instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, err);
     i->state = ENGINE_INSTANCE_BACKOFF;
     e->n_backoff++;
     state_dep(e, i->chan)->n_backoff++;
-    uint64_t pause = check_backoff_curve(i->initial_backoff_ms, i->max_backoff_ms, i->attempt,
-                                         i->multiplier, e->o.backoff_jitter);
-    int rv = instance_arm(e, i, e->t.now_ms + pause);
+    int rv = instance_arm(e, i, next.retry_at_ms);
     if (rv != BERTH_OK)
         return rv;
     return instance_put(e, i);
@@ -318,11 +302,9 @@ int instance_fire(engine *e, instance *i)
     e->t.count.calls_timed_out++;
     instance_withdraw(e, i, NULL);
     char msg[160];
-    snprintf(msg, sizeof(msg),
-             "attempt %" PRIu32 " of %" PRIu32 " timed out after %" PRIu64 " ms%s", i->attempt,
-             i->max_attempts, i->timeout_ms,
-             i->attempt >= i->max_attempts ? "; no attempt is left" : "");
-    engine_error err = {.code = ENGINE_EC_TIMEOUT, .message = msg};
+    engine_error err;
+    rules_policy pol = instance_policy(i);
+    rules_call_timeout(&pol, i->attempt, msg, sizeof(msg), &err);
     return attempt_failed(e, i, &err);
 }
 
@@ -332,9 +314,8 @@ int instance_poisoned(engine *e, instance *i, const delivery *d)
         memcmp(i->current, d->id, BERTH_ID_LEN) != 0)
         return BERTH_OK; /* an attempt that is over already */
     char msg[300];
-    snprintf(msg, sizeof(msg), "attempt %" PRIu32 " of %" PRIu32 ": its request was poisoned (%s)",
-             i->attempt, i->max_attempts, d->err_message ? d->err_message : "undeliverable");
-    engine_error err = {.code = ENGINE_EC_DELIVERY_POISONED, .message = msg};
+    engine_error err;
+    rules_call_poisoned(i->attempt, i->max_attempts, d->err_message, msg, sizeof(msg), &err);
     return attempt_failed(e, i, &err);
 }
 

@@ -24,58 +24,26 @@
  *
  * Engine thread only; writes go into the turn's batch.
  */
-#include <stdarg.h>
-#include <stdio.h>
-#include <string.h>
-
-#include "engine/check.h"
 #include "engine/instance.h"
 #include "engine/intake.h"
-#include "engine/reply.h"
+#include "engine/rules.h"
 #include "store/err.h"
-
-__attribute__((format(printf, 5, 6))) static int
-refuse(engine_status *st, engine_code code, const char *ec, bool retryable, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    reply_vstatus(st, code, fmt, ap);
-    va_end(ap);
-    st->engine_code = ec;
-    st->retryable = retryable;
-    return BERTH_EINVAL;
-}
 
 static int validate(engine *e, const inbound *in, engine_status *st)
 {
     const channel *c = in->chan;
-    uint64_t max = c && c->reply_max_bytes ? c->reply_max_bytes : e->o.payload_max_bytes;
-    if (in->payload_len > max) {
-        refuse(st, ENGINE_CODE_INVALID_ARGUMENT, ENGINE_EC_VALIDATION_REJECTED, false,
-               "result.payload: %zu bytes is over channel %s's reply ceiling of %llu bytes",
-               in->payload_len, in->topic->name, (unsigned long long)max);
-        snprintf(st->field, sizeof(st->field), "result.payload");
-        st->has_limit = true;
-        st->limit = max;
-        return BERTH_EINVAL;
-    }
-    if (c != NULL && c->n_content_types > 0) {
-        const char *ct = in->content_type ? in->content_type : "";
-        bool ok = false;
-        for (size_t i = 0; i < c->n_content_types && !ok; i++)
-            ok = strcmp(ct, c->content_types[i]) == 0;
-        if (!ok)
-            return refuse(st, ENGINE_CODE_INVALID_ARGUMENT, ENGINE_EC_VALIDATION_REJECTED, false,
-                          "result.content_type: \"%.64s\" is not accepted on channel %s", ct,
-                          in->topic->name);
-    }
-    if (!check_text(in->content_type, ENGINE_CONTENT_TYPE_MAX, false, "result.content_type", st) ||
-        !check_headers(in->headers, in->n_headers, "result.headers", st)) {
-        st->engine_code = ENGINE_EC_VALIDATION_REJECTED;
-        st->retryable = false;
-        return BERTH_EINVAL;
-    }
-    return BERTH_OK;
+    rules_channel rc = {0};
+    if (c != NULL)
+        rc = (rules_channel){.reply_max_bytes = c->reply_max_bytes,
+                             .content_types = c->content_types,
+                             .n_content_types = c->n_content_types};
+    rules_reply rr = {.payload_len = in->payload_len,
+                      .content_type = in->content_type,
+                      .headers = in->headers,
+                      .n_headers = in->n_headers};
+    return rules_intake_validate(&e->o, c != NULL ? &rc : NULL, in->topic->name, &rr, st)
+               ? BERTH_OK
+               : BERTH_EINVAL;
 }
 
 /* The waiting instance a reply resolves, through the parked headers. */
@@ -84,17 +52,20 @@ static int correlate(engine *e, const inbound *in, engine_status *st)
     if (in->parked == NULL || !in->parked->has_instance)
         return BERTH_OK;
     instance *i = instance_find(e, in->parked->instance_id);
-    if (i == NULL || i->ended)
+    rules_call c = {.found = i != NULL};
+    if (i != NULL)
+        c = (rules_call){.found = true, .ended = i->ended, .state = i->state, .attempt = i->attempt};
+    switch (rules_correlate(&c, in->parked->call_attempt, st)) {
+    case RULES_CORR_ABSORB:
         return BERTH_OK; /* the call has ended: absorbed */
-    if (i->state == ENGINE_INSTANCE_BACKOFF)
-        return refuse(st, ENGINE_CODE_FAILED_PRECONDITION, ENGINE_EC_RETRY_PENDING, false,
-                      "the call's attempt %u timed out and its next attempt is pending: this "
-                      "reply cannot resolve it",
-                      in->parked->call_attempt);
-    /* A reply to an older attempt resolves too; the attempt in flight is
-     * then not needed, unless a worker holds it (its reply is absorbed). */
-    if (in->parked->call_attempt != i->attempt)
+    case RULES_CORR_RETRY_PENDING:
+        return BERTH_EINVAL;
+    case RULES_CORR_RESOLVE_WITHDRAW:
         instance_withdraw(e, i, in->from);
+        break;
+    case RULES_CORR_RESOLVE:
+        break;
+    }
     if (in->error != NULL)
         return instance_end(e, i, ENGINE_INSTANCE_RESOLVED, NULL, in->error);
     engine_result res = {

@@ -30,6 +30,7 @@
 
 #include "engine/listing.h"
 #include "engine/reply.h"
+#include "engine/rules.h"
 #include "engine/state.h"
 #include "engine/turn.h"
 #include "store/err.h"
@@ -556,16 +557,11 @@ task_run *state_task_run(engine *e, task *t)
 task *state_task_find(engine *e, const char *id_str, const char *field, engine_status *st)
 {
     uint8_t id[BERTH_ID_LEN];
-    if (store_id_parse(id_str, id) != BERTH_OK) {
-        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "%s: not a task id (32 hex digits)", field);
-        snprintf(st->field, sizeof(st->field), "%s", field);
+    if (!rules_task_id(id_str, field, id, st))
         return NULL;
-    }
     task *t = idtab_get(&e->tasks, id);
-    if (t == NULL) {
-        reply_status(st, ENGINE_CODE_NOT_FOUND, "no task %s", id_str);
-        st->verdict = ENGINE_VERDICT_NOT_FOUND;
-    }
+    if (t == NULL)
+        rules_not_found(st, id_str);
     return t;
 }
 

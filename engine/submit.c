@@ -23,6 +23,7 @@
 #include "engine/check.h"
 #include "engine/deploy.h"
 #include "engine/reply.h"
+#include "engine/rules.h"
 #include "engine/instance.h"
 #include "engine/state.h"
 #include "engine/submit.h"
@@ -31,7 +32,6 @@
 
 static int dedup_lookup(engine *e, const uint8_t *skey, size_t sklen, uint8_t id[BERTH_ID_LEN]);
 static bool has_key(const engine_submit_args *a);
-static bool when_check(engine *e, const engine_submit_args *a, engine_status *st);
 
 /* A's idempotency key names a submit (call: a call) accepted before: a
  * repeat, answered "duplicate" even when its channel takes nothing new
@@ -46,28 +46,6 @@ static bool accepted_before(engine *e, const engine_submit_args *a, bool call)
     return len > 0 && dedup_lookup(e, key, len, id) == BERTH_OK;
 }
 
-/* When and how urgently (R6): a delay or an instant, not both, at most
- * delay_max_ms ahead; a priority at most priority_max. An instant already
- * past is "now". */
-static bool when_check(engine *e, const engine_submit_args *a, engine_status *st)
-{
-    uint64_t v;
-    if (a->has_not_before_ms && a->has_delay_ms) {
-        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT,
-                     "delay_ms: give not_before_ms or delay_ms, not both");
-        snprintf(st->field, sizeof(st->field), "delay_ms");
-        return false;
-    }
-    if (a->has_not_before_ms && a->not_before_ms > e->t.now_ms + e->o.delay_max_ms) {
-        reply_over_ceiling(st, "not_before_ms", a->not_before_ms, e->t.now_ms + e->o.delay_max_ms);
-        return false;
-    }
-    return check_bound(a->has_delay_ms, a->delay_ms, 0, e->o.delay_max_ms, true, "delay_ms", &v,
-                       st) &&
-           check_bound(a->has_priority, a->priority, e->o.priority_default, e->o.priority_max, true,
-                       "priority", &v, st);
-}
-
 /* Field names are plain ("topic"); a batch prefixes the item's index to
  * them only when an item is rejected, off the hot path. */
 static bool submit_check(engine *e, const engine_submit_args *a, bool call, engine_status *st)
@@ -80,23 +58,7 @@ static bool submit_check(engine *e, const engine_submit_args *a, bool call, engi
             return false;
         memset(st, 0, sizeof(*st)); /* (the dedup step answers it) */
     }
-    if (a->payload_len > e->o.payload_max_bytes) {
-        reply_over_ceiling(st, "payload", a->payload_len, e->o.payload_max_bytes);
-        return false;
-    }
-    return when_check(e, a, st) && check_headers(a->headers, a->n_headers, "headers", st) &&
-           check_text(a->content_type, ENGINE_CONTENT_TYPE_MAX, false, "content_type", st) &&
-           check_text(a->idempotency_key, BERTH_IDEM_KEY_MAX, false, "idempotency_key", st);
-}
-
-/* Names batch item i in a rejection: "items[i].topic". */
-static void name_item(engine_status *st, size_t i)
-{
-    char field[sizeof(st->field)], msg[sizeof(st->message)];
-    snprintf(field, sizeof(field), "items[%zu].%.35s", i, st->field);
-    snprintf(msg, sizeof(msg), "items[%zu].%.227s", i, st->message);
-    memcpy(st->field, field, sizeof(field));
-    memcpy(st->message, msg, sizeof(msg));
+    return rules_submit_check(&e->o, e->t.now_ms, a, st);
 }
 
 /* The original id when the key was used inside the dedup horizon: this
@@ -262,7 +224,7 @@ int submit_batch(engine *e, pending *p)
         return BERTH_OK;
     for (size_t i = 0; i < n; i++) {
         if (!submit_check(e, &items[i], false, &r->status)) {
-            name_item(&r->status, i);
+            rules_item_name(&r->status, i);
             return BERTH_OK;
         }
     }
@@ -289,48 +251,14 @@ int submit_batch(engine *e, pending *p)
 /* A call's retry policy, checked (R6) and with its defaults filled in. */
 static bool retry_check(engine *e, const engine_retry_policy *r, instance *i, engine_status *st)
 {
-    uint64_t v;
-    if (!r->has_timeout_ms) {
-        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT,
-                     "retry.timeout_ms: required with a retry policy (per attempt, > 0)");
-        snprintf(st->field, sizeof(st->field), "retry.timeout_ms");
+    rules_policy pol;
+    if (!rules_call_policy(&e->o, r, &pol, st))
         return false;
-    }
-    if (!check_bound(true, r->timeout_ms, 0, e->o.call_timeout_max_ms, false, "retry.timeout_ms",
-                     &v, st))
-        return false;
-    i->timeout_ms = v;
-    if (!check_bound(r->has_max_attempts, r->max_attempts, 1, e->o.call_attempts_max, false,
-                     "retry.max_attempts", &v, st))
-        return false;
-    i->max_attempts = (uint32_t)v;
-    uint64_t max_def = e->o.backoff_max_ms;
-    if (!check_bound(r->has_max_backoff_ms, r->max_backoff_ms, max_def, e->o.backoff_max_ms, false,
-                     "retry.max_backoff_ms", &v, st))
-        return false;
-    i->max_backoff_ms = v;
-    uint64_t init_def = e->o.backoff_initial_ms < v ? e->o.backoff_initial_ms : v;
-    if (!check_bound(r->has_initial_backoff_ms, r->initial_backoff_ms, init_def, i->max_backoff_ms,
-                     false, "retry.initial_backoff_ms", &v, st))
-        return false;
-    i->initial_backoff_ms = v;
-    double m = r->has_multiplier ? r->multiplier : 2.0;
-    if (!(m >= 1.0 && m <= 10.0)) { /* NaN fails too */
-        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT,
-                     "retry.multiplier: %g is outside 1.0 to 10.0", m);
-        snprintf(st->field, sizeof(st->field), "retry.multiplier");
-        return false;
-    }
-    i->multiplier = m;
-    if (r->n_non_retryable_codes > ENGINE_HEADERS_MAX) {
-        reply_over_ceiling(st, "retry.non_retryable_codes", r->n_non_retryable_codes,
-                           ENGINE_HEADERS_MAX);
-        return false;
-    }
-    for (size_t k = 0; k < r->n_non_retryable_codes; k++)
-        if (!check_text(r->non_retryable_codes[k], ENGINE_ERROR_CODE_MAX, true,
-                        "retry.non_retryable_codes", st))
-            return false;
+    i->timeout_ms = pol.timeout_ms;
+    i->max_attempts = pol.max_attempts;
+    i->max_backoff_ms = pol.max_backoff_ms;
+    i->initial_backoff_ms = pol.initial_backoff_ms;
+    i->multiplier = pol.multiplier;
     i->has_retry = true;
     return true;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine/reply.h"
+#include "engine/rules.h"
 #include "engine/state.h"
 #include "engine/turn.h"
 #include "engine/wait.h"
@@ -79,21 +80,8 @@ bool wait_may(engine *e, const pending *p, engine_status *st)
 {
     const owner *o =
         p->req.owner ? table_get(&e->owners, &p->req.owner, sizeof(p->req.owner)) : NULL;
-    if (e->n_waiters >= e->o.waits_max) {
-        reply_status(st, ENGINE_CODE_RESOURCE_EXHAUSTED,
-                     "%llu requests are waiting already, the most berthd keeps (waits-max): "
-                     "ask again later, or with wait_ms 0",
-                     (unsigned long long)e->n_waiters);
-    } else if (o != NULL && o->n >= e->o.waits_per_owner_max) {
-        reply_status(st, ENGINE_CODE_RESOURCE_EXHAUSTED,
-                     "this connection has %u requests waiting already, the most it may "
-                     "(waits-per-connection)",
-                     o->n);
-    } else {
+    if (rules_wait_may(&e->o, e->n_waiters, o != NULL, o != NULL ? o->n : 0, st))
         return true;
-    }
-    st->engine_code = ENGINE_EC_ENGINE_UNAVAILABLE;
-    st->retryable = true;
     e->counters.waits_refused++;
     return false;
 }
@@ -211,11 +199,7 @@ static void await_fill(const instance *inst, engine_reply *r)
 {
     if (r->status.code != ENGINE_CODE_OK || r->instance.state != 0)
         return;
-    engine_instance *o = &r->instance;
-    store_id_format(inst->id, o->id);
-    o->state = inst->state;
-    o->attempt = inst->attempt;
-    o->created_at_ms = inst->created_at_ms;
+    rules_instance_live(&r->instance, inst->id, inst->state, inst->attempt, inst->created_at_ms);
 }
 
 void wait_answer(engine *e, waiter *w)
