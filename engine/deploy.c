@@ -351,6 +351,7 @@ static void show(engine_reply *r, engine_deployment *out, const deployment *d, b
         .calls_backing_off = d->n_backoff,
         .terminal_tasks = d->n_terminal,
         .poisoned_deliveries = d->n_poisoned,
+        .calls_retrying = d->n_retrying,
     };
     *oom |= cs == NULL || out->id == NULL;
     for (size_t i = 0; cs != NULL && i < d->n_chans; i++) {

@@ -536,10 +536,12 @@ typedef struct engine_deployment {
     size_t n_channels;
     uint64_t created_at_ms;
     uint64_t retired_at_ms; /* 0: not retired */
-    /* what it holds: the gate counts the first three, and the live calls
-     * with an attempt left (those backing off among them) */
+    /* what it holds: the gate counts pending_deliveries, tasks and
+     * calls_retrying (live calls with an attempt left, those backing off
+     * among them) */
     uint64_t pending_deliveries, tasks, calls_backing_off;
     uint64_t terminal_tasks, poisoned_deliveries;
+    uint64_t calls_retrying;
 } engine_deployment;
 
 typedef struct engine_topic_stats {

@@ -474,12 +474,13 @@ static bool deployment_to_wire(const engine_deployment *d, Berth__V1__Deployment
     w->has_retired_at_ms = d->retired_at_ms != 0;
     w->retired_at_ms = d->retired_at_ms;
     w->has_pending_deliveries = w->has_tasks = w->has_calls_backing_off = 1;
-    w->has_terminal_tasks = w->has_poisoned_deliveries = 1;
+    w->has_terminal_tasks = w->has_poisoned_deliveries = w->has_calls_retrying = 1;
     w->pending_deliveries = d->pending_deliveries;
     w->tasks = d->tasks;
     w->calls_backing_off = d->calls_backing_off;
     w->terminal_tasks = d->terminal_tasks;
     w->poisoned_deliveries = d->poisoned_deliveries;
+    w->calls_retrying = d->calls_retrying;
     size_t n = d->n_channels;
     Berth__V1__ChannelDecl *v = n ? gw_arena_alloc(a, n * sizeof(*v)) : NULL;
     Berth__V1__ChannelDecl **p = n ? gw_arena_alloc(a, n * sizeof(*p)) : NULL;

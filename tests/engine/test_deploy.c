@@ -299,6 +299,7 @@ Test(deploy, a_call_with_an_attempt_left_holds_its_deployment_past_a_poisoned_re
     cr_assert_eq(d.poisoned_deliveries, 1);
     cr_assert_eq(d.pending_deliveries, 0);
     cr_assert_eq(d.state, ENGINE_DEPLOYMENT_DRAINING, "retired under a call with attempts left");
+    cr_assert_eq(d.calls_retrying, 1, "what holds it is shown");
     cr_assert_eq(h_events(ENGINE_EVENT_DEPLOYMENT_RETIRED), 0);
     cr_assert_eq(call_state(id, NULL), ENGINE_INSTANCE_BACKOFF);
     cr_assert_eq(shown("d", 1).calls_backing_off, 1);
@@ -313,11 +314,13 @@ Test(deploy, a_call_with_an_attempt_left_holds_its_deployment_past_a_poisoned_re
     d = shown("d", 1);
     cr_assert_eq(d.state, ENGINE_DEPLOYMENT_DRAINING);
     cr_assert_eq(d.tasks, 1);
+    cr_assert_eq(d.calls_retrying, 1);
     complete_one("c");
     cr_assert_eq(call_state(id, NULL), ENGINE_INSTANCE_RESOLVED);
     d = shown("d", 1);
     cr_assert_eq(d.state, ENGINE_DEPLOYMENT_RETIRED);
     cr_assert_eq(d.tasks, 0);
+    cr_assert_eq(d.calls_retrying, 0);
     cr_assert_eq(h_events(ENGINE_EVENT_DEPLOYMENT_RETIRED), 1);
 }
 
@@ -348,8 +351,10 @@ Test(deploy, a_call_with_an_attempt_left_holds_its_deployment_past_a_terminal_ta
     cr_assert_eq(d.terminal_tasks, 1);
     cr_assert_eq(d.tasks, 0);
     cr_assert_eq(d.state, ENGINE_DEPLOYMENT_DRAINING, "retired under a call with attempts left");
+    cr_assert_eq(d.calls_retrying, 1, "what holds it is shown");
     h_reopen(); /* what holds it is rebuilt at open */
     cr_assert_eq(shown("d", 1).state, ENGINE_DEPLOYMENT_DRAINING);
+    cr_assert_eq(shown("d", 1).calls_retrying, 1);
 
     /* The timeout withdraws the terminal task and backs off; the backoff's
      * end re-drives the last attempt into the draining deployment. */
@@ -365,6 +370,7 @@ Test(deploy, a_call_with_an_attempt_left_holds_its_deployment_past_a_terminal_ta
     d = shown("d", 1);
     cr_assert_eq(d.state, ENGINE_DEPLOYMENT_DRAINING);
     cr_assert_eq(d.tasks, 1);
+    cr_assert_eq(d.calls_retrying, 0, "its last attempt: no attempt left");
     cr_assert_eq(h_events(ENGINE_EVENT_DEPLOYMENT_RETIRED), 0);
 
     /* The last attempt's task goes terminal too: nothing is left to

@@ -379,6 +379,8 @@ DTest(admin, a_new_version_drains_the_old_which_retires_with_an_event)
     d = listed("shop", 1, &r);
     cr_assert_eq(d->state, BERTH__V1__DEPLOYMENT__STATE__DRAINING);
     cr_assert_eq(d->tasks, 1);
+    cr_assert(d->has_calls_retrying, "what holds it is on the wire, calls too");
+    cr_assert_eq(d->calls_retrying, 0);
     a_free(r);
     s = w_submit(C, "legacy", "new work", NULL);
     w_expect_code(s, BERTH__V1__CODE__FAILED_PRECONDITION);

@@ -33,9 +33,9 @@ static void print_deployment_json(const Berth__V1__Deployment *d)
         printf(",\"retired_at_ms\":%" PRIu64, d->retired_at_ms);
     printf(",\"pending_deliveries\":%" PRIu64 ",\"tasks\":%" PRIu64
            ",\"calls_backing_off\":%" PRIu64 ",\"terminal_tasks\":%" PRIu64
-           ",\"poisoned_deliveries\":%" PRIu64 ",\"channels\":[",
+           ",\"poisoned_deliveries\":%" PRIu64 ",\"calls_retrying\":%" PRIu64 ",\"channels\":[",
            d->pending_deliveries, d->tasks, d->calls_backing_off, d->terminal_tasks,
-           d->poisoned_deliveries);
+           d->poisoned_deliveries, d->calls_retrying);
     for (size_t i = 0; i < d->n_channels; i++) {
         const Berth__V1__ChannelDecl *c = d->channels[i];
         printf("%s{\"name\":", i ? "," : "");
@@ -56,9 +56,11 @@ static void print_deployment_json(const Berth__V1__Deployment *d)
 
 static void print_deployment_row(const Berth__V1__Deployment *d)
 {
-    printf("%-20s %7u %-9s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64 "  ",
+    printf("%-20s %7u %-9s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %8" PRIu64
+           " %8" PRIu64 "  ",
            d->id ? d->id : "", d->version, deployment_state_name(d->state), d->pending_deliveries,
-           d->tasks, d->calls_backing_off, d->terminal_tasks, d->poisoned_deliveries);
+           d->tasks, d->calls_backing_off, d->calls_retrying, d->terminal_tasks,
+           d->poisoned_deliveries);
     for (size_t i = 0; i < d->n_channels; i++)
         printf("%s%s(%s)", i ? "," : "", d->channels[i]->name ? d->channels[i]->name : "",
                d->channels[i]->transport ? d->channels[i]->transport : "pull");
@@ -83,8 +85,8 @@ static int print_deployment_answer(const opts *o, const Berth__V1__Deployment *d
     printf("%s%s version %u: %s", verb, dep->id, dep->version, deployment_state_name(dep->state));
     if (dep->state == BERTH__V1__DEPLOYMENT__STATE__DRAINING)
         printf(" (holds %" PRIu64 " deliveries, %" PRIu64 " tasks, %" PRIu64
-               " calls backing off; it retires when all are done)",
-               dep->pending_deliveries, dep->tasks, dep->calls_backing_off);
+               " calls with an attempt left; it retires when all are done)",
+               dep->pending_deliveries, dep->tasks, dep->calls_retrying);
     putchar('\n');
     return EX_OK;
 }
@@ -195,8 +197,8 @@ static int show_deployments(const opts *o, const Berth__V1__AdminResponse *r)
         printf("]}\n");
         return EX_OK;
     }
-    printf("%-20s %7s %-9s %8s %8s %8s %8s %8s  %s\n", "DEPLOYMENT", "VERSION", "STATE", "PENDING",
-           "TASKS", "BACKOFF", "TERMINAL", "POISONED", "CHANNELS");
+    printf("%-20s %7s %-9s %8s %8s %8s %8s %8s %8s  %s\n", "DEPLOYMENT", "VERSION", "STATE",
+           "PENDING", "TASKS", "BACKOFF", "RETRYING", "TERMINAL", "POISONED", "CHANNELS");
     for (size_t i = 0; i < n; i++)
         print_deployment_row(ld->deployments[i]);
     if (n == 0)
