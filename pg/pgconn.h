@@ -12,7 +12,8 @@
  * the caller's err buffer naming what failed and what libpq or the server
  * said. Texts never contain a password: targets are described from the
  * parsed connection options (host, port, dbname, user), never the URI.
- * Pipeline mode is not here yet (a later increment).
+ * Pipeline mode and turns are pg/pgturn.h's; prepared statements
+ * pg/pgstmt.h's.
  */
 #ifndef BERTH_PG_PGCONN_H
 #define BERTH_PG_PGCONN_H

@@ -1,10 +1,11 @@
 /*
  * pgsql.h — the .sql files of pg/sql/, embedded in the binary at build.
  *
- * CMake runs pg/embed.cmake over pg/sql/NNN_*.sql and writes pgsql.c in the
- * build tree (editing a .sql file rebuilds it), so berthd needs no files at
- * run time and the SQL lives only in the .sql files. The script refuses
- * numbers that are not 1, 2, 3... without a gap. Read-only data: any thread.
+ * CMake runs pg/embed.cmake over pg/sql/NNN_*.sql and statements.sql and
+ * writes pgsql.c in the build tree (editing a .sql file rebuilds it), so
+ * berthd needs no files at run time and the SQL lives only in the .sql
+ * files. The script refuses migration numbers that are not 1, 2, 3...
+ * without a gap. Read-only data: any thread.
  */
 #ifndef BERTH_PG_PGSQL_H
 #define BERTH_PG_PGSQL_H
@@ -20,5 +21,9 @@ typedef struct pgsql_file {
 /* The migrations in version order: pgsql_migrations[i].version == i + 1. */
 extern const pgsql_file pgsql_migrations[];
 extern const size_t pgsql_n_migrations;
+
+/* pg/sql/statements.sql, NUL-terminated: `-- name: NAME` sections, parsed
+ * by pgstmt_parse() (pg/pgstmt.h). */
+extern const char pgsql_statements[];
 
 #endif
