@@ -54,7 +54,8 @@ static int correlate(engine *e, const inbound *in, engine_status *st)
     instance *i = instance_find(e, in->parked->instance_id);
     rules_call c = {.found = i != NULL};
     if (i != NULL)
-        c = (rules_call){.found = true, .ended = i->ended, .state = i->state, .attempt = i->attempt};
+        c = (rules_call){
+            .found = true, .ended = i->ended, .state = i->state, .attempt = i->attempt};
     switch (rules_correlate(&c, in->parked->call_attempt, st)) {
     case RULES_CORR_ABSORB:
         return BERTH_OK; /* the call has ended: absorbed */

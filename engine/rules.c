@@ -40,8 +40,8 @@ void rules_not_found(engine_status *st, const char *id_str)
 
 /* ---- The guard (R8) ----------------------------------------------------- */
 
-bool rules_guard_parse(const engine_guard *g, uint8_t id[BERTH_ID_LEN],
-                       uint8_t token[BERTH_ID_LEN], engine_status *st)
+bool rules_guard_parse(const engine_guard *g, uint8_t id[BERTH_ID_LEN], uint8_t token[BERTH_ID_LEN],
+                       engine_status *st)
 {
     if (!check_text(g->worker_id, ENGINE_WORKER_ID_MAX, true, "worker_id", st))
         return false;
@@ -89,8 +89,8 @@ bool rules_fail_check(const engine_options *o, const engine_fail_args *a, rules_
     uint64_t retry_in = 0, retries_left = 0;
     if (!check_bound(a->has_retry_in_ms, a->retry_in_ms, 0, o->retry_max_ms, true, "retry_in_ms",
                      &retry_in, st) ||
-        !check_bound(a->has_retries_left, a->retries_left, 0, o->retries_max, true,
-                     "retries_left", &retries_left, st) ||
+        !check_bound(a->has_retries_left, a->retries_left, 0, o->retries_max, true, "retries_left",
+                     &retries_left, st) ||
         !check_error(&a->error, st))
         return false;
     in->retry_in_ms = retry_in;
@@ -98,9 +98,9 @@ bool rules_fail_check(const engine_options *o, const engine_fail_args *a, rules_
     return true;
 }
 
-void rules_fail_outcome(const engine_options *o, const engine_fail_args *a,
-                        const rules_fail_in *in, uint32_t failures, uint32_t retries_left,
-                        uint64_t now_ms, rules_fail_out *out)
+void rules_fail_outcome(const engine_options *o, const engine_fail_args *a, const rules_fail_in *in,
+                        uint32_t failures, uint32_t retries_left, uint64_t now_ms,
+                        rules_fail_out *out)
 {
     out->failures = failures + 1;
     if (a->has_retries_left)
@@ -129,8 +129,8 @@ bool rules_extend_check(const engine_options *o, const engine_extend_args *a, ui
 /* ---- fetch (R6) --------------------------------------------------------- */
 
 bool rules_fetch_check(const engine_options *o, const engine_fetch_args *a,
-                       bool (*declared)(void *ctx, const char *topic), void *ctx,
-                       rules_fetch *out, engine_status *st)
+                       bool (*declared)(void *ctx, const char *topic), void *ctx, rules_fetch *out,
+                       engine_status *st)
 {
     if (!check_text(a->worker_id, ENGINE_WORKER_ID_MAX, true, "worker_id", st))
         return false;
@@ -265,8 +265,8 @@ bool rules_call_policy(const engine_options *o, const engine_retry_policy *r, ru
         snprintf(st->field, sizeof(st->field), "retry.timeout_ms");
         return false;
     }
-    if (!check_bound(true, r->timeout_ms, 0, o->call_timeout_max_ms, false, "retry.timeout_ms",
-                     &v, st))
+    if (!check_bound(true, r->timeout_ms, 0, o->call_timeout_max_ms, false, "retry.timeout_ms", &v,
+                     st))
         return false;
     out->timeout_ms = v;
     if (!check_bound(r->has_max_attempts, r->max_attempts, 1, o->call_attempts_max, false,
@@ -381,8 +381,8 @@ void rules_call_failed_attempt(const rules_policy *p, uint32_t attempt, uint64_t
 void rules_call_timeout(const rules_policy *p, uint32_t attempt, char *buf, size_t n,
                         engine_error *err)
 {
-    snprintf(buf, n, "attempt %" PRIu32 " of %" PRIu32 " timed out after %" PRIu64 " ms%s",
-             attempt, p->max_attempts, p->timeout_ms,
+    snprintf(buf, n, "attempt %" PRIu32 " of %" PRIu32 " timed out after %" PRIu64 " ms%s", attempt,
+             p->max_attempts, p->timeout_ms,
              attempt >= p->max_attempts ? "; no attempt is left" : "");
     *err = (engine_error){.code = ENGINE_EC_TIMEOUT, .message = buf};
 }

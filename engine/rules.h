@@ -31,9 +31,9 @@ void rules_not_found(engine_status *st, const char *id_str);
 
 /* What R8 looks at, and nothing else. */
 typedef struct rules_lock {
-    bool found;    /* a task of that id exists */
-    bool terminal; /* its failure budget is spent */
-    bool has_lock; /* it was ever claimed and its lock was not given back */
+    bool found;                /* a task of that id exists */
+    bool terminal;             /* its failure budget is spent */
+    bool has_lock;             /* it was ever claimed and its lock was not given back */
     const uint8_t *lock_token; /* BERTH_ID_LEN bytes; read only while has_lock */
     const char *worker_id;     /* read only while has_lock */
     uint64_t lock_expires_at_ms;
@@ -42,8 +42,8 @@ typedef struct rules_lock {
 /* A guarded request's own fields: worker_id, the lock token (parsed into
  * token) and the task id (parsed into id). False: INVALID_ARGUMENT in st,
  * not a verdict. */
-bool rules_guard_parse(const engine_guard *g, uint8_t id[BERTH_ID_LEN],
-                       uint8_t token[BERTH_ID_LEN], engine_status *st);
+bool rules_guard_parse(const engine_guard *g, uint8_t id[BERTH_ID_LEN], uint8_t token[BERTH_ID_LEN],
+                       engine_status *st);
 /* The lock is live at now: claimed, not given back, not expired. */
 static inline bool rules_lock_live(const rules_lock *lk, uint64_t now_ms)
 {
@@ -76,9 +76,9 @@ bool rules_fail_check(const engine_options *o, const engine_fail_args *a, rules_
 /* The task had failed `failures` times with `retries_left` retries left
  * (R11). Draws the backoff's jitter only when it is not terminal and the
  * worker gave no pause. The lock ends at now. */
-void rules_fail_outcome(const engine_options *o, const engine_fail_args *a,
-                        const rules_fail_in *in, uint32_t failures, uint32_t retries_left,
-                        uint64_t now_ms, rules_fail_out *out);
+void rules_fail_outcome(const engine_options *o, const engine_fail_args *a, const rules_fail_in *in,
+                        uint32_t failures, uint32_t retries_left, uint64_t now_ms,
+                        rules_fail_out *out);
 /* lock_ms bounded (R6), default --lock-default-ms. */
 bool rules_extend_check(const engine_options *o, const engine_extend_args *a, uint64_t *lock_ms,
                         engine_status *st);
@@ -91,8 +91,8 @@ typedef struct rules_fetch {
 /* worker_id, topics (declared, when o->strict_channels: declared(ctx,
  * topic) says), completes, max_tasks, lock_ms, wait_ms. */
 bool rules_fetch_check(const engine_options *o, const engine_fetch_args *a,
-                       bool (*declared)(void *ctx, const char *topic), void *ctx,
-                       rules_fetch *out, engine_status *st);
+                       bool (*declared)(void *ctx, const char *topic), void *ctx, rules_fetch *out,
+                       engine_status *st);
 
 /* ---- A task's answer ---------------------------------------------------- */
 

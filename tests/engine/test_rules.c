@@ -171,15 +171,19 @@ Test(rules, a_call_s_failed_attempt_backs_off_until_none_is_left)
 Test(rules, a_call_s_task_carries_its_call_in_reserved_headers)
 {
     store_header h = {"k", "v"};
-    store_body b = {.topic = "t", .headers = &h, .n_headers = 1, .has_instance = true,
-                    .call_attempt = 3};
+    store_body b = {
+        .topic = "t", .headers = &h, .n_headers = 1, .has_instance = true, .call_attempt = 3};
     memcpy(b.instance_id, token, BERTH_ID_LEN);
     engine_reply *r = reply_alloc(ENGINE_OP_FETCH);
     engine_header *hs;
     char *call;
     cr_assert(rules_task_mem(r, &b, &hs, &call));
-    rules_task_view v = {.id = id, .body = &b, .attempt = 1, .retries_left = 3,
-                         .lock_token = token, .lock_expires_at_ms = 9};
+    rules_task_view v = {.id = id,
+                         .body = &b,
+                         .attempt = 1,
+                         .retries_left = 3,
+                         .lock_token = token,
+                         .lock_expires_at_ms = 9};
     engine_task et;
     rules_task_answer(&et, &v, hs, call);
     cr_assert_str_eq(et.id, ID);

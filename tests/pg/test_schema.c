@@ -14,34 +14,19 @@
 #include <time.h>
 
 #include <criterion/criterion.h>
-#include <criterion/hooks.h>
 
 #include "pg/pgconn.h"
 #include "pg/pgschema.h"
 #include "store/err.h"
 #include "tests/support/pgtmp.h"
-
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-    (void)set;
-    pgtmp_runner_start();
-}
-
-ReportHook(POST_ALL)(struct criterion_global_stats *stats)
-{
-    (void)stats;
-    pgtmp_runner_stop();
-}
+#include "tests/support/pgtmp_hooks.h"
 
 static char err[1024];
 
 static PGconn *fresh(const char *name, char *uri, size_t len)
 {
-    PGconn *c = NULL;
     pgtmp_createdb(name, uri, len);
-    int rv = pgconn_open(uri, "berth-tests", 10000, &c, err, sizeof err);
-    cr_assert_eq(rv, BERTH_OK, "%s", err);
-    return c;
+    return pgtmp_connect(uri);
 }
 
 /* The first column of the first row of sql, as text (a static buffer). */
@@ -55,17 +40,6 @@ static const char *one(PGconn *c, const char *sql)
     snprintf(v, sizeof v, "%s", PQgetisnull(r, 0, 0) ? "NULL" : PQgetvalue(r, 0, 0));
     PQclear(r);
     return v;
-}
-
-static long one_long(PGconn *c, const char *sql)
-{
-    return strtol(one(c, sql), NULL, 10);
-}
-
-static void exec_ok(PGconn *c, const char *sql)
-{
-    int rv = pgconn_exec(c, sql, sql, err, sizeof err);
-    cr_assert_eq(rv, BERTH_OK, "%s", err);
 }
 
 static uint64_t mono_ms(void)
@@ -99,7 +73,7 @@ Test(schema, a_fresh_database_migrates_to_the_latest_version)
     cr_assert_geq(pgschema_latest(), 1);
     cr_assert_eq(pgschema_version(c, &version, err, sizeof err), BERTH_OK, "%s", err);
     cr_assert_eq(version, pgschema_latest());
-    cr_assert_eq(one_long(c, "SELECT count(*) FROM berth.migrations"), pgschema_latest());
+    cr_assert_eq(pgtmp_one_long(c, "SELECT count(*) FROM berth.migrations"), pgschema_latest());
     cr_assert_str_eq(one(c, "SELECT name FROM berth.migrations WHERE version = 1"), "001_schema");
     cr_assert_str_eq(one(c, "SELECT applied_by LIKE 'berth-tests pid %' FROM berth.migrations"),
                      "t", "applied_by names the connection");
@@ -128,19 +102,19 @@ Test(schema, a_fresh_database_migrates_to_the_latest_version)
                      "l");
 
     /* fetchable_at follows its inputs; now_ms() honours a set clock. */
-    exec_ok(c, "INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, "
-               "retries_left, body_bytes, payload) VALUES (gen_random_uuid(), 'a', 1024, 5, 10, "
-               "3, 1, '\\x00')");
+    pgtmp_exec(c, "INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, "
+                  "retries_left, body_bytes, payload) VALUES (gen_random_uuid(), 'a', 1024, 5, 10, "
+                  "3, 1, '\\x00')");
     cr_assert_str_eq(one(c, "SELECT fetchable_at FROM berth.tasks"), "10");
-    exec_ok(c, "UPDATE berth.tasks SET lock_expires_at = 40");
+    pgtmp_exec(c, "UPDATE berth.tasks SET lock_expires_at = 40");
     cr_assert_str_eq(one(c, "SELECT fetchable_at FROM berth.tasks"), "40");
-    exec_ok(c, "UPDATE berth.tasks SET available_at = 70");
+    pgtmp_exec(c, "UPDATE berth.tasks SET available_at = 70");
     cr_assert_str_eq(one(c, "SELECT fetchable_at FROM berth.tasks"), "70");
     cr_assert_str_eq(one(c, "SELECT seq > 0 FROM berth.tasks"), "t");
-    exec_ok(c, "BEGIN");
-    exec_ok(c, "SELECT set_config('berth.clock_ms', '1234', true)");
+    pgtmp_exec(c, "BEGIN");
+    pgtmp_exec(c, "SELECT set_config('berth.clock_ms', '1234', true)");
     cr_assert_str_eq(one(c, "SELECT berth.now_ms()"), "1234");
-    exec_ok(c, "COMMIT");
+    pgtmp_exec(c, "COMMIT");
     cr_assert_str_eq(one(c, "SELECT abs(berth.now_ms() - "
                             "(extract(epoch FROM now()) * 1000)::bigint) < 1000"),
                      "t", "without berth.clock_ms, now_ms() is the transaction's time");
@@ -221,11 +195,11 @@ Test(schema, four_replicas_booting_at_once_migrate_once)
     cr_assert_eq(applied, pgschema_latest(), "each migration applied once in all, not %d times",
                  applied);
     /* The records agree: one row per version, each applied once. */
-    cr_assert_eq(one_long(c, "SELECT count(*) FROM berth.migrations"), pgschema_latest());
-    cr_assert_eq(one_long(c, "SELECT count(DISTINCT version) FROM berth.migrations"),
+    cr_assert_eq(pgtmp_one_long(c, "SELECT count(*) FROM berth.migrations"), pgschema_latest());
+    cr_assert_eq(pgtmp_one_long(c, "SELECT count(DISTINCT version) FROM berth.migrations"),
                  pgschema_latest());
     /* Nobody holds the migration lock any more. */
-    cr_assert_eq(one_long(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"), 0);
+    cr_assert_eq(pgtmp_one_long(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"), 0);
     pgconn_close(c);
 }
 
@@ -236,7 +210,7 @@ Test(schema, a_newer_schema_is_refused_naming_both_versions)
     pgschema_report rep;
 
     cr_assert_eq(pgschema_migrate(c, &rep, err, sizeof err), BERTH_OK, "%s", err);
-    exec_ok(c, "UPDATE berth.meta SET value = '7' WHERE key = 'schema_version'");
+    pgtmp_exec(c, "UPDATE berth.meta SET value = '7' WHERE key = 'schema_version'");
     err[0] = '\0';
     cr_assert_eq(pgschema_migrate(c, &rep, err, sizeof err), BERTH_EFORMAT, "got: %s", err);
     snprintf(want, sizeof want,
@@ -254,7 +228,7 @@ Test(schema, a_newer_schema_is_refused_naming_both_versions)
     pgconn_close(c2);
 
     /* A version that is not a number is named too. */
-    exec_ok(c, "UPDATE berth.meta SET value = 'x1' WHERE key = 'schema_version'");
+    pgtmp_exec(c, "UPDATE berth.meta SET value = 'x1' WHERE key = 'schema_version'");
     cr_assert_eq(pgschema_migrate(c, &rep, err, sizeof err), BERTH_ECORRUPT, "got: %s", err);
     cr_assert(strstr(err, "'x1'") != NULL, "%s", err);
     pgconn_close(c);
@@ -331,15 +305,15 @@ Test(schema, the_claim_index_serves_the_claim_order)
     cr_assert_eq(pgschema_migrate(c, NULL, err, sizeof err), BERTH_OK, "%s", err);
     /* 5000 tasks over 10 topics, three priorities, some delayed, some
      * locked, some terminal. */
-    exec_ok(c, "INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, "
-               "lock_expires_at, terminal, retries_left, body_bytes, payload) "
-               "SELECT gen_random_uuid(), 't' || (g % 10), (g % 3) * 512, 1000, "
-               "1000 + g * (CASE WHEN g % 5 = 0 THEN 1000 ELSE 1 END), "
-               "CASE WHEN g % 7 = 0 THEN 900000 END, g % 11 = 0, 3, 100, "
-               "decode(repeat('ab', 100), 'hex') FROM generate_series(1, 5000) g");
-    exec_ok(c, "ANALYZE berth.tasks");
-    exec_ok(c, "SET plan_cache_mode = force_generic_plan");
-    exec_ok(c, claim1);
+    pgtmp_exec(c, "INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, "
+                  "lock_expires_at, terminal, retries_left, body_bytes, payload) "
+                  "SELECT gen_random_uuid(), 't' || (g % 10), (g % 3) * 512, 1000, "
+                  "1000 + g * (CASE WHEN g % 5 = 0 THEN 1000 ELSE 1 END), "
+                  "CASE WHEN g % 7 = 0 THEN 900000 END, g % 11 = 0, 3, 100, "
+                  "decode(repeat('ab', 100), 'hex') FROM generate_series(1, 5000) g");
+    pgtmp_exec(c, "ANALYZE berth.tasks");
+    pgtmp_exec(c, "SET plan_cache_mode = force_generic_plan");
+    pgtmp_exec(c, claim1);
 
     cr_assert_eq(pgconn_query(c, "EXPLAIN EXECUTE claim1('t3', 10, 30000, 'w1', 1048576)", 0, NULL,
                               "explain claim1", &r, err, sizeof err),
@@ -360,8 +334,8 @@ Test(schema, the_claim_index_serves_the_claim_order)
     cr_assert(sort == NULL || sort > scan, "the candidates need no sort:\n%s", plan);
 
     /* And it claims in that order: priority, then fetchable_at, then seq. */
-    exec_ok(c, "BEGIN");
-    exec_ok(c, "SELECT set_config('berth.clock_ms', '3000', true)");
+    pgtmp_exec(c, "BEGIN");
+    pgtmp_exec(c, "SELECT set_config('berth.clock_ms', '3000', true)");
     cr_assert_eq(pgconn_query(c, "EXECUTE claim1('t3', 5, 30000, 'w1', 1048576)", 0, NULL, "claim1",
                               &r, err, sizeof err),
                  BERTH_OK, "%s", err);
@@ -370,6 +344,6 @@ Test(schema, the_claim_index_serves_the_claim_order)
     cr_assert_str_eq(one(c, "SELECT string_agg(priority || '@' || available_at, ',' ORDER BY "
                             "priority, available_at) FROM berth.tasks WHERE worker_id = 'w1'"),
                      "0@1003,0@1093,0@1123,0@1153,0@1183");
-    exec_ok(c, "COMMIT");
+    pgtmp_exec(c, "COMMIT");
     pgconn_close(c);
 }

@@ -18,7 +18,6 @@
 #include <time.h>
 
 #include <criterion/criterion.h>
-#include <criterion/hooks.h>
 
 #include "pg/pgconn.h"
 #include "pg/pgschema.h"
@@ -27,41 +26,9 @@
 #include "pg/pgwire.h"
 #include "store/err.h"
 #include "tests/support/pgtmp.h"
-
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-    (void)set;
-    pgtmp_runner_start();
-}
-
-ReportHook(POST_ALL)(struct criterion_global_stats *stats)
-{
-    (void)stats;
-    pgtmp_runner_stop();
-}
+#include "tests/support/pgtmp_hooks.h"
 
 static char err[1024];
-
-static PGconn *plain(const char *uri)
-{
-    PGconn *c = NULL;
-    cr_assert_eq(pgconn_open(uri, "berth-tests", 10000, &c, err, sizeof err), BERTH_OK, "%s", err);
-    return c;
-}
-
-static void exec_ok(PGconn *c, const char *sql)
-{
-    cr_assert_eq(pgconn_exec(c, sql, sql, err, sizeof err), BERTH_OK, "%s", err);
-}
-
-static long one_long(PGconn *c, const char *sql)
-{
-    PGresult *r = NULL;
-    cr_assert_eq(pgconn_query(c, sql, 0, NULL, sql, &r, err, sizeof err), BERTH_OK, "%s", err);
-    long v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    return v;
-}
 
 /* Statements only the tests prepare (before pipeline mode). */
 static const char *const test_stmts[][2] = {
@@ -80,15 +47,15 @@ static pgstmt_table tab;
 static PGconn *turn_conn(const char *name, char *uri, size_t len)
 {
     pgtmp_createdb(name, uri, len);
-    PGconn *c = plain(uri);
+    PGconn *c = pgtmp_connect(uri);
     cr_assert_eq(pgschema_migrate(c, NULL, err, sizeof err), BERTH_OK, "%s", err);
-    exec_ok(c, "CREATE TABLE t_def (id int PRIMARY KEY, ref int REFERENCES t_def (id) "
-               "DEFERRABLE INITIALLY DEFERRED)");
-    exec_ok(c, "CREATE TABLE t_slow (id int)");
-    exec_ok(c, "CREATE FUNCTION t_slow_commit() RETURNS trigger LANGUAGE plpgsql AS "
-               "$$ BEGIN PERFORM pg_sleep(3); RETURN NULL; END $$");
-    exec_ok(c, "CREATE CONSTRAINT TRIGGER t_slow_at_commit AFTER INSERT ON t_slow DEFERRABLE "
-               "INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION t_slow_commit()");
+    pgtmp_exec(c, "CREATE TABLE t_def (id int PRIMARY KEY, ref int REFERENCES t_def (id) "
+                  "DEFERRABLE INITIALLY DEFERRED)");
+    pgtmp_exec(c, "CREATE TABLE t_slow (id int)");
+    pgtmp_exec(c, "CREATE FUNCTION t_slow_commit() RETURNS trigger LANGUAGE plpgsql AS "
+                  "$$ BEGIN PERFORM pg_sleep(3); RETURN NULL; END $$");
+    pgtmp_exec(c, "CREATE CONSTRAINT TRIGGER t_slow_at_commit AFTER INSERT ON t_slow DEFERRABLE "
+                  "INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION t_slow_commit()");
     for (size_t i = 0; i < sizeof test_stmts / sizeof test_stmts[0]; i++) {
         PGresult *r = PQprepare(c, test_stmts[i][0], test_stmts[i][1], 0, NULL);
         cr_assert_eq(pgconn_check(c, r, PGRES_COMMAND_OK, test_stmts[i][0], err, sizeof err),
@@ -129,7 +96,7 @@ Test(wire, scalars_round_trip_through_the_server)
     char uri[256];
     uint8_t buf[256];
     pgtmp_createdb("wire_scalars", uri, sizeof uri);
-    PGconn *c = plain(uri);
+    PGconn *c = pgtmp_connect(uri);
     pgwire_params p;
     uint8_t id[16], back[16];
     for (int i = 0; i < 16; i++)
@@ -185,7 +152,7 @@ Test(wire, arrays_round_trip_with_null_elements)
     char uri[256];
     static uint8_t buf[4096];
     pgtmp_createdb("wire_arrays", uri, sizeof uri);
-    PGconn *c = plain(uri);
+    PGconn *c = pgtmp_connect(uri);
     pgwire_params p;
     const int64_t i8[] = {1, 0, INT64_MIN, INT64_MAX};
     const bool i8n[] = {false, true, false, false};
@@ -370,13 +337,15 @@ Test(turn, several_statements_are_one_transaction_answered_in_order_after_commit
         cr_assert_eq(now, t.now_ms, "turn_begin's now is the statements' now");
     }
     pgturn_clear_results(&t);
-    /* Committed once: the next turn is a later transaction. */
+    /* Committed: the next turn is a transaction of its own. */
     pgturn t2 = {.conn = c, .stmts = s, .n = 1};
     run(&t2);
     cr_assert_eq(t2.outcome, PGTURN_COMMITTED, "%s", t2.message);
     int64_t xid;
     cr_assert_eq(pgwire_get_int8(s[0].result, 0, 0, &xid), BERTH_OK);
-    cr_assert_eq(xid, xid0 + 1, "BEGIN..COMMIT took exactly one transaction id");
+    /* Other tests' databases take ids from the same cluster meanwhile:
+     * later, not necessarily next. */
+    cr_assert_gt(xid, xid0, "the next turn is a later transaction");
     pgturn_clear_results(&t2);
     pgconn_close(c);
 }
@@ -477,12 +446,12 @@ Test(turn, a_lock_timeout_is_reported_rerunnable)
 {
     char uri[256];
     PGconn *c = turn_conn("turn_locked", uri, sizeof uri);
-    PGconn *holder = plain(uri);
-    exec_ok(holder, "INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, "
-                    "retries_left, body_bytes, payload) VALUES "
-                    "('b3000000-0000-0000-0000-000000000009', 'l', 0, 0, 0, 0, 0, '')");
-    exec_ok(holder, "BEGIN");
-    exec_ok(holder, "SELECT 1 FROM berth.tasks FOR UPDATE");
+    PGconn *holder = pgtmp_connect(uri);
+    pgtmp_exec(holder, "INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, "
+                       "retries_left, body_bytes, payload) VALUES "
+                       "('b3000000-0000-0000-0000-000000000009', 'l', 0, 0, 0, 0, 0, '')");
+    pgtmp_exec(holder, "BEGIN");
+    pgtmp_exec(holder, "SELECT 1 FROM berth.tasks FOR UPDATE");
     uint8_t b[64], id[16];
     pgwire_params p;
     id_of(id, 9);
@@ -508,7 +477,7 @@ Test(turn, a_lock_timeout_is_reported_rerunnable)
     cr_assert_str_eq(t.sqlstate, "55P03");
     cr_assert(t.rerunnable, "a lock timeout is re-runnable");
     cr_assert_not(t.broken);
-    exec_ok(holder, "ROLLBACK");
+    pgtmp_exec(holder, "ROLLBACK");
     pgturn t2 = {.conn = c, .stmts = s, .n = 1};
     run(&t2);
     cr_assert_eq(t2.outcome, PGTURN_COMMITTED, "re-run after the holder let go: %s", t2.message);
@@ -610,7 +579,7 @@ Test(turn, lost_before_commit_was_sent_is_not_kept)
 {
     char uri[256];
     PGconn *c = turn_conn("turn_lost", uri, sizeof uri);
-    PGconn *look = plain(uri);
+    PGconn *look = pgtmp_connect(uri);
     uint8_t b0[256], b1[16], b2[64];
     pgwire_params p0, p1, p2;
     insert_params(&p0, b0, sizeof b0, 1, "lost");
@@ -632,7 +601,7 @@ Test(turn, lost_before_commit_was_sent_is_not_kept)
                  t.message);
     cr_assert(t.broken);
     cr_assert_null(s[0].result);
-    cr_assert_eq(one_long(look, "SELECT count(*) FROM berth.tasks"), 0, "not kept");
+    cr_assert_eq(pgtmp_one_long(look, "SELECT count(*) FROM berth.tasks"), 0, "not kept");
     pgconn_close(c);
 
     /* One round: COMMIT is on the wire with the sleep, so the same loss is

@@ -292,3 +292,31 @@ void pgtmp_createdb(const char *name, char *uri, size_t len)
     pgconn_close(c);
     snprintf(uri, len, "%s/%s", base, name);
 }
+
+PGconn *pgtmp_connect(const char *uri)
+{
+    char err[1024];
+    PGconn *c = NULL;
+    int rv = pgconn_open(uri, "berth-tests", 10000, &c, err, sizeof err);
+    cr_assert_eq(rv, BERTH_OK, "%s", err);
+    return c;
+}
+
+void pgtmp_exec(PGconn *c, const char *sql)
+{
+    char err[1024];
+    int rv = pgconn_exec(c, sql, sql, err, sizeof err);
+    cr_assert_eq(rv, BERTH_OK, "%s", err);
+}
+
+long pgtmp_one_long(PGconn *c, const char *sql)
+{
+    char err[1024];
+    PGresult *r = NULL;
+    int rv = pgconn_query(c, sql, 0, NULL, sql, &r, err, sizeof err);
+    cr_assert_eq(rv, BERTH_OK, "%s", err);
+    cr_assert_gt(PQntuples(r), 0, "%s: no row", sql);
+    long v = PQgetisnull(r, 0, 0) ? 0 : strtol(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return v;
+}

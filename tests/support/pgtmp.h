@@ -4,7 +4,8 @@
  *
  * One cluster per test binary: its Criterion runner starts it in a
  * ReportHook(PRE_ALL) with pgtmp_runner_start() and stops it in
- * ReportHook(POST_ALL) with pgtmp_runner_stop(); Criterion then runs each
+ * ReportHook(POST_ALL) with pgtmp_runner_stop() (pgtmp_hooks.h holds the
+ * two, for one file of each test binary to include); Criterion then runs each
  * test in a process of its own, which finds the cluster through the
  * environment (PGTMP_ENV_URI, inherited) and asks for a fresh database with
  * pgtmp_createdb(). The cluster is initdb's (trust, superuser "berth",
@@ -24,6 +25,8 @@
 
 #include <stddef.h>
 
+#include <libpq-fe.h>
+
 #define PGTMP_ENV_URI   "BERTH_TEST_PG_URI"   /* postgresql://berth@127.0.0.1:PORT */
 #define PGTMP_ENV_ERROR "BERTH_TEST_PG_ERROR" /* why the cluster did not start */
 
@@ -42,5 +45,12 @@ void pgtmp_createdb(const char *name, char *uri, size_t len);
 /* A TCP port on 127.0.0.1 that nothing listened on a moment ago (bind 0,
  * read it, close): for a server to take, or to find nobody at. */
 int pgtmp_free_port(void);
+
+/* In a test, each failing the test when it cannot: a connection to uri
+ * (pgconn_open, 10 s); a statement run to completion; the first column
+ * of the first row of sql as a number. */
+PGconn *pgtmp_connect(const char *uri);
+void pgtmp_exec(PGconn *c, const char *sql);
+long pgtmp_one_long(PGconn *c, const char *sql);
 
 #endif
