@@ -50,9 +50,9 @@
 #include <sys/prctl.h>
 #include <time.h>
 
-#include <sodium.h>
-
+#include "engine/actor.h"
 #include "engine/admin.h"
+#include "engine/backend.h"
 #include "engine/calls.h"
 #include "engine/claim.h"
 #include "engine/commit.h"
@@ -81,6 +81,8 @@ struct actor {
     bool held;                  /* engine_hold(): take no request until it ends */
     atomic_uint_fast64_t turns; /* turns finished */
 };
+
+static const engine_backend actor_backend; /* at the end */
 
 static uint64_t now_ms(engine *e)
 {
@@ -489,7 +491,7 @@ static void actor_wake(void *arg)
     pthread_mutex_unlock(&e->actor->mu);
 }
 
-/* ---- public API ---- */
+/* ---- the backend (backend.h) ---- */
 
 static uint64_t clock_thunk(void *ctx)
 {
@@ -505,7 +507,7 @@ static store_options options_for_store(engine *e)
     };
 }
 
-static void engine_free(engine *e)
+static void actor_free(engine *e)
 {
     recover_clear(e);
     size_t i = 0;
@@ -573,21 +575,16 @@ static int actor_init(engine *e)
     return BERTH_OK;
 }
 
-int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
+int actor_open(const engine_options *o, engine **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (sodium_init() < 0) {
-        snprintf(err, errlen, "libsodium failed to initialise");
-        return BERTH_EINVAL;
-    }
-    int rv = engine_options_check(o, err, errlen);
-    if (rv != BERTH_OK)
-        return rv;
+    int rv;
     engine *e = mem_calloc(1, sizeof(*e));
     if (e == NULL) {
         snprintf(err, errlen, "out of memory");
         return BERTH_ENOMEM;
     }
+    e->front.vt = &actor_backend;
     e->o = *o;
     e->o.channels = NULL;
     e->o.n_channels = 0;
@@ -609,7 +606,7 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
         table_init(&e->routes) || table_init(&e->t.keys) || table_init(&e->owners) ||
         table_init(&e->instances) || table_init(&e->tcounters) || actor_init(e)) {
         snprintf(err, errlen, "out of memory");
-        engine_free(e);
+        actor_free(e);
         return BERTH_ENOMEM;
     }
     store_options so = options_for_store(e);
@@ -623,7 +620,7 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     if (rv == BERTH_OK)
         rv = deploy_boot(e, o, err, errlen);
     if (rv != BERTH_OK) {
-        engine_free(e);
+        actor_free(e);
         return rv;
     }
     e->recovery = (engine_recovery){.store_ms = t1 - t0,
@@ -639,14 +636,14 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     if (commit_start(e, actor_wake, e) != BERTH_OK ||
         pthread_create(&e->actor->thread, NULL, actor_main, e) != 0) {
         snprintf(err, errlen, "cannot start the engine threads");
-        engine_free(e);
+        actor_free(e);
         return BERTH_ENOMEM;
     }
     *out = e;
     return BERTH_OK;
 }
 
-void engine_stop(engine *e)
+static void actor_stop(engine *e)
 {
     struct actor *a = e->actor;
     pthread_mutex_lock(&a->mu);
@@ -657,14 +654,6 @@ void engine_stop(engine *e)
     pthread_mutex_unlock(&a->mu);
     if (join)
         pthread_join(a->thread, NULL);
-}
-
-void engine_close(engine *e)
-{
-    if (e == NULL)
-        return;
-    engine_stop(e);
-    engine_free(e);
 }
 
 static int enqueue(engine *e, const engine_request *req, engine_done_fn done, void *arg)
@@ -695,68 +684,7 @@ static int enqueue(engine *e, const engine_request *req, engine_done_fn done, vo
     return BERTH_OK;
 }
 
-int engine_exec(engine *e, const engine_request *req, engine_done_fn done, void *arg)
-{
-    if (req->op == ENGINE_OP_CANCEL)
-        return BERTH_EINVAL; /* engine_cancel() */
-    return enqueue(e, req, done, arg);
-}
-
-static void cancel_done(void *arg, engine_reply *r)
-{
-    (void)arg;
-    engine_reply_free(r);
-}
-
-int engine_cancel(engine *e, uint64_t owner)
-{
-    engine_request req = {.op = ENGINE_OP_CANCEL};
-    req.u.cancel.owner = owner;
-    return enqueue(e, &req, cancel_done, NULL);
-}
-
-typedef struct sync_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    engine_reply *reply;
-    bool done;
-} sync_wait;
-
-static void sync_done(void *arg, engine_reply *r)
-{
-    sync_wait *w = arg;
-    pthread_mutex_lock(&w->mu);
-    w->reply = r;
-    w->done = true;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
-engine_reply *engine_exec_sync(engine *e, const engine_request *req)
-{
-    sync_wait w = {.done = false};
-    pthread_mutex_init(&w.mu, NULL);
-    pthread_cond_init(&w.cv, NULL);
-    engine_reply *r = NULL;
-    if (engine_exec(e, req, sync_done, &w) == BERTH_OK) {
-        pthread_mutex_lock(&w.mu);
-        while (!w.done)
-            pthread_cond_wait(&w.cv, &w.mu);
-        pthread_mutex_unlock(&w.mu);
-        r = w.reply;
-    }
-    pthread_mutex_destroy(&w.mu);
-    pthread_cond_destroy(&w.cv);
-    return r;
-}
-
-void engine_tick(engine *e)
-{
-    engine_request req = {.op = ENGINE_OP_TICK};
-    engine_reply_free(engine_exec_sync(e, &req));
-}
-
-void engine_failpoint_set(engine *e, engine_failpoint fp, int n)
+static void actor_failpoint_set(engine *e, engine_failpoint fp, int n)
 {
     if (fp != ENGINE_FP_PARK && e->store == NULL)
         return; /* halted, between reopens: no store to fail */
@@ -779,7 +707,7 @@ void engine_failpoint_set(engine *e, engine_failpoint fp, int n)
     }
 }
 
-void engine_hold(engine *e, bool hold)
+static void actor_hold(engine *e, bool hold)
 {
     pthread_mutex_lock(&e->actor->mu);
     e->actor->held = hold;
@@ -787,13 +715,24 @@ void engine_hold(engine *e, bool hold)
     pthread_mutex_unlock(&e->actor->mu);
 }
 
-void engine_recovery_get(const engine *e, engine_recovery *out)
+static void actor_recovery_get(const engine *e, engine_recovery *out)
 {
     *out = e->recovery;
 }
 
-void engine_durability(engine *e, engine_durable *out)
+static void actor_durability(engine *e, engine_durable *out)
 {
     commit_durability(e, out);
     out->turns = atomic_load(&e->actor->turns);
 }
+
+static const engine_backend actor_backend = {
+    .name = "embedded",
+    .enqueue = enqueue,
+    .stop = actor_stop,
+    .free = actor_free,
+    .failpoint_set = actor_failpoint_set,
+    .hold = actor_hold,
+    .recovery_get = actor_recovery_get,
+    .durability = actor_durability,
+};

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/backend.h"
 #include "engine/heap.h"
 #include "engine/hist.h"
 #include "engine/idtab.h"
@@ -342,6 +343,7 @@ struct actor;
 struct committer;
 
 struct engine {
+    struct engine_front front; /* first: engine.h's functions call through it */
     engine_options o; /* copied; o.channels is not used after open */
     engine_clock clock;
     store *store;

@@ -46,6 +46,9 @@
  *   cycle.
  *
  *   include map begin
+ *     front    -> actor backend engine
+ *     backend  -> engine
+ *     actor    -> backend engine
  *     actor    -> submit claim guard admin relay calls deploy commit recover
  *     actor    -> instance listing wait state turn reply core
  *     submit   -> deploy instance rules check state turn reply core
@@ -67,7 +70,7 @@
  *     options  -> check
  *     check    -> reply utf8 engine
  *     reply    -> mem utf8 engine
- *     core     -> heap hist idtab table mem engine
+ *     core     -> backend heap hist idtab table mem engine
  *     heap     -> mem
  *     idtab    -> mem
  *     table    -> mem
@@ -680,6 +683,11 @@ typedef struct engine_channel {
 
 typedef struct engine_options {
     const char *data_dir;
+    /* NULL or "": the embedded store in data_dir. Else a PostgreSQL
+     * connection string (postgresql://... or key=value pairs, several
+     * hosts allowed): the engine keeps its state in that database, shared
+     * with any other engine opened on it (pg/README.md). */
+    const char *store_uri;
     engine_clock clock; /* now_ms NULL: the system clock */
 
     /* Bounds (R6): omitted → default; over the ceiling → INVALID_ARGUMENT. */
@@ -757,14 +765,21 @@ void engine_options_default(engine_options *o);
  * name, e.g. "lock-default-ms". */
 int engine_options_check(const engine_options *o, char *msg, size_t msglen);
 
-/* Opens the store in o->data_dir, rebuilds memory from it, starts the
- * actor. The options (and what they point to) are copied. On failure a
+/* Opens the store (o->store_uri's database, else the embedded one in
+ * o->data_dir), rebuilds memory from it, starts the actor. The options (and what they point to) are copied. On failure a
  * message goes to err. Open and start in one, unlike the gateway's
  * servers (ARCHITECTURE.md, "Conventions"): nothing can be done with an
  * engine whose actor has not started, and nothing it owns is shared
  * before engine_open() returns, so there is no step between for a caller
  * to take. */
 int engine_open(const engine_options *o, engine **out, char *err, size_t errlen);
+/* Whether o names a PostgreSQL store (store_uri set). */
+bool engine_store_is_pg(const engine_options *o);
+/* "data=DIR", or "store=host=... port=... dbname=... user=..." (never a
+ * password): where the store is, for messages. */
+void engine_store_describe(const engine_options *o, char *buf, size_t len);
+/* "embedded" or "postgresql". */
+const char *engine_store_name(const engine *e);
 /* Finishes the turn in flight, answers everything still queued or waiting
  * UNAVAILABLE and stops the actor; from then on engine_exec() returns
  * BERTH_ECLOSED. The handle stays valid until engine_close(). Idempotent. */

@@ -25,6 +25,9 @@ typedef struct setting {
 
 static const setting settings[] = {
     {"data", S_STR, E(data_dir), "data directory (the embedded store)"},
+    {"store", S_STR, E(store_uri),
+     "a PostgreSQL database instead of the embedded store: postgresql://... (several hosts "
+     "allowed) or key=value pairs; any number of berthd may share one"},
     {"operate", S_STR, G(operate_url), "operate surface URL (producers and workers)"},
     {"admin", S_STR, G(admin_url), "admin surface URL (operators; loopback unless a key file)"},
     {"admin-key-file", S_STR, G(admin_key_file),
@@ -378,6 +381,10 @@ int gw_config_load(gw_config *c, int argc, char **argv, char *err, size_t errlen
 
     c->eng.channels = c->channels;
     c->eng.n_channels = c->n_channels;
+    if (engine_store_is_pg(&c->eng) && strcmp(c->eng.data_dir, "./var/berth") != 0) {
+        snprintf(err, errlen, "--store and --data name two stores: give one");
+        return GW_CONFIG_ERROR;
+    }
     if (engine_options_check(&c->eng, err, errlen) != BERTH_OK)
         return GW_CONFIG_ERROR;
     if (c->eng.wait_max_ms >= 60000) {

@@ -233,9 +233,11 @@ static void say_ready(const gateway *g, const gw_config *cfg)
             " ms)\n",
             rec.tasks, rec.deliveries, rec.instances, rec.store_ms + rec.rebuild_ms, rec.store_ms,
             rec.rebuild_ms);
-    printf("berthd ready operate=%s admin=%s events=%s metrics=%s data=%s\n",
-           gw_server_url(g->server), gw_server_url(g->admin_server), gw_events_url(g->events),
-           gw_metrics_url(g->metrics), cfg->eng.data_dir);
+    char where[400];
+    engine_store_describe(&cfg->eng, where, sizeof where);
+    printf("berthd ready operate=%s admin=%s events=%s metrics=%s %s\n", gw_server_url(g->server),
+           gw_server_url(g->admin_server), gw_events_url(g->events), gw_metrics_url(g->metrics),
+           where);
     fflush(stdout);
 }
 
@@ -297,7 +299,8 @@ static int serve(gw_config *cfg)
     int rv = outlets_open(&g, cfg, err, sizeof(err));
     if (rv == BERTH_OK) {
         rv = engine_open(&cfg->eng, &g.e, err, sizeof(err));
-        status = rv == BERTH_EINVAL ? 2 : 1;
+        /* A bad setting, or a store newer than this build: no restart helps. */
+        status = rv == BERTH_EINVAL || rv == BERTH_EFORMAT ? 2 : 1;
     }
     if (rv == BERTH_OK && servers_run(&g, cfg, err, sizeof(err)) == BERTH_OK) {
         say_ready(&g, cfg);

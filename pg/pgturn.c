@@ -242,6 +242,37 @@ int pgturn_start(pgturn *t)
     return BERTH_OK;
 }
 
+/* The first round is in and kept: the caller's hook builds the rest
+ * (t->n, t->stmts beyond n_first, t->notify) from its results. false: the
+ * turn is abandoned (ROLLBACK), the message says why. */
+static bool second_round(pgturn *t)
+{
+    if (t->between != NULL && !t->between(t, t->between_arg)) {
+        if (t->message[0] == '\0')
+            snprintf(t->message, sizeof t->message, "the turn's second round could not be built");
+        return false;
+    }
+    for (size_t i = t->n_first; i < t->n; i++) {
+        t->stmts[i].result = t->stmts[i].held = NULL;
+        if (t->stmts[i].name == NULL ||
+            (t->stmts[i].params != NULL && pgwire_params_status(t->stmts[i].params) != BERTH_OK)) {
+            snprintf(t->message, sizeof t->message,
+                     "statement %zu of the turn's second round is malformed", i);
+            return false;
+        }
+    }
+    if (t->notify != NULL && strlen(t->notify) >= 8000) {
+        snprintf(t->message, sizeof t->message, "the turn's notification is 8000 bytes or more");
+        return false;
+    }
+    return true;
+}
+
+const PGresult *pgturn_first_result(const pgturn *t, size_t i)
+{
+    return i < t->n_first ? t->stmts[i].held : NULL;
+}
+
 short pgturn_events(const pgturn *t)
 {
     return (short)(POLLIN | (t->want_write ? POLLOUT : 0));
@@ -383,6 +414,10 @@ int pgturn_advance(pgturn *t)
                  * it were unread never came back, libpq 15.) */
                 if (!t->round2_sent && t->next == 2 + t->n_first) {
                     t->round2_sent = true;
+                    if (!t->error_seen && !second_round(t)) {
+                        t->error_seen = true;
+                        t->failed = (int)t->n_first;
+                    }
                     if (!(t->error_seen ? sync(t) : queue_to(t, n_cmds(t), true)))
                         lost(t, NULL);
                     else

@@ -10,9 +10,8 @@
  * on its first ones' results (§3.5: guarded requests) sets n_first: BEGIN,
  * turn_begin and stmts[0, n_first) go first, closed by a flush request
  * (PQsendFlushRequest: the transaction stays open); the rest, the notify and
- * COMMIT are sent only once those results are in. (For now the later
- * statements are given up front; the actor will build them from RTT1's
- * results between the two.)
+ * COMMIT are sent only once those results are in, and the `between` hook
+ * may build them from those results first.
  *
  * The rule the outcome keeps: nothing is answered before COMMIT returns.
  * Each statement's result reaches the caller (stmts[i].result) only when
@@ -88,6 +87,13 @@ typedef struct pgturn {
     size_t n;
     size_t n_first;     /* 0: one round trip; else stmts[0, n_first) first (§3.5) */
     const char *notify; /* the pg_notify payload, or NULL: none */
+    /* n_first > 0: called once the first round's results are in and none
+     * failed, before the rest is sent. It reads them (pgturn_first_result)
+     * and may set what follows: t->n and t->stmts[n_first, n) (the array
+     * must have room), t->notify. false: the transaction is rolled back
+     * (ABORTED, t->message set by it or a default); nothing is kept. */
+    bool (*between)(struct pgturn *t, void *arg);
+    void *between_arg;
 
     /* out */
     pgturn_outcome outcome;
@@ -143,6 +149,9 @@ int pgturn_run(pgturn *t, uint64_t deadline_ms);
 
 /* The monotonic clock pgturn_run()'s deadline is on, ms. */
 uint64_t pgturn_mono_ms(void);
+
+/* In the between hook: stmts[i]'s result (i < n_first), else NULL. */
+const PGresult *pgturn_first_result(const pgturn *t, size_t i);
 
 /* Drops what the turn still holds (results of a turn that did not
  * commit are dropped already; this clears handed-over ones too). */

@@ -12,11 +12,11 @@
 #      include between modules is in the map, and every edge of the map is
 #      an include.
 #
-#   tools/check-engine.sh LIBBERTH_ENGINE.a
+#   tools/check-engine.sh LIBBERTH_ENGINE_MEM.a LIBBERTH_ENGINE.a
 set -euo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
-lib=${1:?usage: check-engine.sh path/to/libberth_engine.a}
+[ $# -gt 0 ] || { echo "usage: check-engine.sh path/to/libberth_engine*.a..." >&2; exit 2; }
 fail=0
 
 edges=$(for f in engine/*.c engine/*.h; do
@@ -39,7 +39,7 @@ while read -r obj sym; do
     __odr_asan."$mod"_*) ;; # AddressSanitizer's mark of a global variable
     *) echo "$obj: $sym does not carry its module's prefix ${mod}_" >&2; fail=1 ;;
   esac
-done < <(nm -A -g --defined-only "$lib" | awk -F'[: ]+' 'NF>=4 {print $2, $NF}')
+done < <(nm -A -g --defined-only "$@" | awk -F'[: ]+' 'NF>=4 {print $2, $NF}')
 
 # 3. The map: its lines as "module target..." ("(none)": a leaf); a line
 # that does not read so comes out as "! line".

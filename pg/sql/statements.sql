@@ -4,8 +4,14 @@
 --
 -- Parameters and results are binary (pg/pgwire.c): every parameter carries
 -- its type as a cast, since the statements are prepared without parameter
--- types. Times are bigint Unix ms, ids uuid. Later increments add the
--- operations' statements here (pg/README.md §3).
+-- types. Times are bigint Unix ms, ids uuid, `now` is berth.now_ms() (the
+-- turn's clock). Every statement runs inside a turn (BEGIN; turn_begin;
+-- ...; COMMIT, READ COMMITTED). The task path's statements (submit,
+-- claim1, claimk, guard_read, tasks_delete, tasks_update,
+-- incidents_insert, topics_due) are proven against a server by
+-- tests/pg/test_ops.c; the actor reads their results by position, so a
+-- change of a parameter or result column is a change of pg/pgactor.c too.
+-- Later increments add the other operations' statements (pg/README.md §3).
 
 -- name: turn_begin
 -- The turn's clock and deployment epoch (§3.0); $1: the manual clock or NULL.
@@ -27,3 +33,251 @@ RETURNING id, created_at;
 -- name: tasks_count
 -- Live and terminal tasks of a topic.
 SELECT count(*) FROM berth.tasks WHERE topic = $1::text;
+
+-- name: submit
+-- Every plain submit of the turn in one statement (§3.1, R1, R17): no
+-- deployments or routes yet (deployment stays 0, nothing is refused). One
+-- element per item in each array; the item's number is its 1-based place.
+--   $1 uuid[] ids (the caller's), $2 text[] topics, $3 bytea[] payloads,
+--   $4 text[] every item's headers flattened, name,value,name,value...,
+--   $5 int4[] hdr_start: 1-based index into $4 of the item's first name (any
+--      value, NULL too, when its count is 0), $6 int4[] hdr_count: the
+--      item's TEXT ELEMENTS in $4 (2 x its headers), $7 text[] content types
+--      (NULL: none), $8 text[] idempotency keys (NULL: no key), $9 int8[]
+--      delay_ms (NULL: none), $10 int8[] not_before, Unix ms (NULL: none),
+--   $11 int8[] priorities, $12 int4[] body_bytes, $13 int8 the dedup
+--   horizon ms, $14 int4 retries (the failure budget: retries_left).
+-- available_at = greatest(now, now + delay_ms, else not_before, else now);
+-- created_at = now. A key is a berth.submit_keys row ('s', topic, key):
+-- inserted, or, when its row is past the horizon (at <= now - horizon),
+-- taken over (id, at replaced); within it the row is kept and names the
+-- earlier task, even one completed since (a duplicate answering the old
+-- id). The row is written either way, so a second replica submitting the
+-- same key waits for the first's commit, then reads its id. Keys are
+-- written in (topic, key) order (no deadlock between replicas). The caller
+-- folds repeats of a key within one turn first: each (topic, key) at most
+-- once per call (ON CONFLICT DO UPDATE cannot touch a row twice). A task
+-- row is inserted for an item without a key or whose own id won; seq
+-- follows the item order.
+-- Result, one row per item, in no particular order (sort by no):
+--   no int4 (1-based), winner uuid: NULL without a key; else the id the key
+--   names now: the item's own id = new, another = duplicate of that task.
+WITH items AS (
+  SELECT u.* FROM unnest($1::uuid[], $2::text[], $3::bytea[], $5::int4[], $6::int4[],
+                         $7::text[], $8::text[], $9::int8[], $10::int8[], $11::int8[],
+                         $12::int4[]) WITH ORDINALITY
+                  AS u(id, topic, payload, hs, hc, ct, key, delay_ms, not_before, prio,
+                       bytes, no)),
+ keyed AS (
+  INSERT INTO berth.submit_keys AS k (kind, topic, key, id, at)
+  SELECT 's', i.topic, i.key, i.id, berth.now_ms() FROM items i
+   WHERE i.key IS NOT NULL ORDER BY i.topic, i.key
+  ON CONFLICT (kind, topic, key) DO UPDATE
+    SET id = CASE WHEN k.at <= berth.now_ms() - $13::int8 THEN excluded.id ELSE k.id END,
+        at = CASE WHEN k.at <= berth.now_ms() - $13::int8 THEN excluded.at ELSE k.at END
+  RETURNING k.topic, k.key, k.id),
+ ins AS (
+  INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, retries_left,
+                           content_type, headers, body_bytes, payload)
+  SELECT i.id, i.topic, i.prio, berth.now_ms(),
+         greatest(berth.now_ms(),
+                  coalesce(berth.now_ms() + i.delay_ms, i.not_before, berth.now_ms())),
+         $14::int4, i.ct,
+         CASE WHEN i.hc > 0 THEN ($4::text[])[i.hs : i.hs + i.hc - 1] ELSE '{}' END,
+         i.bytes, i.payload
+    FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key
+   WHERE i.key IS NULL OR k.id = i.id
+   ORDER BY i.no)
+SELECT i.no::int4 AS no, k.id AS winner
+  FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key;
+
+-- name: claim1
+-- The claim on one topic (§3.4, R5): the most urgent fetchable tasks, by
+-- priority, then fetchable_at, then seq (tasks_claim's order: an ordered
+-- index scan, LockRows under Limit). Rows other turns hold locked are
+-- skipped, not waited for; a row another turn claimed and committed after
+-- this statement's snapshot is re-checked on its new version (EPQ: the
+-- predicate is in the locking query) and dropped. The first row is always
+-- taken, later ones while the running sum of body_bytes <= max_bytes; rows
+-- locked past the budget are not updated (their locks end at COMMIT).
+--   $1 text topic, $2 int4 n, $3 int8 lock_ms, $4 text worker_id,
+--   $5 int8 max_bytes.
+-- Each taken row gets lock_expires_at = now + lock_ms, the worker, a fresh
+-- lock_token, claims + 1.
+-- Result, one row per task taken, in no particular order (sort by k):
+--   k int8 (1-based rank in claim order), id uuid, topic text, lock_token
+--   uuid, lock_expires_at int8, claims int4, retries_left int4, available_at
+--   int8, created_at int8, priority int8, instance_id uuid (NULL: not a
+--   call's), call_attempt int4 (NULL), content_type text (NULL), headers
+--   text[], body_bytes int4, payload bytea.
+WITH c AS (SELECT id, priority, fetchable_at, seq, body_bytes FROM berth.tasks
+            WHERE topic = $1::text AND NOT terminal AND fetchable_at <= berth.now_ms()
+            ORDER BY priority, fetchable_at, seq LIMIT $2::int4 FOR UPDATE SKIP LOCKED),
+     w AS (SELECT c.*, sum(body_bytes) OVER (ORDER BY priority, fetchable_at, seq) AS run,
+                  row_number() OVER (ORDER BY priority, fetchable_at, seq) AS k FROM c)
+UPDATE berth.tasks t SET lock_expires_at = berth.now_ms() + $3::int8, worker_id = $4::text,
+       lock_token = gen_random_uuid(), claims = t.claims + 1
+  FROM w WHERE t.id = w.id AND (w.k = 1 OR w.run <= $5::int8)
+RETURNING w.k, t.id, t.topic, t.lock_token, t.lock_expires_at, t.claims, t.retries_left,
+          t.available_at, t.created_at, t.priority, t.instance_id, t.call_attempt,
+          t.content_type, t.headers, t.body_bytes, t.payload;
+
+-- name: claimk
+-- claim1 over several topics (§3.4): per topic its n most urgent fetchable
+-- tasks (a LATERAL ordered scan of tasks_claim each), merged in claim
+-- order, the first 2n kept as candidates, then locked in that order with
+-- the predicate restated (EPQ re-checks it; FOR UPDATE cannot follow a
+-- UNION, hence LATERAL) and SKIP LOCKED; the byte budget and the update
+-- as claim1. Candidates are read without locks: if it takes fewer than n
+-- while some candidates were ready, others took them (the caller may look
+-- again in the same turn).
+--   $1 text[] topics, $2 int4 n, $3 int8 lock_ms, $4 text worker_id,
+--   $5 int8 max_bytes.
+-- Result: claim1's columns.
+WITH cand AS (SELECT x.id FROM unnest($1::text[]) AS tp(name) CROSS JOIN LATERAL
+               (SELECT id, priority, fetchable_at, seq FROM berth.tasks
+                 WHERE topic = tp.name AND NOT terminal AND fetchable_at <= berth.now_ms()
+                 ORDER BY priority, fetchable_at, seq LIMIT $2::int4) x
+              ORDER BY x.priority, x.fetchable_at, x.seq LIMIT $2::int4 * 2),
+     c AS (SELECT id, priority, fetchable_at, seq, body_bytes FROM berth.tasks
+            WHERE id IN (SELECT id FROM cand) AND NOT terminal
+              AND fetchable_at <= berth.now_ms()
+            ORDER BY priority, fetchable_at, seq LIMIT $2::int4 FOR UPDATE SKIP LOCKED),
+     w AS (SELECT c.*, sum(body_bytes) OVER (ORDER BY priority, fetchable_at, seq) AS run,
+                  row_number() OVER (ORDER BY priority, fetchable_at, seq) AS k FROM c)
+UPDATE berth.tasks t SET lock_expires_at = berth.now_ms() + $3::int8, worker_id = $4::text,
+       lock_token = gen_random_uuid(), claims = t.claims + 1
+  FROM w WHERE t.id = w.id AND (w.k = 1 OR w.run <= $5::int8)
+RETURNING w.k, t.id, t.topic, t.lock_token, t.lock_expires_at, t.claims, t.retries_left,
+          t.available_at, t.created_at, t.priority, t.instance_id, t.call_attempt,
+          t.content_type, t.headers, t.body_bytes, t.payload;
+
+-- name: guard_read
+-- RTT1 of the guarded requests (§3.3, R8): every guarded task of the turn,
+-- read and locked (FOR UPDATE, in id order: no deadlock between replicas)
+-- until COMMIT, so what the rules decide from them cannot change under
+-- them. A row updated by a turn that committed meanwhile is read as it is
+-- now; one deleted meanwhile is absent (NOT_FOUND).
+--   $1 uuid[] ids, sorted and distinct.
+-- Result, one row per id found, in id order: id uuid, topic text, terminal
+--   bool, worker_id text, lock_token uuid, lock_expires_at int8 (NULL:
+--   never claimed), claims int4, failures int4, retries_left int4,
+--   available_at int8, created_at int8, priority int8, instance_id uuid,
+--   call_attempt int4, err_code text, err_message text, err_details text
+--   (the last six NULL when unset).
+SELECT id, topic, terminal, worker_id, lock_token, lock_expires_at, claims, failures,
+       retries_left, available_at, created_at, priority, instance_id, call_attempt,
+       err_code, err_message, err_details
+  FROM berth.tasks WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE;
+
+-- name: tasks_delete
+-- R9: the tasks a turn completed (dispatched) or refused away; ids not
+-- there are no error. $1 uuid[] ids. No rows (a command).
+DELETE FROM berth.tasks WHERE id = ANY($1::uuid[]);
+
+-- name: tasks_update
+-- RTT2's outcomes of fail, extend_lock, release, a refused intake's retake
+-- (§3.3), one element per task: the row's new lock and schedule, budget and
+-- state, and its error. fetchable_at follows (generated).
+--   $1 uuid[] ids (distinct), $2 int8[] lock_expires_at (NULL element: no
+--   lock), $3 int8[] available_at, $4 int4[] retries_left, $5 int4[]
+--   failures, $6 bool[] terminal, $7 text[] err_code, $8 text[]
+--   err_message, $9 text[] err_details, $10 bool[] set_err (false: the
+--   row's error columns are kept and $7..$9 ignored).
+-- No rows (a command).
+UPDATE berth.tasks t
+   SET lock_expires_at = u.lx, available_at = u.av, retries_left = u.rl, failures = u.f,
+       terminal = u.term,
+       err_code = CASE WHEN u.se THEN u.ec ELSE t.err_code END,
+       err_message = CASE WHEN u.se THEN u.em ELSE t.err_message END,
+       err_details = CASE WHEN u.se THEN u.ed ELSE t.err_details END
+  FROM unnest($1::uuid[], $2::int8[], $3::int8[], $4::int4[], $5::int4[], $6::bool[],
+              $7::text[], $8::text[], $9::text[], $10::bool[])
+       AS u(id, lx, av, rl, f, term, ec, em, ed, se)
+ WHERE t.id = u.id;
+
+-- name: incidents_insert
+-- The turn's incidents (a task gone terminal...), at the turn's now, seq
+-- in the order given.
+--   $1 int4[] kind (stored smallint: pgwire has no int2), $2 uuid[] ref,
+--   $3 text[] topic, $4 text[] code, $5 text[] message.
+-- No rows (a command).
+INSERT INTO berth.incidents (at, kind, ref, topic, code, message)
+SELECT berth.now_ms(), u.kind::smallint, u.ref, u.topic, u.code, u.message
+  FROM unnest($1::int4[], $2::uuid[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY
+       AS u(kind, ref, topic, code, message, no)
+ ORDER BY u.no;
+
+-- name: topics_due
+-- For long polls (§5.3), after a claim came back empty: per topic, when
+-- its next task may become fetchable, and whether fetchable work is there
+-- now (rows a SKIP LOCKED claim passed over: another turn's claim in
+-- flight; look again shortly). Two probes of tasks_due per topic, each the
+-- first index entry past a bound (min() over the index order): `ready` is
+-- "the least fetchable_at <= now", not an EXISTS, which the planner would
+-- answer with a sequential scan hoping to meet a match early.
+--   $1 text[] topics.
+-- Result, one row per topic given, in no particular order: topic text,
+--   next_due int8 (the least fetchable_at > now among the topic's live
+--   tasks; NULL: none), ready bool (a live task with fetchable_at <= now).
+SELECT tp.name AS topic,
+       (SELECT min(d.fetchable_at) FROM berth.tasks d
+         WHERE d.topic = tp.name AND NOT d.terminal AND d.fetchable_at > berth.now_ms())
+         AS next_due,
+       coalesce((SELECT min(r.fetchable_at) FROM berth.tasks r
+                  WHERE r.topic = tp.name AND NOT r.terminal) <= berth.now_ms(), false) AS ready
+  FROM unnest($1::text[]) AS tp(name);
+
+-- name: stats
+-- The tasks of every topic by state at the turn's now, as the embedded
+-- engine counts them (a scan: the operator's STATS, never a hot path).
+-- Result, one row per topic: topic text, ready int8, locked int8, backoff
+-- int8, delayed int8 (never claimed, not fetchable yet), terminal int8.
+WITH n AS (SELECT berth.now_ms() AS now)
+SELECT t.topic,
+       count(*) FILTER (WHERE NOT t.terminal AND NOT coalesce(t.lock_expires_at > n.now, false)
+                          AND t.available_at <= n.now) AS ready,
+       count(*) FILTER (WHERE NOT t.terminal AND t.lock_expires_at > n.now) AS locked,
+       count(*) FILTER (WHERE NOT t.terminal AND NOT coalesce(t.lock_expires_at > n.now, false)
+                          AND t.available_at > n.now AND t.claims > 0) AS backoff,
+       count(*) FILTER (WHERE NOT t.terminal AND NOT coalesce(t.lock_expires_at > n.now, false)
+                          AND t.available_at > n.now AND t.claims = 0) AS delayed,
+       count(*) FILTER (WHERE t.terminal) AS terminal
+  FROM berth.tasks t, n GROUP BY t.topic ORDER BY t.topic;
+
+-- name: turn_fail
+-- Fails the turn it is in (the engine's write failpoint, tests): $1 int4
+-- 0, a division by zero at execution, so the transaction keeps nothing.
+SELECT 1 / $1::int4;
+
+-- name: task_get
+-- One task as the operator sees it (GET_TASK), its state at the turn's now
+-- as the embedded engine tells it: 4 terminal, 2 locked, 5 delayed (never
+-- claimed, not fetchable yet), 3 backoff, 1 ready.
+--   $1 uuid id.
+-- Result, no row or one: topic text, state int4, worker_id text (NULL:
+-- never claimed), lock_expires_at int8 (NULL), available_at int8, claims
+-- int4, retries_left int4, failures int4, err_code text, err_message text,
+-- err_details text, created_at int8, priority int8, payload_bytes int4.
+SELECT t.topic,
+       (CASE WHEN t.terminal THEN 4
+             WHEN t.lock_expires_at > berth.now_ms() THEN 2
+             WHEN t.available_at > berth.now_ms() AND t.claims = 0 THEN 5
+             WHEN t.available_at > berth.now_ms() THEN 3
+             ELSE 1 END)::int4 AS state,
+       t.worker_id, t.lock_expires_at, t.available_at, t.claims, t.retries_left, t.failures,
+       t.err_code, t.err_message, t.err_details, t.created_at, t.priority,
+       octet_length(t.payload)::int4 AS payload_bytes
+  FROM berth.tasks t WHERE t.id = $1::uuid;
+
+-- name: incidents_list
+-- The operator's incidents in the order they happened (LIST_INCIDENTS), a
+-- page after (at, seq); an incident's id is its at and seq, 8 bytes each,
+-- big-endian, as the embedded store keys them.
+--   $1 int8 after_at, $2 int8 after_seq ((-1, -1): from the first),
+--   $3 int4 limit.
+-- Result: at int8, seq int8, kind int4, ref uuid, topic text, code text,
+-- message text.
+SELECT i.at, i.seq, i.kind::int4, i.ref, i.topic, i.code, i.message
+  FROM berth.incidents i WHERE (i.at, i.seq) > ($1::int8, $2::int8)
+ ORDER BY i.at, i.seq LIMIT $3::int4;

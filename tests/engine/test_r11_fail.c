@@ -146,6 +146,7 @@ Test(r11_failure_budget, retries_left_zero_is_terminal_at_once)
 
 Test(r11_failure_budget, an_operator_retry_makes_a_terminal_task_fetchable)
 {
+    h_skip_on_pg("retry_terminal comes with the operator's view on PostgreSQL");
     H.o.retries = 1;
     h_reopen();
     h_submit("t", "p", id);
@@ -168,6 +169,7 @@ Test(r11_failure_budget, an_operator_retry_makes_a_terminal_task_fetchable)
 
 Test(r11_failure_budget, an_operator_may_discard_a_terminal_task)
 {
+    h_skip_on_pg("discard_terminal comes with the operator's view on PostgreSQL");
     H.o.retries = 1;
     h_reopen();
     h_submit("t", "p", id);

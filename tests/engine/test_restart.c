@@ -77,6 +77,7 @@ Test(restart, a_terminal_task_stays_terminal_with_its_error)
 
 Test(restart, pending_deliveries_keep_their_attempts_and_due_time)
 {
+    h_skip_on_pg("push channels come with deployments on PostgreSQL");
     engine_failpoint_set(H.e, ENGINE_FP_PARK, 1);
     h_submit("t", "p", NULL); /* attempt 1 failed: due at +1000 */
     h_reopen();

@@ -17,6 +17,7 @@
 
 #include "pg/pgconn.h"
 #include "pg/pgschema.h"
+#include "pg/pgstmt.h"
 #include "store/err.h"
 #include "tests/support/pgtmp.h"
 #include "tests/support/pgtmp_hooks.h"
@@ -281,21 +282,6 @@ Test(schema, the_application_name_is_set_unless_the_uri_sets_one)
     pgconn_close(c);
 }
 
-/* pg/README.md §3.4's claim1, verbatim. */
-static const char claim1[] =
-    "PREPARE claim1 (text, int4, int8, text, int8) AS "
-    "WITH c AS (SELECT id, priority, fetchable_at, seq, body_bytes FROM berth.tasks "
-    "            WHERE topic = $1 AND NOT terminal AND fetchable_at <= berth.now_ms() "
-    "            ORDER BY priority, fetchable_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED), "
-    "     w AS (SELECT c.*, sum(body_bytes) OVER (ORDER BY priority, fetchable_at, seq) AS run, "
-    "                  row_number() OVER (ORDER BY priority, fetchable_at, seq) AS k FROM c) "
-    "UPDATE berth.tasks t SET lock_expires_at = berth.now_ms() + $3, worker_id = $4, "
-    "       lock_token = gen_random_uuid(), claims = t.claims + 1 "
-    "  FROM w WHERE t.id = w.id AND (w.k = 1 OR w.run <= $5) "
-    "RETURNING w.k, t.id, t.topic, t.lock_token, t.lock_expires_at, t.claims, t.retries_left, "
-    "          t.available_at, t.created_at, t.priority, t.instance_id, t.call_attempt, "
-    "          t.content_type, t.headers, t.body_bytes, t.payload";
-
 Test(schema, the_claim_index_serves_the_claim_order)
 {
     char uri[256], plan[8192] = "";
@@ -313,7 +299,17 @@ Test(schema, the_claim_index_serves_the_claim_order)
                   "decode(repeat('ab', 100), 'hex') FROM generate_series(1, 5000) g");
     pgtmp_exec(c, "ANALYZE berth.tasks");
     pgtmp_exec(c, "SET plan_cache_mode = force_generic_plan");
-    pgtmp_exec(c, claim1);
+    /* claim1 as berth prepares it (pg/sql/statements.sql): untyped, its
+     * parameters typed by their casts. */
+    pgstmt_table tab;
+    cr_assert_eq(pgstmt_load(&tab, err, sizeof err), BERTH_OK, "%s", err);
+    const char *claim1 = pgstmt_sql(&tab, "claim1");
+    cr_assert_not_null(claim1);
+    PGresult *pr = PQprepare(c, "claim1", claim1, 0, NULL);
+    cr_assert_eq(pgconn_check(c, pr, PGRES_COMMAND_OK, "claim1", err, sizeof err), BERTH_OK, "%s",
+                 err);
+    PQclear(pr);
+    pgstmt_fini(&tab);
 
     cr_assert_eq(pgconn_query(c, "EXPLAIN EXECUTE claim1('t3', 10, 30000, 'w1', 1048576)", 0, NULL,
                               "explain claim1", &r, err, sizeof err),

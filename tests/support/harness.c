@@ -11,8 +11,43 @@
 #include <unistd.h>
 
 #include "store/err.h"
+#ifdef BERTH_WITH_PG
+#include <criterion/hooks.h>
+
+#include "tests/support/pgtmp.h"
+#endif
 
 harness H;
+
+bool h_store_is_pg(void)
+{
+    const char *s = getenv("BERTH_TEST_STORE");
+    return s != NULL && strcmp(s, "pg") == 0;
+}
+
+void h_skip_on_pg(const char *why)
+{
+    if (h_store_is_pg())
+        cr_skip_test("not on PostgreSQL: %s", why);
+}
+
+#ifdef BERTH_WITH_PG
+/* The runner's cluster, for the whole binary, when the suite runs on
+ * PostgreSQL. */
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+    (void)set;
+    if (h_store_is_pg())
+        pgtmp_runner_start();
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+    (void)stats;
+    if (h_store_is_pg())
+        pgtmp_runner_stop();
+}
+#endif
 
 static void on_event(void *ctx, const engine_event *ev)
 {
@@ -90,6 +125,17 @@ void h_setup(void)
     engine_manual_clock_init(&H.clock, H_T0);
     engine_options_default(&H.o);
     H.o.data_dir = H.dir;
+    if (h_store_is_pg()) {
+#ifdef BERTH_WITH_PG
+        static int k;
+        char name[64];
+        snprintf(name, sizeof name, "h%d_%d", (int)getpid(), k++);
+        pgtmp_createdb(name, H.store_uri, sizeof H.store_uri);
+        H.o.store_uri = H.store_uri;
+#else
+        cr_skip_test("BERTH_TEST_STORE=pg: built without PostgreSQL");
+#endif
+    }
     H.o.clock = engine_manual_clock_get(&H.clock);
     H.o.backoff_jitter = 0;
     H.o.on_event = on_event;

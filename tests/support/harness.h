@@ -48,6 +48,7 @@ typedef struct harness {
     engine_manual_clock clock;
     engine_options o;
     char dir[64];
+    char store_uri[256]; /* BERTH_TEST_STORE=pg: the test's own database */
     pthread_mutex_t mu;
     h_event ev[H_MAX_EVENTS];
     size_t n_ev;
@@ -58,8 +59,17 @@ typedef struct harness {
 extern harness H;
 
 /* Criterion fixtures: a fresh directory and an engine with the defaults,
- * except backoff jitter 0 (pauses are exact; one suite tests jitter). */
+ * except backoff jitter 0 (pauses are exact; one suite tests jitter).
+ * With BERTH_TEST_STORE=pg in the environment the engine runs on
+ * PostgreSQL instead: a throwaway cluster per test binary (started by the
+ * runner, tests/support/pgtmp.h) and a fresh database per test, the
+ * manual clock the database's clock too. */
 void h_setup(void);
+/* Whether the engine under test is on PostgreSQL. */
+bool h_store_is_pg(void);
+/* On PostgreSQL, skips the test, saying why (what it checks has no
+ * meaning there, or is not served there yet). */
+void h_skip_on_pg(const char *why);
 void h_teardown(void);
 
 void h_open(void); /* opens H.e on H.dir with H.o; fails the test on error */

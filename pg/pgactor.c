@@ -1,0 +1,753 @@
+/*
+ * pgactor.c — see pgactor.h: the thread, its queue, its waiting fetches,
+ * its connections. pgops.c plans and answers each turn.
+ *
+ * THE LOOP
+ *   Take what is queued (up to turn_max_requests), read the doorbells the
+ *   listener brought, answer the waits whose deadline passed, ring the
+ *   topics whose learnt instant came, then run ONE turn with the new
+ *   requests and the waiting fetches that were rung (each claims again).
+ *   Nothing queued, nothing rung: poll() the wake-up eventfd and the
+ *   listener's socket until the earliest deadline or learnt instant. With
+ *   a manual clock (tests) only a request or a doorbell wakes it: tests
+ *   move the clock and call engine_tick().
+ *
+ * SUBSCRIBE BEFORE QUERY (R7 across replicas, pg/README.md §5.2)
+ *   Notifications are read only between turns, and one read after a
+ *   turn's claim was sent rings every waiter on its topic, the fetches
+ *   that turn just parked included: a park that committed after the
+ *   claim's snapshot is never missed. One read before the claim was sent
+ *   belongs to a commit the claim saw. A listener that lost its
+ *   connection rings every waiter once it listens again.
+ *
+ * WHEN THE DATABASE FAILS
+ *   A turn that did not commit answers its requests UNAVAILABLE
+ *   (retryable), saying whether they may have been kept (a connection
+ *   lost during COMMIT) or were not; a deadlock or lock timeout re-runs
+ *   the turn once. A lost connection is reopened after
+ *   ENGINE_REOPEN_BACKOFF_MIN_MS, doubling to ..._MAX_MS; meanwhile every
+ *   request is answered UNAVAILABLE at once and waiting fetches wait on.
+ */
+#include "pg/pgactor.h"
+
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "engine/backend.h"
+#include "engine/mem.h"
+#include "engine/reply.h"
+#include "engine/rules.h"
+#include "pg/pgconn.h"
+#include "pg/pgops.h"
+#include "pg/pgschema.h"
+#include "pg/pgstmt.h"
+#include "pg/pgturn.h"
+#include "store/err.h"
+
+#define CHANNEL         "berth"
+#define TURN_TIMEOUT_MS 30000 /* a turn longer than this: the connection is given up */
+#define CONTENDED_MS    25    /* fetchable rows another replica was taking: look again */
+
+typedef struct watch {
+    char *topic;
+    uint64_t due_ms; /* engine clock: ring it then; UINT64_MAX none */
+} watch;
+
+typedef struct pgactor {
+    struct engine_front front;
+    engine_options o;
+    char *uri;
+    engine_clock clock;
+    bool manual;
+    pgstmt_table stmts;
+    PGconn *conn;   /* the engine connection: NULL while down */
+    PGconn *listen; /* the listener: NULL while down */
+    uint64_t reconnect_at_ms, reconnect_backoff_ms;
+    char down_why[256];
+
+    pthread_t thread;
+    pthread_mutex_t mu; /* the queue, stopping, held */
+    int efd;
+    pgreq *q_head, *q_tail;
+    bool stopping, joined, held;
+
+    VEC(pgreq *) waiters;
+    VEC(watch) watches;
+    engine_recovery recovery;
+    engine_stats counters; /* the replica's own: turns, waits, failed commits */
+    _Atomic uint64_t turns, committed;
+    _Atomic int fp_write; /* ENGINE_FP_STORE_WRITE: turns left to fail */
+} pgactor;
+
+static const engine_backend pgactor_backend;
+
+static uint64_t now_ms(const pgactor *a)
+{
+    return a->clock.now_ms(a->clock.ctx);
+}
+
+/* ---- answering ---- */
+
+static void answer(pgreq *p)
+{
+    p->done(p->arg, p->reply);
+    free(p);
+}
+
+/* Answered st and nothing else (a turn that did not commit). */
+static void answer_status(pgreq *p, const engine_status *st)
+{
+    engine_reply *r = p->reply;
+    r->status = *st;
+    r->n_submitted = r->n_tasks = r->n_statuses = r->n_topic_stats = 0;
+    answer(p);
+}
+
+/* ---- doorbells ---- */
+
+static bool names(const pgreq *p, const char *topic)
+{
+    for (size_t i = 0; i < p->req.u.fetch.n_topics; i++)
+        if (strcmp(p->req.u.fetch.topics[i], topic) == 0)
+            return true;
+    return false;
+}
+
+static void ring(void *ctx, const char *topic)
+{
+    pgactor *a = ctx;
+    for (size_t i = 0; i < a->waiters.n; i++) {
+        pgreq *p = a->waiters.v[i];
+        if (topic == NULL || names(p, topic))
+            p->rung = true;
+    }
+}
+
+static watch *watch_of(pgactor *a, const char *topic, bool make)
+{
+    for (size_t i = 0; i < a->watches.n; i++)
+        if (strcmp(a->watches.v[i].topic, topic) == 0)
+            return &a->watches.v[i];
+    if (!make)
+        return NULL;
+    watch *w = VEC_ADD(&a->watches);
+    if (w == NULL)
+        return NULL;
+    w->topic = mem_strdup(topic);
+    w->due_ms = UINT64_MAX;
+    if (w->topic == NULL) {
+        a->watches.n--;
+        return NULL;
+    }
+    return w;
+}
+
+static void later(void *ctx, const char *topic, uint64_t in_ms)
+{
+    pgactor *a = ctx;
+    bool waited = false;
+    for (size_t i = 0; i < a->waiters.n && !waited; i++)
+        waited = names(a->waiters.v[i], topic);
+    if (!waited)
+        return; /* nobody here waits on it: a claim will learn it when one does */
+    watch *w = watch_of(a, topic, true);
+    uint64_t at = now_ms(a) + in_ms;
+    if (w != NULL && at < w->due_ms)
+        w->due_ms = at;
+}
+
+/* "p:a;t:b+500;p:*" (pgops.c writes them). */
+static void doorbells(pgactor *a, const char *payload)
+{
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s", payload);
+    for (char *save = NULL, *rec = strtok_r(buf, ";", &save); rec != NULL;
+         rec = strtok_r(NULL, ";", &save)) {
+        if (strncmp(rec, "p:", 2) == 0) {
+            ring(a, strcmp(rec + 2, "*") == 0 ? NULL : rec + 2);
+        } else if (strncmp(rec, "t:", 2) == 0) {
+            char *plus = strrchr(rec, '+');
+            if (plus != NULL) {
+                *plus = '\0';
+                later(a, rec + 2, strtoull(plus + 1, NULL, 10));
+            }
+        }
+    }
+}
+
+/* ---- connections ---- */
+
+static void down(pgactor *a, const char *why)
+{
+    pgconn_close(a->conn);
+    a->conn = NULL;
+    snprintf(a->down_why, sizeof a->down_why, "%s", why);
+    if (a->reconnect_backoff_ms == 0)
+        a->reconnect_backoff_ms = ENGINE_REOPEN_BACKOFF_MIN_MS;
+    a->reconnect_at_ms = pgturn_mono_ms() + a->reconnect_backoff_ms;
+    a->reconnect_backoff_ms *= 2;
+    if (a->reconnect_backoff_ms > ENGINE_REOPEN_BACKOFF_MAX_MS)
+        a->reconnect_backoff_ms = ENGINE_REOPEN_BACKOFF_MAX_MS;
+}
+
+static int engine_conn(pgactor *a, uint64_t wait_ms, char *err, size_t errlen)
+{
+    PGconn *c;
+    int rv = pgconn_open(a->uri, "berthd", wait_ms, &c, err, errlen);
+    if (rv != BERTH_OK)
+        return rv;
+    if ((rv = pgconn_exec(c,
+                          "SET plan_cache_mode = force_generic_plan; SET lock_timeout = '5s'; "
+                          "SET statement_timeout = '10s'; "
+                          "SET idle_in_transaction_session_timeout = '30s'",
+                          "session settings", err, errlen)) != BERTH_OK ||
+        (rv = pgturn_enter(c, err, errlen)) != BERTH_OK ||
+        (rv = pgstmt_prepare_all(c, &a->stmts, err, errlen)) != BERTH_OK) {
+        pgconn_close(c);
+        return rv;
+    }
+    a->conn = c;
+    return BERTH_OK;
+}
+
+static int listen_conn(pgactor *a, uint64_t wait_ms, char *err, size_t errlen)
+{
+    PGconn *c;
+    int rv = pgconn_open(a->uri, "berthd listener", wait_ms, &c, err, errlen);
+    if (rv == BERTH_OK)
+        rv = pgconn_exec(c, "LISTEN " CHANNEL, "LISTEN", err, errlen);
+    if (rv == BERTH_OK && PQsetnonblocking(c, 1) != 0)
+        rv = BERTH_EIO;
+    if (rv != BERTH_OK) {
+        pgconn_close(c);
+        return rv;
+    }
+    a->listen = c;
+    return BERTH_OK;
+}
+
+static void reconnect(pgactor *a)
+{
+    char err[512];
+    if (a->conn == NULL && pgturn_mono_ms() >= a->reconnect_at_ms) {
+        if (engine_conn(a, 1000, err, sizeof err) != BERTH_OK) {
+            down(a, err);
+            return;
+        }
+        a->reconnect_backoff_ms = 0;
+    }
+    if (a->listen == NULL && a->conn != NULL && listen_conn(a, 1000, err, sizeof err) == BERTH_OK)
+        ring(a, NULL); /* doorbells were missed meanwhile: every waiter looks again */
+}
+
+/* Reads what the listener brought; a lost listener is reopened later. */
+static void drain_listener(pgactor *a)
+{
+    if (a->listen == NULL)
+        return;
+    if (PQconsumeInput(a->listen) == 0 || PQstatus(a->listen) != CONNECTION_OK) {
+        pgconn_close(a->listen);
+        a->listen = NULL;
+        return;
+    }
+    int self = a->conn != NULL ? PQbackendPID(a->conn) : -1;
+    PGnotify *n;
+    while ((n = PQnotifies(a->listen)) != NULL) {
+        if (n->be_pid != self)
+            doorbells(a, n->extra);
+        PQfreemem(n);
+    }
+}
+
+/* ---- waits ---- */
+
+static uint32_t owner_waiting(const pgactor *a, uint64_t owner)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < a->waiters.n; i++)
+        n += a->waiters.v[i]->req.owner == owner;
+    return n;
+}
+
+static void wait_remove(pgactor *a, size_t i)
+{
+    a->waiters.v[i] = a->waiters.v[--a->waiters.n];
+}
+
+/* Answers the waits past their deadline (as they stand: what completions
+ * they carried, no task) and those of a cancelled owner. */
+static void waits_end(pgactor *a, uint64_t now, bool cancel, uint64_t owner)
+{
+    for (size_t i = 0; i < a->waiters.n;) {
+        pgreq *p = a->waiters.v[i];
+        if (cancel ? p->req.owner == owner : p->deadline_ms <= now) {
+            wait_remove(a, i);
+            if (cancel) {
+                reply_status(&p->reply->status, ENGINE_CODE_CANCELLED,
+                             "the fetch's connection closed");
+                a->counters.waits_cancelled++;
+            }
+            answer(p);
+        } else {
+            i++;
+        }
+    }
+}
+
+static void ring_due(pgactor *a, uint64_t now)
+{
+    for (size_t i = 0; i < a->watches.n; i++)
+        if (a->watches.v[i].due_ms <= now) {
+            a->watches.v[i].due_ms = UINT64_MAX;
+            ring(a, a->watches.v[i].topic);
+        }
+}
+
+/* The waiters rung since their last claim join the turn (appended to *tail). */
+static void take_rung(pgactor *a, pgreq **head, pgreq **tail)
+{
+    for (size_t i = 0; i < a->waiters.n;) {
+        pgreq *p = a->waiters.v[i];
+        if (!p->rung) {
+            i++;
+            continue;
+        }
+        wait_remove(a, i);
+        p->rung = false;
+        p->next = NULL;
+        if (*tail)
+            (*tail)->next = p;
+        else
+            *head = p;
+        *tail = p;
+    }
+}
+
+/* A fetch that claimed nothing: it waits (may_wait, a slot), or is answered. */
+static void park_or_answer(pgactor *a, pgreq *p, uint64_t now)
+{
+    engine_reply *r = p->reply;
+    if (r->status.code != ENGINE_CODE_OK || r->n_tasks > 0 || !p->may_wait ||
+        (p->deadline_ms != 0 && p->deadline_ms <= now)) {
+        answer(p);
+        return;
+    }
+    if (p->deadline_ms == 0) {
+        engine_status st = {0};
+        if (!rules_wait_may(&a->o, a->waiters.n, p->req.owner != 0, owner_waiting(a, p->req.owner),
+                            &st)) {
+            a->counters.waits_refused++;
+            r->status = st;
+            answer(p);
+            return;
+        }
+        p->deadline_ms = now + p->f.wait_ms;
+    }
+    p->completes_done = true;
+    p->rung = false;
+    pgreq **slot = VEC_ADD(&a->waiters);
+    if (slot == NULL) {
+        answer(p);
+        return;
+    }
+    *slot = p;
+}
+
+/* ---- a turn ---- */
+
+static void turn_failed(pgactor *a, pgreq *list, const engine_status *st)
+{
+    uint64_t now = now_ms(a);
+    for (pgreq *p = list, *next; p != NULL; p = next) {
+        next = p->next;
+        if (p->req.op == ENGINE_OP_FETCH && p->completes_done && !p->settled) {
+            park_or_answer(a, p, now); /* a waiter's claim failed: it waits on */
+        } else if (p->settled) {
+            answer(p);
+        } else {
+            answer_status(p, st);
+        }
+    }
+}
+
+static void outcome_status(const pgturn *t, engine_status *st)
+{
+    char why[600];
+    switch (t->outcome) {
+    case PGTURN_IN_DOUBT:
+        snprintf(why, sizeof why,
+                 "the database connection was lost during COMMIT (%.200s): the request may or may "
+                 "not have been kept",
+                 t->message);
+        break;
+    case PGTURN_LOST_BEFORE_COMMIT:
+        snprintf(why, sizeof why,
+                 "the database connection was lost (%.200s): nothing of the request was kept",
+                 t->message);
+        break;
+    default:
+        snprintf(why, sizeof why, "the database refused the turn (%.200s%s%s): nothing was kept",
+                 t->message, t->sqlstate[0] ? ", SQLSTATE " : "", t->sqlstate);
+        break;
+    }
+    reply_unavailable(st, why);
+}
+
+static void run_turn(pgactor *a, pgreq *list)
+{
+    uint64_t now = now_ms(a);
+    for (int attempt = 0;; attempt++) {
+        pgops_turn *t;
+        a->counters.turns = a->committed;
+        a->counters.waiting_fetches = a->waiters.n;
+        bool fail = a->fp_write > 0;
+        if (pgops_plan(&a->o, &a->counters, list, now, a->manual, fail, a->conn, &t) != BERTH_OK) {
+            engine_status st;
+            reply_no_memory(&st);
+            turn_failed(a, list, &st);
+            return;
+        }
+        pgturn *pt = pgops_pgturn(t);
+        if (!pgops_empty(t)) {
+            a->turns++;
+            if (fail)
+                a->fp_write--;
+            if (pgturn_run(pt, pgturn_mono_ms() + TURN_TIMEOUT_MS) != BERTH_OK &&
+                pt->outcome == PGTURN_PENDING) {
+                pt->outcome = PGTURN_ABORTED;
+                snprintf(pt->message, sizeof pt->message, "a malformed turn");
+            }
+        } else {
+            pt->outcome = PGTURN_COMMITTED; /* nothing asked of the database */
+        }
+        if (pt->outcome == PGTURN_COMMITTED) {
+            a->committed += !pgops_empty(t);
+            pgops_answer(t, ring, later, a);
+            size_t nd;
+            const pgops_topic_due *d = pgops_dues(t, &nd);
+            uint64_t at = now_ms(a);
+            for (size_t i = 0; i < nd; i++) {
+                watch *w = watch_of(a, d[i].topic, true);
+                uint64_t due = d[i].contended ? at + CONTENDED_MS
+                               : d[i].known   ? at + d[i].next_in_ms
+                                              : UINT64_MAX;
+                if (w != NULL && due < w->due_ms)
+                    w->due_ms = due;
+            }
+            pgops_free(t);
+            for (pgreq *p = list, *next; p != NULL; p = next) {
+                next = p->next;
+                if (p->req.op == ENGINE_OP_FETCH && !p->settled)
+                    park_or_answer(a, p, at);
+                else
+                    answer(p);
+            }
+            return;
+        }
+        a->counters.commits_failed++;
+        bool rerun = pt->outcome == PGTURN_ABORTED && pt->rerunnable && attempt == 0;
+        engine_status st;
+        outcome_status(pt, &st);
+        if (pt->broken)
+            down(a, pt->message);
+        pgops_free(t);
+        if (!rerun || a->conn == NULL) {
+            turn_failed(a, list, &st);
+            return;
+        }
+        for (pgreq *p = list; p != NULL; p = p->next) /* the same requests, planned anew */
+            if (!p->settled && !p->completes_done) {
+                reply_reset(p->reply);
+                memset(&p->reply->status, 0, sizeof p->reply->status);
+            }
+    }
+}
+
+/* ---- the thread ---- */
+
+static uint64_t next_instant(const pgactor *a)
+{
+    uint64_t due = UINT64_MAX;
+    for (size_t i = 0; i < a->waiters.n; i++)
+        if (a->waiters.v[i]->deadline_ms < due)
+            due = a->waiters.v[i]->deadline_ms;
+    for (size_t i = 0; i < a->watches.n; i++)
+        if (a->watches.v[i].due_ms < due)
+            due = a->watches.v[i].due_ms;
+    return due;
+}
+
+static void sleep_a_while(pgactor *a)
+{
+    int timeout = -1;
+    uint64_t due = next_instant(a);
+    if (!a->manual && due != UINT64_MAX) {
+        uint64_t now = now_ms(a);
+        timeout = due <= now ? 0 : due - now > 60000 ? 60000 : (int)(due - now);
+    }
+    if (a->conn == NULL || (a->listen == NULL && a->conn != NULL)) {
+        uint64_t m = pgturn_mono_ms();
+        int t = a->reconnect_at_ms <= m ? 0 : (int)(a->reconnect_at_ms - m);
+        if (a->listen == NULL && a->conn != NULL)
+            t = ENGINE_REOPEN_BACKOFF_MIN_MS;
+        if (timeout < 0 || t < timeout)
+            timeout = t;
+    }
+    struct pollfd fds[2] = {{.fd = a->efd, .events = POLLIN},
+                            {.fd = a->listen ? PQsocket(a->listen) : -1, .events = POLLIN}};
+    (void)poll(fds, 2, timeout);
+    uint64_t v;
+    if (fds[0].revents & POLLIN)
+        (void)!read(a->efd, &v, sizeof v);
+}
+
+static void refuse_all(pgactor *a, pgreq *list)
+{
+    engine_status st;
+    char why[400];
+    snprintf(why, sizeof why, "the database is unreachable (%s); berthd reconnects by itself",
+             a->down_why);
+    reply_unavailable(&st, why);
+    turn_failed(a, list, &st);
+}
+
+static void *pgactor_main(void *arg)
+{
+    pgactor *a = arg;
+    prctl(PR_SET_NAME, "berth-pg", 0, 0, 0);
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        bool stopping = a->stopping;
+        pgreq *head = NULL, *tail = NULL;
+        if (!a->held) {
+            uint32_t n = 0;
+            while (a->q_head != NULL && n++ < a->o.turn_max_requests) {
+                pgreq *p = a->q_head;
+                a->q_head = p->next;
+                p->next = NULL;
+                if (tail)
+                    tail->next = p;
+                else
+                    head = p;
+                tail = p;
+            }
+            if (a->q_head == NULL)
+                a->q_tail = NULL;
+        }
+        pthread_mutex_unlock(&a->mu);
+        if (stopping) {
+            engine_status st;
+            reply_unavailable(&st, "the engine is closing");
+            turn_failed(a, head, &st);
+            break;
+        }
+        reconnect(a);
+        drain_listener(a);
+        uint64_t now = now_ms(a);
+        waits_end(a, now, false, 0);
+        ring_due(a, now);
+        /* Ticks and cancels are the actor's own; the rest goes to the turn. */
+        pgreq *ticks = NULL, *list = NULL, *ltail = NULL;
+        for (pgreq *p = head, *next; p != NULL; p = next) {
+            next = p->next;
+            p->next = NULL;
+            if (p->req.op == ENGINE_OP_CANCEL) {
+                waits_end(a, now, true, p->req.u.cancel.owner);
+                answer(p);
+            } else if (p->req.op == ENGINE_OP_TICK) {
+                p->next = ticks;
+                ticks = p;
+            } else {
+                if (ltail)
+                    ltail->next = p;
+                else
+                    list = p;
+                ltail = p;
+            }
+        }
+        bool had_work = list != NULL;
+        if (a->conn != NULL) {
+            take_rung(a, &list, &ltail);
+            had_work = had_work || list != NULL;
+        }
+        if (list != NULL)
+            a->conn != NULL ? run_turn(a, list) : refuse_all(a, list);
+        for (pgreq *p = ticks, *next; p != NULL; p = next) {
+            next = p->next;
+            answer(p);
+        }
+        if (!had_work && ticks == NULL)
+            sleep_a_while(a);
+    }
+    engine_status st;
+    reply_unavailable(&st, "the engine is closing");
+    for (size_t i = 0; i < a->waiters.n; i++)
+        answer_status(a->waiters.v[i], &st);
+    a->waiters.n = 0;
+    return NULL;
+}
+
+/* ---- the backend ---- */
+
+static int pgactor_enqueue(engine *e, const engine_request *req, engine_done_fn done, void *arg)
+{
+    pgactor *a = (pgactor *)(void *)e;
+    pgreq *p = mem_calloc(1, sizeof(*p));
+    if (p == NULL || (p->reply = reply_alloc(req->op)) == NULL) {
+        free(p);
+        return BERTH_ENOMEM;
+    }
+    p->req = *req;
+    p->done = done;
+    p->arg = arg;
+    pthread_mutex_lock(&a->mu);
+    if (a->stopping) {
+        pthread_mutex_unlock(&a->mu);
+        engine_reply_free(p->reply);
+        free(p);
+        return BERTH_ECLOSED;
+    }
+    if (a->q_tail)
+        a->q_tail->next = p;
+    else
+        a->q_head = p;
+    a->q_tail = p;
+    pthread_mutex_unlock(&a->mu);
+    uint64_t one = 1;
+    (void)!write(a->efd, &one, sizeof one);
+    return BERTH_OK;
+}
+
+static void pgactor_stop(engine *e)
+{
+    pgactor *a = (pgactor *)(void *)e;
+    pthread_mutex_lock(&a->mu);
+    bool join = !a->joined;
+    a->stopping = true;
+    a->joined = true;
+    pthread_mutex_unlock(&a->mu);
+    uint64_t one = 1;
+    (void)!write(a->efd, &one, sizeof one);
+    if (join)
+        pthread_join(a->thread, NULL);
+}
+
+static void pgactor_free(engine *e)
+{
+    pgactor *a = (pgactor *)(void *)e;
+    pgconn_close(a->conn);
+    pgconn_close(a->listen);
+    pgstmt_fini(&a->stmts);
+    for (size_t i = 0; i < a->watches.n; i++)
+        free(a->watches.v[i].topic);
+    VEC_FREE(&a->watches);
+    VEC_FREE(&a->waiters);
+    if (a->efd >= 0)
+        close(a->efd);
+    pthread_mutex_destroy(&a->mu);
+    free(a->uri);
+    free(a);
+}
+
+/* ENGINE_FP_STORE_WRITE: the next n turns that write fail in the
+ * database (a statement that divides by zero), keeping nothing. The
+ * others are not mapped on PostgreSQL yet (pg/README.md §6.2). */
+static void pgactor_failpoint_set(engine *e, engine_failpoint fp, int n)
+{
+    pgactor *a = (pgactor *)(void *)e;
+    if (fp == ENGINE_FP_STORE_WRITE)
+        a->fp_write = n;
+}
+
+static void pgactor_hold(engine *e, bool hold)
+{
+    pgactor *a = (pgactor *)(void *)e;
+    pthread_mutex_lock(&a->mu);
+    a->held = hold;
+    pthread_mutex_unlock(&a->mu);
+    uint64_t one = 1;
+    (void)!write(a->efd, &one, sizeof one);
+}
+
+static void pgactor_recovery_get(const engine *e, engine_recovery *out)
+{
+    *out = ((const pgactor *)(const void *)e)->recovery;
+}
+
+static void pgactor_durability(engine *e, engine_durable *out)
+{
+    pgactor *a = (pgactor *)(void *)e;
+    *out = (engine_durable){.turns = a->turns, .appended = a->committed, .synced = a->committed};
+}
+
+static const engine_backend pgactor_backend = {
+    .name = "postgresql",
+    .enqueue = pgactor_enqueue,
+    .stop = pgactor_stop,
+    .free = pgactor_free,
+    .failpoint_set = pgactor_failpoint_set,
+    .hold = pgactor_hold,
+    .recovery_get = pgactor_recovery_get,
+    .durability = pgactor_durability,
+};
+
+int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (o->n_channels > 0) {
+        snprintf(err, errlen,
+                 "declared channels are not served on the PostgreSQL store yet: run "
+                 "without --channels");
+        return BERTH_EINVAL;
+    }
+    pgactor *a = mem_calloc(1, sizeof(*a));
+    if (a == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return BERTH_ENOMEM;
+    }
+    a->front.vt = &pgactor_backend;
+    a->o = *o;
+    a->o.data_dir = NULL;
+    a->o.channels = NULL;
+    a->uri = mem_strdup(o->store_uri);
+    a->o.store_uri = a->uri;
+    a->manual = o->clock.now_ms != NULL;
+    a->clock = a->manual ? o->clock : engine_clock_system();
+    a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_init(&a->mu, NULL);
+    uint64_t t0 = engine_monotonic_ms();
+    PGconn *mig = NULL;
+    int rv = a->uri == NULL || a->efd < 0 ? BERTH_ENOMEM : BERTH_OK;
+    if (rv != BERTH_OK)
+        snprintf(err, errlen, "out of memory");
+    if (rv == BERTH_OK)
+        rv = pgconn_open(a->uri, "berthd", PGACTOR_CONNECT_WAIT_MS, &mig, err, errlen);
+    if (rv == BERTH_OK)
+        rv = pgschema_migrate(mig, NULL, err, errlen);
+    pgconn_close(mig);
+    if (rv == BERTH_OK)
+        rv = pgstmt_load(&a->stmts, err, errlen);
+    if (rv == BERTH_OK)
+        rv = engine_conn(a, PGACTOR_CONNECT_WAIT_MS, err, errlen);
+    if (rv == BERTH_OK)
+        rv = listen_conn(a, PGACTOR_CONNECT_WAIT_MS, err, errlen);
+    if (rv == BERTH_OK && pthread_create(&a->thread, NULL, pgactor_main, a) != 0) {
+        snprintf(err, errlen, "cannot start the engine thread");
+        rv = BERTH_ENOMEM;
+    }
+    if (rv != BERTH_OK) {
+        a->joined = true;
+        pgactor_free((engine *)(void *)a);
+        return rv;
+    }
+    a->recovery.store_ms = engine_monotonic_ms() - t0;
+    *out = (engine *)(void *)a;
+    return BERTH_OK;
+}

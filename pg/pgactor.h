@@ -1,0 +1,26 @@
+/*
+ * pgactor.h — the PostgreSQL store's engine (pg/README.md): engine.h's
+ * contract with the state in a database that any number of engines
+ * (berthd replicas) share.
+ *
+ * One thread per engine owns one pipelined connection (its turns) and one
+ * listening connection (the doorbells other replicas ring, §5). The
+ * replica keeps only its queue, its waiting fetches and what it learnt of
+ * when topics next have work; every task's state is in the database, so a
+ * task fetched through one replica is completed through any other.
+ */
+#ifndef BERTH_PG_PGACTOR_H
+#define BERTH_PG_PGACTOR_H
+
+#include <stddef.h>
+
+#include "engine/engine.h"
+
+/* How long engine_open() waits for the database before giving up. */
+#define PGACTOR_CONNECT_WAIT_MS 5000
+
+/* engine_open() for o->store_uri; the options are checked already.
+ * BERTH_EFORMAT: the database's berth schema is newer than this build. */
+int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,91 @@
+/*
+ * pgops.h — one turn of the PostgreSQL engine, planned and answered: the
+ * requests a turn drained become a few statements (pg/README.md §3), and
+ * the statements' results become the requests' replies.
+ *
+ * THE SHAPE OF A TURN
+ *   Round one: every submit of the turn in ONE `submit` statement, and one
+ *   locking read (`guard_read`) of every task a guarded request names
+ *   (complete, complete_batch, fail, refuse, extend_lock, release, and a
+ *   fetch's fused completions). Between the rounds the rules (engine/
+ *   rules.h) run on those rows, in request order, each request seeing the
+ *   rows as the ones before it left them; round two writes the outcomes
+ *   (`tasks_delete`, `tasks_update`, `incidents_insert`: one each however
+ *   many items), then one claim per fetch and, for fetches that may wait,
+ *   `topics_due` (when the topic's next task becomes fetchable). A turn
+ *   with nothing guarded is one round. The turn's doorbell (§5.1) goes
+ *   last, then COMMIT. Nothing is answered before COMMIT returns (R1).
+ *
+ * Checks that need no state run before the turn (the same rules the
+ * embedded engine runs, same wording); what they refuse takes no part in
+ * it. The actor thread only.
+ */
+#ifndef BERTH_PG_PGOPS_H
+#define BERTH_PG_PGOPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "engine/rules.h"
+#include "pg/pgturn.h"
+
+/* A request as the PostgreSQL engine holds it. */
+typedef struct pgreq {
+    engine_request req;
+    engine_done_fn done;
+    void *arg;
+    engine_reply *reply;
+    struct pgreq *next;
+    /* this turn */
+    bool settled; /* answered by the checks: nothing of it goes to the database */
+    int claim;    /* a fetch's claim statement, -1 none */
+    int due;      /* ... and its row range in topics_due: first row */
+    /* a fetch */
+    rules_fetch f;
+    bool completes_done; /* its completions were applied by an earlier turn */
+    bool may_wait;       /* it may wait: wait_ms > 0 */
+    bool rung;           /* waiting: a doorbell rang one of its topics since its last claim */
+    uint64_t deadline_ms;
+    uint64_t arrived_ms;
+} pgreq;
+
+/* What a committed turn taught about topics: parks to ring here and
+ * announce, and when waiting fetches' topics next have work. */
+typedef struct pgops_topic_due {
+    const char *topic; /* into the request */
+    bool known;        /* next_in_ms is set */
+    uint64_t next_in_ms;
+    bool contended; /* fetchable rows existed that the claim passed over */
+} pgops_topic_due;
+
+typedef struct pgops_turn pgops_turn;
+
+/* Plans the turn over list (linked by next): the checks, then the
+ * statements of its first round (and the hook that builds the second).
+ * now_ms is the replica's clock, for the checks; manual: the clock is a
+ * test's, and the database takes it. replica: this replica's counters,
+ * which STATS answers beside the database's counts. fail: the turn is
+ * made to fail (ENGINE_FP_STORE_WRITE). BERTH_ENOMEM: nothing planned. */
+int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list, uint64_t now_ms,
+               bool manual, bool fail, PGconn *conn, pgops_turn **out);
+/* The turn to drive (pgturn_start/advance or pgturn_run). */
+pgturn *pgops_pgturn(pgops_turn *t);
+/* Whether anything needs the database. */
+bool pgops_empty(const pgops_turn *t);
+/* COMMITTED: fills the replies from the results. The doorbells rung (p:)
+ * and the topics delayed work waits on (t:) are in the notify text; the
+ * topics parked now are handed to ring(ctx, topic) and those that get
+ * work later to later(ctx, topic, in_ms). */
+void pgops_answer(pgops_turn *t, void (*ring)(void *ctx, const char *topic),
+                  void (*later)(void *ctx, const char *topic, uint64_t in_ms), void *ctx);
+/* For the fetches of the turn that claimed nothing and may wait: what
+ * topics_due found (n of them, the turn's memory). */
+const pgops_topic_due *pgops_dues(const pgops_turn *t, size_t *n);
+/* The turn did not commit: every request of it that the checks did not
+ * settle gets st (a fetch waiting already keeps waiting). */
+void pgops_refuse(pgops_turn *t, const engine_status *st);
+void pgops_free(pgops_turn *t);
+
+#endif
