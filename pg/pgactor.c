@@ -3,22 +3,26 @@
  * its connections. pgops.c plans and answers each turn.
  *
  * THE LOOP
- *   Take what is queued (up to turn_max_requests), read the doorbells the
- *   listener brought, answer the waits whose deadline passed, ring the
- *   topics whose learnt instant came, then run ONE turn with the new
- *   requests and the waiting fetches that were rung (each claims again).
- *   Nothing queued, nothing rung: poll() the wake-up eventfd and the
- *   listener's socket until the earliest deadline or learnt instant. With
- *   a manual clock (tests) only a request or a doorbell wakes it: tests
- *   move the clock and call engine_tick().
+ *   Read the doorbells the listener brought, answer the waits whose
+ *   deadline passed, ring the topics whose learnt instant came; then, if
+ *   an engine connection (a lane) is free, start ONE turn on it with what
+ *   is queued (up to turn_max_requests) and the waiting fetches that were
+ *   rung (each claims again). Turns run on PGACTOR_LANES connections at
+ *   once, each answered when its own COMMIT returns; requests queued while
+ *   every lane is busy wait and share the next turn. Nothing to do:
+ *   poll() the wake-up eventfd, the listener's and the busy lanes'
+ *   sockets until the earliest deadline or learnt instant. With a manual
+ *   clock (tests) only a request, a doorbell or a result wakes it: tests
+ *   move the clock and call engine_tick(), answered once no turn is in
+ *   flight.
  *
  * SUBSCRIBE BEFORE QUERY (R7 across replicas, pg/README.md §5.2)
- *   Notifications are read only between turns, and one read after a
- *   turn's claim was sent rings every waiter on its topic, the fetches
- *   that turn just parked included: a park that committed after the
- *   claim's snapshot is never missed. One read before the claim was sent
- *   belongs to a commit the claim saw. A listener that lost its
- *   connection rings every waiter once it listens again.
+ *   A doorbell, whether a notification from another replica or a commit
+ *   of this one's other lane, rings the waiting fetches on its topic AND
+ *   the fetches of turns still in flight: one whose claim comes back empty
+ *   after being rung claims again instead of waiting. So a park that
+ *   committed after a claim's snapshot is never missed. A listener that
+ *   lost its connection rings every waiter once it listens again.
  *
  * WHEN THE DATABASE FAILS
  *   A turn that did not commit answers its requests UNAVAILABLE
@@ -60,6 +64,17 @@ typedef struct watch {
     uint64_t due_ms; /* engine clock: ring it then; UINT64_MAX none */
 } watch;
 
+/* An engine connection and the turn in flight on it. */
+typedef struct lane {
+    PGconn *conn; /* NULL while down */
+    uint64_t reconnect_at_ms, reconnect_backoff_ms;
+    pgops_turn *turn; /* in flight, or NULL */
+    pgreq *list;      /* its requests */
+    int attempt;      /* 1: a re-run after a deadlock or lock timeout */
+    uint64_t now_ms;  /* the clock when it was planned */
+    uint64_t deadline_mono_ms;
+} lane;
+
 typedef struct pgactor {
     struct engine_front front;
     engine_options o;
@@ -67,9 +82,8 @@ typedef struct pgactor {
     engine_clock clock;
     bool manual;
     pgstmt_table stmts;
-    PGconn *conn;   /* the engine connection: NULL while down */
+    lane lanes[PGACTOR_LANES];
     PGconn *listen; /* the listener: NULL while down */
-    uint64_t reconnect_at_ms, reconnect_backoff_ms;
     char down_why[256];
 
     pthread_t thread;
@@ -120,6 +134,8 @@ static bool names(const pgreq *p, const char *topic)
     return false;
 }
 
+/* Rings the waiters on topic (NULL: all), and the fetches of turns in
+ * flight: what they claimed may predate the park (subscribe before query). */
 static void ring(void *ctx, const char *topic)
 {
     pgactor *a = ctx;
@@ -128,6 +144,10 @@ static void ring(void *ctx, const char *topic)
         if (topic == NULL || names(p, topic))
             p->rung = true;
     }
+    for (size_t l = 0; l < PGACTOR_LANES; l++)
+        for (pgreq *p = a->lanes[l].list; p != NULL; p = p->next)
+            if (p->req.op == ENGINE_OP_FETCH && (topic == NULL || names(p, topic)))
+                p->rung = true;
 }
 
 static watch *watch_of(pgactor *a, const char *topic, bool make)
@@ -184,20 +204,20 @@ static void doorbells(pgactor *a, const char *payload)
 
 /* ---- connections ---- */
 
-static void down(pgactor *a, const char *why)
+static void down(pgactor *a, lane *l, const char *why)
 {
-    pgconn_close(a->conn);
-    a->conn = NULL;
+    pgconn_close(l->conn);
+    l->conn = NULL;
     snprintf(a->down_why, sizeof a->down_why, "%s", why);
-    if (a->reconnect_backoff_ms == 0)
-        a->reconnect_backoff_ms = ENGINE_REOPEN_BACKOFF_MIN_MS;
-    a->reconnect_at_ms = pgturn_mono_ms() + a->reconnect_backoff_ms;
-    a->reconnect_backoff_ms *= 2;
-    if (a->reconnect_backoff_ms > ENGINE_REOPEN_BACKOFF_MAX_MS)
-        a->reconnect_backoff_ms = ENGINE_REOPEN_BACKOFF_MAX_MS;
+    if (l->reconnect_backoff_ms == 0)
+        l->reconnect_backoff_ms = ENGINE_REOPEN_BACKOFF_MIN_MS;
+    l->reconnect_at_ms = pgturn_mono_ms() + l->reconnect_backoff_ms;
+    l->reconnect_backoff_ms *= 2;
+    if (l->reconnect_backoff_ms > ENGINE_REOPEN_BACKOFF_MAX_MS)
+        l->reconnect_backoff_ms = ENGINE_REOPEN_BACKOFF_MAX_MS;
 }
 
-static int engine_conn(pgactor *a, uint64_t wait_ms, char *err, size_t errlen)
+static int engine_conn(pgactor *a, lane *l, uint64_t wait_ms, char *err, size_t errlen)
 {
     PGconn *c;
     int rv = pgconn_open(a->uri, "berthd", wait_ms, &c, err, errlen);
@@ -213,7 +233,8 @@ static int engine_conn(pgactor *a, uint64_t wait_ms, char *err, size_t errlen)
         pgconn_close(c);
         return rv;
     }
-    a->conn = c;
+    l->conn = c;
+    l->reconnect_backoff_ms = 0;
     return BERTH_OK;
 }
 
@@ -233,18 +254,36 @@ static int listen_conn(pgactor *a, uint64_t wait_ms, char *err, size_t errlen)
     return BERTH_OK;
 }
 
+static bool any_up(const pgactor *a)
+{
+    for (size_t i = 0; i < PGACTOR_LANES; i++)
+        if (a->lanes[i].conn != NULL)
+            return true;
+    return false;
+}
+
+/* Lanes down and due are reopened (each try waits up to a second); the
+ * listener once an engine connection is up. */
 static void reconnect(pgactor *a)
 {
     char err[512];
-    if (a->conn == NULL && pgturn_mono_ms() >= a->reconnect_at_ms) {
-        if (engine_conn(a, 1000, err, sizeof err) != BERTH_OK) {
-            down(a, err);
-            return;
-        }
-        a->reconnect_backoff_ms = 0;
+    uint64_t now = pgturn_mono_ms();
+    for (size_t i = 0; i < PGACTOR_LANES; i++) {
+        lane *l = &a->lanes[i];
+        if (l->conn == NULL && l->turn == NULL && now >= l->reconnect_at_ms &&
+            engine_conn(a, l, 1000, err, sizeof err) != BERTH_OK)
+            down(a, l, err);
     }
-    if (a->listen == NULL && a->conn != NULL && listen_conn(a, 1000, err, sizeof err) == BERTH_OK)
+    if (a->listen == NULL && any_up(a) && listen_conn(a, 1000, err, sizeof err) == BERTH_OK)
         ring(a, NULL); /* doorbells were missed meanwhile: every waiter looks again */
+}
+
+static bool ours(const pgactor *a, int pid)
+{
+    for (size_t i = 0; i < PGACTOR_LANES; i++)
+        if (a->lanes[i].conn != NULL && PQbackendPID(a->lanes[i].conn) == pid)
+            return true;
+    return false;
 }
 
 /* Reads what the listener brought; a lost listener is reopened later. */
@@ -257,10 +296,9 @@ static void drain_listener(pgactor *a)
         a->listen = NULL;
         return;
     }
-    int self = a->conn != NULL ? PQbackendPID(a->conn) : -1;
     PGnotify *n;
     while ((n = PQnotifies(a->listen)) != NULL) {
-        if (n->be_pid != self)
+        if (!ours(a, n->be_pid)) /* its own turns rang here already */
             doorbells(a, n->extra);
         PQfreemem(n);
     }
@@ -350,8 +388,7 @@ static void park_or_answer(pgactor *a, pgreq *p, uint64_t now)
         }
         p->deadline_ms = now + p->f.wait_ms;
     }
-    p->completes_done = true;
-    p->rung = false;
+    p->completes_done = true; /* (rung stays: a ring during its claim sends it back) */
     pgreq **slot = VEC_ADD(&a->waiters);
     if (slot == NULL) {
         answer(p);
@@ -400,74 +437,129 @@ static void outcome_status(const pgturn *t, engine_status *st)
     reply_unavailable(st, why);
 }
 
-static void run_turn(pgactor *a, pgreq *list)
+/* Plans the lane's requests and puts the turn on the wire. A turn that
+ * needs nothing of the database ends at once. */
+static void turn_start(pgactor *a, lane *l)
 {
-    uint64_t now = now_ms(a);
-    for (int attempt = 0;; attempt++) {
-        pgops_turn *t;
-        a->counters.turns = a->committed;
-        a->counters.waiting_fetches = a->waiters.n;
-        bool fail = a->fp_write > 0;
-        if (pgops_plan(&a->o, &a->counters, list, now, a->manual, fail, a->conn, &t) != BERTH_OK) {
-            engine_status st;
-            reply_no_memory(&st);
-            turn_failed(a, list, &st);
-            return;
-        }
-        pgturn *pt = pgops_pgturn(t);
-        if (!pgops_empty(t)) {
-            a->turns++;
-            if (fail)
-                a->fp_write--;
-            if (pgturn_run(pt, pgturn_mono_ms() + TURN_TIMEOUT_MS) != BERTH_OK &&
-                pt->outcome == PGTURN_PENDING) {
-                pt->outcome = PGTURN_ABORTED;
-                snprintf(pt->message, sizeof pt->message, "a malformed turn");
-            }
-        } else {
-            pt->outcome = PGTURN_COMMITTED; /* nothing asked of the database */
-        }
-        if (pt->outcome == PGTURN_COMMITTED) {
-            a->committed += !pgops_empty(t);
-            pgops_answer(t, ring, later, a);
-            size_t nd;
-            const pgops_topic_due *d = pgops_dues(t, &nd);
-            uint64_t at = now_ms(a);
-            for (size_t i = 0; i < nd; i++) {
-                watch *w = watch_of(a, d[i].topic, true);
-                uint64_t due = d[i].contended ? at + CONTENDED_MS
-                               : d[i].known   ? at + d[i].next_in_ms
-                                              : UINT64_MAX;
-                if (w != NULL && due < w->due_ms)
-                    w->due_ms = due;
-            }
-            pgops_free(t);
-            for (pgreq *p = list, *next; p != NULL; p = next) {
-                next = p->next;
-                if (p->req.op == ENGINE_OP_FETCH && !p->settled)
-                    park_or_answer(a, p, at);
-                else
-                    answer(p);
-            }
-            return;
-        }
-        a->counters.commits_failed++;
-        bool rerun = pt->outcome == PGTURN_ABORTED && pt->rerunnable && attempt == 0;
+    a->counters.turns = a->committed;
+    a->counters.waiting_fetches = a->waiters.n;
+    bool fail = a->fp_write > 0;
+    pgops_turn *t;
+    if (pgops_plan(&a->o, &a->counters, l->list, l->now_ms, a->manual, fail, l->conn, &t) !=
+        BERTH_OK) {
         engine_status st;
-        outcome_status(pt, &st);
-        if (pt->broken)
-            down(a, pt->message);
-        pgops_free(t);
-        if (!rerun || a->conn == NULL) {
-            turn_failed(a, list, &st);
-            return;
-        }
-        for (pgreq *p = list; p != NULL; p = p->next) /* the same requests, planned anew */
-            if (!p->settled && !p->completes_done) {
-                reply_reset(p->reply);
-                memset(&p->reply->status, 0, sizeof p->reply->status);
-            }
+        reply_no_memory(&st);
+        turn_failed(a, l->list, &st);
+        l->list = NULL;
+        return;
     }
+    l->turn = t;
+    pgturn *pt = pgops_pgturn(t);
+    if (pgops_empty(t)) {
+        pt->outcome = PGTURN_COMMITTED; /* nothing asked of the database */
+        return;
+    }
+    a->turns++;
+    if (fail)
+        a->fp_write--;
+    l->deadline_mono_ms = pgturn_mono_ms() + TURN_TIMEOUT_MS;
+    if (pgturn_start(pt) != BERTH_OK && pt->outcome == PGTURN_PENDING) {
+        pt->outcome = PGTURN_ABORTED;
+        snprintf(pt->message, sizeof pt->message, "a malformed turn");
+    }
+}
+
+static void committed(pgactor *a, lane *l)
+{
+    pgops_turn *t = l->turn;
+    a->committed += !pgops_empty(t);
+    pgops_answer(t, ring, later, a);
+    size_t nd;
+    const pgops_topic_due *d = pgops_dues(t, &nd);
+    uint64_t at = now_ms(a);
+    for (size_t i = 0; i < nd; i++) {
+        watch *w = watch_of(a, d[i].topic, true);
+        uint64_t due = d[i].contended ? at + CONTENDED_MS
+                       : d[i].known   ? at + d[i].next_in_ms
+                                      : UINT64_MAX;
+        if (w != NULL && due < w->due_ms)
+            w->due_ms = due;
+    }
+    pgops_free(t);
+    l->turn = NULL;
+    pgreq *list = l->list;
+    l->list = NULL;
+    for (pgreq *p = list, *next; p != NULL; p = next) {
+        next = p->next;
+        if (p->req.op == ENGINE_OP_FETCH && !p->settled)
+            park_or_answer(a, p, at);
+        else
+            answer(p);
+    }
+}
+
+/* The lane's turn is over: answered, re-run once (a deadlock, a lock
+ * timeout), or refused. */
+static void turn_end(pgactor *a, lane *l)
+{
+    pgturn *pt = pgops_pgturn(l->turn);
+    if (pt->outcome == PGTURN_COMMITTED) {
+        committed(a, l);
+        return;
+    }
+    a->counters.commits_failed++;
+    bool rerun = pt->outcome == PGTURN_ABORTED && pt->rerunnable && l->attempt == 0;
+    engine_status st;
+    outcome_status(pt, &st);
+    if (pt->broken)
+        down(a, l, pt->message);
+    pgops_free(l->turn);
+    l->turn = NULL;
+    if (!rerun || l->conn == NULL) {
+        turn_failed(a, l->list, &st);
+        l->list = NULL;
+        return;
+    }
+    for (pgreq *p = l->list; p != NULL; p = p->next) /* the same requests, planned anew */
+        if (!p->settled && !p->completes_done) {
+            reply_reset(p->reply);
+            memset(&p->reply->status, 0, sizeof p->reply->status);
+        }
+    l->attempt = 1;
+    turn_start(a, l);
+}
+
+/* Drives every lane's turn as far as it goes without blocking. */
+static void lanes_advance(pgactor *a)
+{
+    for (size_t i = 0; i < PGACTOR_LANES; i++) {
+        lane *l = &a->lanes[i];
+        while (l->turn != NULL) {
+            pgturn *pt = pgops_pgturn(l->turn);
+            if (pt->outcome == PGTURN_PENDING && !pgturn_advance(pt)) {
+                if (pgturn_mono_ms() < l->deadline_mono_ms)
+                    break;
+                pgturn_give_up(pt, "no answer from the database within the turn's deadline");
+            }
+            turn_end(a, l); /* (a re-run starts a new turn on it) */
+        }
+    }
+}
+
+static lane *free_lane(pgactor *a)
+{
+    for (size_t i = 0; i < PGACTOR_LANES; i++)
+        if (a->lanes[i].conn != NULL && a->lanes[i].turn == NULL)
+            return &a->lanes[i];
+    return NULL;
+}
+
+static bool busy(const pgactor *a)
+{
+    for (size_t i = 0; i < PGACTOR_LANES; i++)
+        if (a->lanes[i].turn != NULL)
+            return true;
+    return false;
 }
 
 /* ---- the thread ---- */
@@ -484,6 +576,8 @@ static uint64_t next_instant(const pgactor *a)
     return due;
 }
 
+/* Waits for a request, a doorbell, a turn's results, or the next instant
+ * (a deadline, a topic's due instant, a reconnect, a turn's deadline). */
 static void sleep_a_while(pgactor *a)
 {
     int timeout = -1;
@@ -492,17 +586,29 @@ static void sleep_a_while(pgactor *a)
         uint64_t now = now_ms(a);
         timeout = due <= now ? 0 : due - now > 60000 ? 60000 : (int)(due - now);
     }
-    if (a->conn == NULL || (a->listen == NULL && a->conn != NULL)) {
-        uint64_t m = pgturn_mono_ms();
-        int t = a->reconnect_at_ms <= m ? 0 : (int)(a->reconnect_at_ms - m);
-        if (a->listen == NULL && a->conn != NULL)
-            t = ENGINE_REOPEN_BACKOFF_MIN_MS;
-        if (timeout < 0 || t < timeout)
-            timeout = t;
+    uint64_t m = pgturn_mono_ms();
+    struct pollfd fds[2 + PGACTOR_LANES] = {
+        {.fd = a->efd, .events = POLLIN},
+        {.fd = a->listen ? PQsocket(a->listen) : -1, .events = POLLIN}};
+    for (size_t i = 0; i < PGACTOR_LANES; i++) {
+        const lane *l = &a->lanes[i];
+        uint64_t at = l->turn != NULL   ? l->deadline_mono_ms
+                      : l->conn == NULL ? l->reconnect_at_ms
+                                        : UINT64_MAX;
+        if (a->listen == NULL && l->conn != NULL && l->turn == NULL)
+            at = m + ENGINE_REOPEN_BACKOFF_MIN_MS; /* the listener's next try */
+        if (at != UINT64_MAX) {
+            int t = at <= m ? 0 : at - m > 60000 ? 60000 : (int)(at - m);
+            if (timeout < 0 || t < timeout)
+                timeout = t;
+        }
+        fds[2 + i].fd = -1;
+        if (l->turn != NULL && pgops_pgturn(l->turn)->outcome == PGTURN_PENDING) {
+            fds[2 + i].fd = PQsocket(l->conn);
+            fds[2 + i].events = pgturn_events(pgops_pgturn(l->turn));
+        }
     }
-    struct pollfd fds[2] = {{.fd = a->efd, .events = POLLIN},
-                            {.fd = a->listen ? PQsocket(a->listen) : -1, .events = POLLIN}};
-    (void)poll(fds, 2, timeout);
+    (void)poll(fds, 2 + PGACTOR_LANES, timeout);
     uint64_t v;
     if (fds[0].revents & POLLIN)
         (void)!read(a->efd, &v, sizeof v);
@@ -518,80 +624,122 @@ static void refuse_all(pgactor *a, pgreq *list)
     turn_failed(a, list, &st);
 }
 
+/* Up to turn_max_requests queued requests, in order: taken only while a
+ * lane is free (or none is up: they are refused at once). */
+static pgreq *take_queue(pgactor *a, bool *stopping)
+{
+    pgreq *head = NULL, *tail = NULL;
+    pthread_mutex_lock(&a->mu);
+    *stopping = a->stopping;
+    if (!a->held && (free_lane(a) != NULL || !any_up(a) || a->stopping)) {
+        uint32_t n = 0;
+        while (a->q_head != NULL && (n++ < a->o.turn_max_requests || a->stopping)) {
+            pgreq *p = a->q_head;
+            a->q_head = p->next;
+            p->next = NULL;
+            if (tail)
+                tail->next = p;
+            else
+                head = p;
+            tail = p;
+        }
+        if (a->q_head == NULL)
+            a->q_tail = NULL;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return head;
+}
+
+/* Cancels are applied and ticks set aside; the rest is returned, in order. */
+static pgreq *sort_out(pgactor *a, pgreq *head, uint64_t now, pgreq **ticks, pgreq **tail)
+{
+    pgreq *list = NULL;
+    *tail = NULL;
+    for (pgreq *p = head, *next; p != NULL; p = next) {
+        next = p->next;
+        p->next = NULL;
+        if (p->req.op == ENGINE_OP_CANCEL) {
+            waits_end(a, now, true, p->req.u.cancel.owner);
+            answer(p);
+        } else if (p->req.op == ENGINE_OP_TICK) {
+            p->next = *ticks;
+            *ticks = p;
+        } else {
+            if (*tail)
+                (*tail)->next = p;
+            else
+                list = p;
+            *tail = p;
+        }
+    }
+    return list;
+}
+
+static void closing(pgactor *a, pgreq *rest)
+{
+    while (busy(a)) { /* the turns in flight finish and are answered */
+        lanes_advance(a);
+        if (busy(a))
+            sleep_a_while(a);
+    }
+    engine_status st;
+    reply_unavailable(&st, "the engine is closing");
+    turn_failed(a, rest, &st);
+    for (size_t i = 0; i < a->waiters.n; i++)
+        answer_status(a->waiters.v[i], &st);
+    a->waiters.n = 0;
+}
+
 static void *pgactor_main(void *arg)
 {
     pgactor *a = arg;
     prctl(PR_SET_NAME, "berth-pg", 0, 0, 0);
+    pgreq *ticks = NULL;
     for (;;) {
-        pthread_mutex_lock(&a->mu);
-        bool stopping = a->stopping;
-        pgreq *head = NULL, *tail = NULL;
-        if (!a->held) {
-            uint32_t n = 0;
-            while (a->q_head != NULL && n++ < a->o.turn_max_requests) {
-                pgreq *p = a->q_head;
-                a->q_head = p->next;
-                p->next = NULL;
-                if (tail)
-                    tail->next = p;
-                else
-                    head = p;
-                tail = p;
-            }
-            if (a->q_head == NULL)
-                a->q_tail = NULL;
-        }
-        pthread_mutex_unlock(&a->mu);
+        lanes_advance(a);
+        bool stopping;
+        pgreq *head = take_queue(a, &stopping);
         if (stopping) {
-            engine_status st;
-            reply_unavailable(&st, "the engine is closing");
-            turn_failed(a, head, &st);
-            break;
+            pgreq *tail;
+            pgreq *rest = sort_out(a, head, now_ms(a), &ticks, &tail);
+            for (pgreq *p = ticks, *next; p != NULL; p = next) {
+                next = p->next;
+                answer(p);
+            }
+            closing(a, rest);
+            return NULL;
         }
         reconnect(a);
         drain_listener(a);
         uint64_t now = now_ms(a);
         waits_end(a, now, false, 0);
         ring_due(a, now);
-        /* Ticks and cancels are the actor's own; the rest goes to the turn. */
-        pgreq *ticks = NULL, *list = NULL, *ltail = NULL;
-        for (pgreq *p = head, *next; p != NULL; p = next) {
-            next = p->next;
-            p->next = NULL;
-            if (p->req.op == ENGINE_OP_CANCEL) {
-                waits_end(a, now, true, p->req.u.cancel.owner);
+        pgreq *tail;
+        pgreq *list = sort_out(a, head, now, &ticks, &tail);
+        lane *l = free_lane(a);
+        if (l != NULL)
+            take_rung(a, &list, &tail);
+        bool started = list != NULL;
+        if (list != NULL && l != NULL) {
+            l->list = list;
+            l->now_ms = now;
+            l->attempt = 0;
+            turn_start(a, l);
+        } else if (list != NULL) {
+            refuse_all(a, list);
+        }
+        lanes_advance(a);
+        if (!busy(a) && ticks != NULL) { /* a tick: every turn it caused has run */
+            for (pgreq *p = ticks, *next; p != NULL; p = next) {
+                next = p->next;
                 answer(p);
-            } else if (p->req.op == ENGINE_OP_TICK) {
-                p->next = ticks;
-                ticks = p;
-            } else {
-                if (ltail)
-                    ltail->next = p;
-                else
-                    list = p;
-                ltail = p;
             }
+            ticks = NULL;
+            continue;
         }
-        bool had_work = list != NULL;
-        if (a->conn != NULL) {
-            take_rung(a, &list, &ltail);
-            had_work = had_work || list != NULL;
-        }
-        if (list != NULL)
-            a->conn != NULL ? run_turn(a, list) : refuse_all(a, list);
-        for (pgreq *p = ticks, *next; p != NULL; p = next) {
-            next = p->next;
-            answer(p);
-        }
-        if (!had_work && ticks == NULL)
+        if (!started)
             sleep_a_while(a);
     }
-    engine_status st;
-    reply_unavailable(&st, "the engine is closing");
-    for (size_t i = 0; i < a->waiters.n; i++)
-        answer_status(a->waiters.v[i], &st);
-    a->waiters.n = 0;
-    return NULL;
 }
 
 /* ---- the backend ---- */
@@ -642,7 +790,8 @@ static void pgactor_stop(engine *e)
 static void pgactor_free(engine *e)
 {
     pgactor *a = (pgactor *)(void *)e;
-    pgconn_close(a->conn);
+    for (size_t i = 0; i < PGACTOR_LANES; i++)
+        pgconn_close(a->lanes[i].conn);
     pgconn_close(a->listen);
     pgstmt_fini(&a->stmts);
     for (size_t i = 0; i < a->watches.n; i++)
@@ -734,8 +883,8 @@ int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen
     pgconn_close(mig);
     if (rv == BERTH_OK)
         rv = pgstmt_load(&a->stmts, err, errlen);
-    if (rv == BERTH_OK)
-        rv = engine_conn(a, PGACTOR_CONNECT_WAIT_MS, err, errlen);
+    for (size_t i = 0; i < PGACTOR_LANES && rv == BERTH_OK; i++)
+        rv = engine_conn(a, &a->lanes[i], PGACTOR_CONNECT_WAIT_MS, err, errlen);
     if (rv == BERTH_OK)
         rv = listen_conn(a, PGACTOR_CONNECT_WAIT_MS, err, errlen);
     if (rv == BERTH_OK && pthread_create(&a->thread, NULL, pgactor_main, a) != 0) {

@@ -16,6 +16,11 @@
 
 #include "engine/engine.h"
 
+/* Engine connections: a turn runs on each, so one turn's statements go
+ * while another's COMMIT waits for the disk (the embedded engine's commit
+ * thread, in SQL). */
+#define PGACTOR_LANES 2
+
 /* How long engine_open() waits for the database before giving up. */
 #define PGACTOR_CONNECT_WAIT_MS 5000
 

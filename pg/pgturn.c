@@ -453,6 +453,12 @@ int pgturn_advance(pgturn *t)
     return t->outcome != PGTURN_PENDING;
 }
 
+void pgturn_give_up(pgturn *t, const char *why)
+{
+    if (t->outcome == PGTURN_PENDING)
+        lost(t, why);
+}
+
 int pgturn_run(pgturn *t, uint64_t deadline_ms)
 {
     int rv = pgturn_start(t);

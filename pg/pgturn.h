@@ -147,6 +147,10 @@ int pgturn_advance(pgturn *t);
  * t->outcome) or BERTH_EINVAL as pgturn_start(). */
 int pgturn_run(pgturn *t, uint64_t deadline_ms);
 
+/* Ends a turn still in flight as if its connection were lost (a turn past
+ * its caller's deadline): LOST_BEFORE_COMMIT or IN_DOUBT, broken. */
+void pgturn_give_up(pgturn *t, const char *why);
+
 /* The monotonic clock pgturn_run()'s deadline is on, ms. */
 uint64_t pgturn_mono_ms(void);
 

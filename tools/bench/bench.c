@@ -1,7 +1,7 @@
 /*
  * berth-bench — load for berthd, with proof that nothing was lost.
  *
- *   berth-bench (--operate URL | --spawn) (--tasks N | --duration S)
+ *   berth-bench (--operate URL[,URL...] | --spawn) (--tasks N | --duration S)
  *               [--producers P] [--workers W] [--submit-batch B]
  *               [--fetch-batch F] [--complete-batch C] [--payload BYTES]
  *               [--topics K] [--lock-ms MS] [--json] [--csv FILE]
@@ -93,7 +93,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: berth-bench (--operate URL | --spawn) (--tasks N | --duration S)\n"
+    fprintf(f, "usage: berth-bench (--operate URL[,URL...] | --spawn) (--tasks N | --duration S)\n"
                "                   [--producers P] [--workers W] [--submit-batch B]\n"
                "                   [--fetch-batch F] [--complete-batch C] [--payload BYTES]\n"
                "                   [--topics K] [--lock-ms MS] [--json] [--csv FILE]\n"

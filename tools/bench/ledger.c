@@ -51,16 +51,29 @@ void bench_topic_name(char *out, size_t len, uint64_t task)
 /* Each producer and worker has its own connection. A tcp:// URL is reached
  * directly (see client.h), so the load costs the machine about what
  * beanstalk-bench's plain sockets cost it; --client nng uses nng's REQ
- * socket instead. */
+ * socket instead. --operate may list several URLs, comma-separated
+ * (berthd replicas sharing one database): connections take them in turn. */
 static int open_client(bc **c, char *err, size_t errlen)
 {
-    if (!bench_cfg.nng_client && strncmp(bench_cfg.operate, "tcp://", 6) == 0)
-        return bc_open_direct(bench_cfg.operate, c, err, errlen);
-    if (strncmp(bench_cfg.operate, "tls+", 4) == 0) {
+    static atomic_uint next;
+    char url[512];
+    const char *list = bench_cfg.operate;
+    size_t n = 1;
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    unsigned k = atomic_fetch_add(&next, 1) % (unsigned)n;
+    const char *from = list;
+    for (unsigned i = 0; i < k; i++)
+        from = strchr(from, ',') + 1;
+    size_t len = strcspn(from, ",");
+    snprintf(url, sizeof url, "%.*s", (int)len, from);
+    if (!bench_cfg.nng_client && strncmp(url, "tcp://", 6) == 0)
+        return bc_open_direct(url, c, err, errlen);
+    if (strncmp(url, "tls+", 4) == 0) {
         bc_tls tls = {.ca_file = bench_cfg.tls_ca};
-        return bc_open_tls(bench_cfg.operate, &tls, c, err, errlen);
+        return bc_open_tls(url, &tls, c, err, errlen);
     }
-    return bc_open(bench_cfg.operate, c, err, errlen);
+    return bc_open(url, c, err, errlen);
 }
 
 void bench_count_error(const char *what, const Berth__V1__Response *r, int rv)
