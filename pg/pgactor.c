@@ -85,6 +85,13 @@ typedef struct pgactor {
     lane lanes[PGACTOR_LANES];
     PGconn *listen; /* the listener: NULL while down */
     char down_why[256];
+    /* Doorbells of committed turns, sent on the listener's connection
+     * (asynchronous commit) rather than in the turns: NOTIFY holds a
+     * cluster-wide lock from its transaction's pre-commit to its end, WAL
+     * flush included, which would put every replica's commits in one line. */
+    char *bells;
+    size_t bells_len;
+    bool bell_sent; /* one in flight: its result not read yet */
 
     pthread_t thread;
     pthread_mutex_t mu; /* the queue, stopping, held */
@@ -243,7 +250,7 @@ static int listen_conn(pgactor *a, uint64_t wait_ms, char *err, size_t errlen)
     PGconn *c;
     int rv = pgconn_open(a->uri, "berthd listener", wait_ms, &c, err, errlen);
     if (rv == BERTH_OK)
-        rv = pgconn_exec(c, "LISTEN " CHANNEL, "LISTEN", err, errlen);
+        rv = pgconn_exec(c, "SET synchronous_commit = off; LISTEN " CHANNEL, "LISTEN", err, errlen);
     if (rv == BERTH_OK && PQsetnonblocking(c, 1) != 0)
         rv = BERTH_EIO;
     if (rv != BERTH_OK) {
@@ -251,6 +258,7 @@ static int listen_conn(pgactor *a, uint64_t wait_ms, char *err, size_t errlen)
         return rv;
     }
     a->listen = c;
+    a->bell_sent = false;
     return BERTH_OK;
 }
 
@@ -280,10 +288,52 @@ static void reconnect(pgactor *a)
 
 static bool ours(const pgactor *a, int pid)
 {
+    if (a->listen != NULL && PQbackendPID(a->listen) == pid)
+        return true;
     for (size_t i = 0; i < PGACTOR_LANES; i++)
         if (a->lanes[i].conn != NULL && PQbackendPID(a->lanes[i].conn) == pid)
             return true;
     return false;
+}
+
+/* The doorbells gathered since the last was sent, in one notification
+ * (past what one carries, "p:*": look at everything). */
+static void bells_add(pgactor *a, const char *payload)
+{
+    size_t n = strlen(payload);
+    if (n == 0)
+        return;
+    if (a->bells_len + n + 2 > 7000 || strcmp(payload, "p:*") == 0) {
+        free(a->bells);
+        a->bells = mem_strdup("p:*");
+        a->bells_len = a->bells ? 3 : 0;
+        return;
+    }
+    if (a->bells != NULL && strcmp(a->bells, "p:*") == 0)
+        return;
+    char *b = mem_realloc(a->bells, a->bells_len + n + 2);
+    if (b == NULL)
+        return;
+    if (a->bells_len > 0)
+        b[a->bells_len++] = ';';
+    memcpy(b + a->bells_len, payload, n + 1);
+    a->bells = b;
+    a->bells_len += n;
+}
+
+static void bells_send(pgactor *a)
+{
+    if (a->listen == NULL || a->bell_sent || a->bells_len == 0)
+        return;
+    const char *params[1] = {a->bells};
+    if (PQsendQueryParams(a->listen, "SELECT pg_notify('" CHANNEL "', $1)", 1, NULL, params, NULL,
+                          NULL, 0) != 1)
+        return; /* the listener is failing: drain_listener() will find out */
+    a->bell_sent = true;
+    (void)PQflush(a->listen);
+    free(a->bells);
+    a->bells = NULL;
+    a->bells_len = 0;
 }
 
 /* Reads what the listener brought; a lost listener is reopened later. */
@@ -296,12 +346,20 @@ static void drain_listener(pgactor *a)
         a->listen = NULL;
         return;
     }
+    (void)PQflush(a->listen);
+    while (a->bell_sent && !PQisBusy(a->listen)) {
+        PGresult *r = PQgetResult(a->listen);
+        if (r == NULL)
+            a->bell_sent = false;
+        PQclear(r);
+    }
     PGnotify *n;
     while ((n = PQnotifies(a->listen)) != NULL) {
         if (!ours(a, n->be_pid)) /* its own turns rang here already */
             doorbells(a, n->extra);
         PQfreemem(n);
     }
+    bells_send(a);
 }
 
 /* ---- waits ---- */
@@ -445,8 +503,8 @@ static void turn_start(pgactor *a, lane *l)
     a->counters.waiting_fetches = a->waiters.n;
     bool fail = a->fp_write > 0;
     pgops_turn *t;
-    if (pgops_plan(&a->o, &a->counters, l->list, l->now_ms, a->manual, fail, l->conn, &t) !=
-        BERTH_OK) {
+    if (pgops_plan(&a->o, &a->counters, l->list, l->now_ms, a->manual, fail, a->listen == NULL,
+                   l->conn, &t) != BERTH_OK) {
         engine_status st;
         reply_no_memory(&st);
         turn_failed(a, l->list, &st);
@@ -473,6 +531,10 @@ static void committed(pgactor *a, lane *l)
 {
     pgops_turn *t = l->turn;
     a->committed += !pgops_empty(t);
+    if (pgops_notify(t) != NULL) {
+        bells_add(a, pgops_notify(t));
+        bells_send(a);
+    }
     pgops_answer(t, ring, later, a);
     size_t nd;
     const pgops_topic_due *d = pgops_dues(t, &nd);
@@ -793,6 +855,7 @@ static void pgactor_free(engine *e)
     for (size_t i = 0; i < PGACTOR_LANES; i++)
         pgconn_close(a->lanes[i].conn);
     pgconn_close(a->listen);
+    free(a->bells);
     pgstmt_fini(&a->stmts);
     for (size_t i = 0; i < a->watches.n; i++)
         free(a->watches.v[i].topic);

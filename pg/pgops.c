@@ -86,6 +86,7 @@ struct pgops_turn {
     VEC(pgops_topic_due) dues;
     char *notify;
     size_t notify_len, notify_cap;
+    bool notify_in_turn;
 };
 
 static int add_stmt(pgops_turn *t, const char *name, size_t bytes)
@@ -493,7 +494,7 @@ static bool stmt_guard_read(pgops_turn *t)
 static bool between(pgturn *pt, void *arg);
 
 int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list, uint64_t now_ms,
-               bool manual, bool fail, PGconn *conn, pgops_turn **out)
+               bool manual, bool fail, bool notify_in_turn, PGconn *conn, pgops_turn **out)
 {
     *out = NULL;
     pgops_turn *t = mem_calloc(1, sizeof(*t));
@@ -504,6 +505,7 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     t->now_ms = now_ms;
     t->s_submit = t->s_guard = t->s_topics_due = t->s_stats = -1;
     t->replica = replica;
+    t->notify_in_turn = notify_in_turn;
     size_t fetches = 0;
     for (pgreq *p = list; p != NULL; p = p->next) {
         p->claim = p->due = -1;
@@ -879,7 +881,7 @@ static bool between(pgturn *pt, void *arg)
     }
     if (!stmt_claims(t))
         return false;
-    pt->notify = t->notify;
+    pt->notify = t->notify_in_turn ? t->notify : NULL;
     return true;
 }
 
@@ -1245,6 +1247,11 @@ void pgops_answer(pgops_turn *t, void (*ring)(void *ctx, const char *topic),
         }
         rec = end ? end + 1 : NULL;
     }
+}
+
+const char *pgops_notify(const pgops_turn *t)
+{
+    return t->notify_in_turn ? NULL : t->notify;
 }
 
 const pgops_topic_due *pgops_dues(const pgops_turn *t, size_t *n)

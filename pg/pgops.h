@@ -67,9 +67,13 @@ typedef struct pgops_turn pgops_turn;
  * now_ms is the replica's clock, for the checks; manual: the clock is a
  * test's, and the database takes it. replica: this replica's counters,
  * which STATS answers beside the database's counts. fail: the turn is
- * made to fail (ENGINE_FP_STORE_WRITE). BERTH_ENOMEM: nothing planned. */
+ * made to fail (ENGINE_FP_STORE_WRITE). notify_in_turn: the turn's
+ * doorbell is its last statement; else the caller sends it after COMMIT
+ * (pgops_notify). BERTH_ENOMEM: nothing planned. */
 int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list, uint64_t now_ms,
-               bool manual, bool fail, PGconn *conn, pgops_turn **out);
+               bool manual, bool fail, bool notify_in_turn, PGconn *conn, pgops_turn **out);
+/* The doorbell a committed turn left for the caller to send, or NULL. */
+const char *pgops_notify(const pgops_turn *t);
 /* The turn to drive (pgturn_start/advance or pgturn_run). */
 pgturn *pgops_pgturn(pgops_turn *t);
 /* Whether anything needs the database. */
