@@ -91,7 +91,8 @@ typedef struct pgactor {
      * flush included, which would put every replica's commits in one line. */
     char *bells;
     size_t bells_len;
-    bool bell_sent; /* one in flight: its result not read yet */
+    char *bell_flying; /* the one sent, its result not read yet (kept until it is) */
+    uint64_t bell_sent_mono_ms;
 
     pthread_t thread;
     pthread_mutex_t mu; /* the queue, stopping, held */
@@ -258,7 +259,6 @@ static int listen_conn(pgactor *a, uint64_t wait_ms, char *err, size_t errlen)
         return rv;
     }
     a->listen = c;
-    a->bell_sent = false;
     return BERTH_OK;
 }
 
@@ -278,9 +278,12 @@ static void reconnect(pgactor *a)
     uint64_t now = pgturn_mono_ms();
     for (size_t i = 0; i < PGACTOR_LANES; i++) {
         lane *l = &a->lanes[i];
-        if (l->conn == NULL && l->turn == NULL && now >= l->reconnect_at_ms &&
-            engine_conn(a, l, 1000, err, sizeof err) != BERTH_OK)
-            down(a, l, err);
+        if (l->conn == NULL && l->turn == NULL && now >= l->reconnect_at_ms) {
+            if (engine_conn(a, l, 1000, err, sizeof err) != BERTH_OK)
+                down(a, l, err);
+            else
+                ring(a, NULL); /* while it was down, claims failed: every waiter looks again */
+        }
     }
     if (a->listen == NULL && any_up(a) && listen_conn(a, 1000, err, sizeof err) == BERTH_OK)
         ring(a, NULL); /* doorbells were missed meanwhile: every waiter looks again */
@@ -323,17 +326,36 @@ static void bells_add(pgactor *a, const char *payload)
 
 static void bells_send(pgactor *a)
 {
-    if (a->listen == NULL || a->bell_sent || a->bells_len == 0)
+    if (a->listen == NULL || a->bell_flying != NULL || a->bells_len == 0)
         return;
     const char *params[1] = {a->bells};
     if (PQsendQueryParams(a->listen, "SELECT pg_notify('" CHANNEL "', $1)", 1, NULL, params, NULL,
                           NULL, 0) != 1)
         return; /* the listener is failing: drain_listener() will find out */
-    a->bell_sent = true;
     (void)PQflush(a->listen);
-    free(a->bells);
+    a->bell_flying = a->bells;
+    a->bell_sent_mono_ms = pgturn_mono_ms();
     a->bells = NULL;
     a->bells_len = 0;
+}
+
+/* The listener is gone: a doorbell it was sending goes back to be sent
+ * again on the next one (a repeat costs other replicas one look). */
+static void listener_lost(pgactor *a)
+{
+    pgconn_close(a->listen);
+    a->listen = NULL;
+    if (a->bell_flying != NULL) {
+        char *pending = a->bells;
+        a->bells = NULL;
+        a->bells_len = 0;
+        bells_add(a, a->bell_flying);
+        if (pending != NULL)
+            bells_add(a, pending);
+        free(a->bell_flying);
+        free(pending);
+        a->bell_flying = NULL;
+    }
 }
 
 /* Reads what the listener brought; a lost listener is reopened later. */
@@ -341,16 +363,19 @@ static void drain_listener(pgactor *a)
 {
     if (a->listen == NULL)
         return;
-    if (PQconsumeInput(a->listen) == 0 || PQstatus(a->listen) != CONNECTION_OK) {
-        pgconn_close(a->listen);
-        a->listen = NULL;
+    if (PQconsumeInput(a->listen) == 0 || PQstatus(a->listen) != CONNECTION_OK ||
+        PQflush(a->listen) < 0 ||
+        (a->bell_flying != NULL &&
+         pgturn_mono_ms() - a->bell_sent_mono_ms > PGACTOR_LISTENER_SILENT_MS)) {
+        listener_lost(a); /* gone, or silent: reopened by reconnect() */
         return;
     }
-    (void)PQflush(a->listen);
-    while (a->bell_sent && !PQisBusy(a->listen)) {
+    while (a->bell_flying != NULL && !PQisBusy(a->listen)) {
         PGresult *r = PQgetResult(a->listen);
-        if (r == NULL)
-            a->bell_sent = false;
+        if (r == NULL) {
+            free(a->bell_flying); /* (an error result: the server refused it; not again) */
+            a->bell_flying = NULL;
+        }
         PQclear(r);
     }
     PGnotify *n;
@@ -463,7 +488,10 @@ static void turn_failed(pgactor *a, pgreq *list, const engine_status *st)
     for (pgreq *p = list, *next; p != NULL; p = next) {
         next = p->next;
         if (p->req.op == ENGINE_OP_FETCH && p->completes_done && !p->settled) {
-            park_or_answer(a, p, now); /* a waiter's claim failed: it waits on */
+            /* A waiter's claim failed: whatever rang it may be there still.
+             * It waits on, rung: it claims again once a lane serves. */
+            p->rung = true;
+            park_or_answer(a, p, now);
         } else if (p->settled) {
             answer(p);
         } else {
@@ -670,6 +698,12 @@ static void sleep_a_while(pgactor *a)
             fds[2 + i].events = pgturn_events(pgops_pgturn(l->turn));
         }
     }
+    if (a->bell_flying != NULL) { /* a silent listener is given up on */
+        uint64_t at = a->bell_sent_mono_ms + PGACTOR_LISTENER_SILENT_MS + 1;
+        int t = at <= m ? 0 : (int)(at - m);
+        if (timeout < 0 || t < timeout)
+            timeout = t;
+    }
     (void)poll(fds, 2 + PGACTOR_LANES, timeout);
     uint64_t v;
     if (fds[0].revents & POLLIN)
@@ -856,6 +890,7 @@ static void pgactor_free(engine *e)
         pgconn_close(a->lanes[i].conn);
     pgconn_close(a->listen);
     free(a->bells);
+    free(a->bell_flying);
     pgstmt_fini(&a->stmts);
     for (size_t i = 0; i < a->watches.n; i++)
         free(a->watches.v[i].topic);

@@ -150,12 +150,21 @@ int pgconn_open(const char *uri, const char *app_name, uint64_t wait_ms, PGconn 
     }
     pgconn_describe(uri, target, sizeof target);
 
-    /* expand_dbname: "dbname" carries the whole uri; a fallback name
+    /* expand_dbname: "dbname" carries the whole uri, and what it sets
+     * overrides the keywords before it: TCP keepalives, so a peer that went
+     * silent (a dead host, a cut network) is found within about 15 s
+     * rather than hours, unless the uri says otherwise. A fallback name
      * applies only when the uri sets no application_name. */
-    const char *kw[] = {"dbname", "fallback_application_name", NULL};
-    const char *val[] = {uri, app_name, NULL};
+    const char *kw[] = {"keepalives_idle",
+                        "keepalives_interval",
+                        "keepalives_count",
+                        "tcp_user_timeout",
+                        "dbname",
+                        "fallback_application_name",
+                        NULL};
+    const char *val[] = {"5", "2", "3", "15000", uri, app_name, NULL};
     if (app_name == NULL)
-        kw[1] = NULL;
+        kw[5] = NULL;
 
     uint64_t deadline = mono_ms() + wait_ms, pause = PGCONN_BACKOFF_FIRST_MS;
     unsigned tries = 0;

@@ -508,7 +508,8 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     t->notify_in_turn = notify_in_turn;
     size_t fetches = 0;
     for (pgreq *p = list; p != NULL; p = p->next) {
-        p->claim = p->due = -1;
+        p->claim = -1;
+        p->claim_i = 0;
         fetches += p->req.op == ENGINE_OP_FETCH || p->req.op == ENGINE_OP_GET_TASK ||
                    p->req.op == ENGINE_OP_LIST_INCIDENTS;
     }
@@ -813,33 +814,92 @@ static bool stmt_outcomes(pgops_turn *t)
     return ok;
 }
 
+static bool one_topic_fetch(const pgreq *p)
+{
+    return !p->settled && p->req.op == ENGINE_OP_FETCH && p->req.u.fetch.n_topics == 1;
+}
+
+/* Every fetch of the turn naming topic alone (from p on), in one claim_many. */
+static int stmt_claim_many(pgops_turn *t, pgreq *first)
+{
+    const char *topic = first->req.u.fetch.topics[0];
+    size_t n = 0, bytes = 128 + strlen(topic);
+    for (pgreq *p = first; p != NULL; p = p->next)
+        if (one_topic_fetch(p) && p->claim < 0 && strcmp(p->req.u.fetch.topics[0], topic) == 0) {
+            n++;
+            bytes += 32 + strlen(p->req.u.fetch.worker_id);
+        }
+    int32_t *ns = mem_calloc(n, sizeof(int32_t));
+    int64_t *locks = mem_calloc(n, sizeof(int64_t));
+    const char **workers = mem_calloc(n, sizeof(char *));
+    int s = ns && locks && workers ? add_stmt(t, "claim_many", bytes) : -1;
+    if (s >= 0) {
+        size_t i = 0;
+        for (pgreq *p = first; p != NULL; p = p->next)
+            if (one_topic_fetch(p) && p->claim < 0 &&
+                strcmp(p->req.u.fetch.topics[0], topic) == 0) {
+                ns[i] = (int32_t)p->f.max_tasks;
+                locks[i] = (int64_t)p->f.lock_ms;
+                workers[i] = p->req.u.fetch.worker_id;
+                p->claim = s;
+                p->claim_i = (int)++i;
+            }
+        pgwire_params *pp = &t->params[s];
+        pgwire_text(pp, topic);
+        pgwire_int4_array(pp, ns, NULL, n);
+        pgwire_int8_array(pp, locks, NULL, n);
+        pgwire_text_array(pp, workers, n);
+        pgwire_int8(pp, (int64_t)t->o->fetch_max_bytes);
+    }
+    free(ns);
+    free(locks);
+    free(workers);
+    return s;
+}
+
 static bool stmt_claims(pgops_turn *t)
 {
     for (pgreq *p = t->list; p != NULL; p = p->next) {
-        if (p->settled || p->req.op != ENGINE_OP_FETCH)
+        if (p->settled || p->req.op != ENGINE_OP_FETCH || p->claim >= 0)
             continue;
         const engine_fetch_args *a = &p->req.u.fetch;
-        size_t bytes = 128 + strlen(a->worker_id);
-        for (size_t i = 0; i < a->n_topics; i++)
-            bytes += 8 + strlen(a->topics[i]);
-        int s = add_stmt(t, a->n_topics == 1 ? "claim1" : "claimk", bytes);
-        if (s < 0)
-            return false;
-        pgwire_params *pp = &t->params[s];
-        if (a->n_topics == 1)
-            pgwire_text(pp, a->topics[0]);
-        else
-            pgwire_text_array(pp, (const char *const *)a->topics, a->n_topics);
-        pgwire_int4(pp, (int32_t)p->f.max_tasks);
-        pgwire_int8(pp, (int64_t)p->f.lock_ms);
-        pgwire_text(pp, a->worker_id);
-        pgwire_int8(pp, (int64_t)t->o->fetch_max_bytes);
-        p->claim = s;
-        if (p->may_wait) {
-            p->due = (int)t->due_topics.n;
+        bool many = false;
+        if (one_topic_fetch(p))
+            for (pgreq *q = p->next; q != NULL && !many; q = q->next)
+                many = one_topic_fetch(q) && strcmp(q->req.u.fetch.topics[0], a->topics[0]) == 0;
+        if (many) {
+            if (stmt_claim_many(t, p) < 0)
+                return false;
+        } else {
+            size_t bytes = 128 + strlen(a->worker_id);
             for (size_t i = 0; i < a->n_topics; i++)
-                if (!VEC_PUSH(&t->due_topics, a->topics[i]))
-                    return false;
+                bytes += 8 + strlen(a->topics[i]);
+            int s = add_stmt(t, a->n_topics == 1 ? "claim1" : "claimk", bytes);
+            if (s < 0)
+                return false;
+            pgwire_params *pp = &t->params[s];
+            if (a->n_topics == 1)
+                pgwire_text(pp, a->topics[0]);
+            else
+                pgwire_text_array(pp, (const char *const *)a->topics, a->n_topics);
+            pgwire_int4(pp, (int32_t)p->f.max_tasks);
+            pgwire_int8(pp, (int64_t)p->f.lock_ms);
+            pgwire_text(pp, a->worker_id);
+            pgwire_int8(pp, (int64_t)t->o->fetch_max_bytes);
+            p->claim = s;
+            p->claim_i = 0;
+        }
+    }
+    for (pgreq *p = t->list; p != NULL; p = p->next) {
+        if (p->settled || p->req.op != ENGINE_OP_FETCH || !p->may_wait)
+            continue;
+        for (size_t i = 0; i < p->req.u.fetch.n_topics; i++) {
+            const char *topic = p->req.u.fetch.topics[i];
+            bool seen = false;
+            for (size_t k = 0; k < t->due_topics.n && !seen; k++)
+                seen = strcmp(t->due_topics.v[k], topic) == 0;
+            if (!seen && !VEC_PUSH(&t->due_topics, topic))
+                return false;
         }
     }
     if (t->due_topics.n > 0) {
@@ -969,23 +1029,23 @@ static char *copy_text(engine_reply *r, const PGresult *res, int row, int col)
 }
 
 /* One claimed row into et (its memory the reply's). */
-static bool claimed_task(engine_reply *r, const PGresult *res, int i, engine_task *et)
+static bool claimed_task(engine_reply *r, const PGresult *res, int i, int off, engine_task *et)
 {
     uint8_t id[BERTH_ID_LEN], token[BERTH_ID_LEN];
     int64_t lx, av, created, prio;
     int32_t claims, rl;
     const uint8_t *pay;
     size_t plen;
-    if (pgwire_get_uuid(res, i, 1, id) || pgwire_get_uuid(res, i, 3, token) ||
-        pgwire_get_int8(res, i, 4, &lx) || pgwire_get_int4(res, i, 5, &claims) ||
-        pgwire_get_int4(res, i, 6, &rl) || pgwire_get_int8(res, i, 7, &av) ||
-        pgwire_get_int8(res, i, 8, &created) || pgwire_get_int8(res, i, 9, &prio) ||
-        pgwire_get_bytea(res, i, 15, &pay, &plen))
+    if (pgwire_get_uuid(res, i, off + 1, id) || pgwire_get_uuid(res, i, off + 3, token) ||
+        pgwire_get_int8(res, i, off + 4, &lx) || pgwire_get_int4(res, i, off + 5, &claims) ||
+        pgwire_get_int4(res, i, off + 6, &rl) || pgwire_get_int8(res, i, off + 7, &av) ||
+        pgwire_get_int8(res, i, off + 8, &created) || pgwire_get_int8(res, i, off + 9, &prio) ||
+        pgwire_get_bytea(res, i, off + 15, &pay, &plen))
         return false;
     store_header hs[ENGINE_HEADERS_MAX];
     size_t nh = 0;
     pgwire_array arr;
-    if (pgwire_array_open(res, i, 13, PGWIRE_TEXT, &arr) == BERTH_OK) {
+    if (pgwire_array_open(res, i, off + 13, PGWIRE_TEXT, &arr) == BERTH_OK) {
         const uint8_t *v;
         size_t len;
         char *pair[2];
@@ -1003,12 +1063,12 @@ static bool claimed_task(engine_reply *r, const PGresult *res, int i, engine_tas
             }
         }
     }
-    store_body b = {.topic = copy_text(r, res, i, 2),
+    store_body b = {.topic = copy_text(r, res, i, off + 2),
                     .payload = plen ? mem_dup(pay, plen) : NULL,
                     .payload_len = plen,
                     .headers = hs,
                     .n_headers = nh,
-                    .content_type = copy_text(r, res, i, 12)};
+                    .content_type = copy_text(r, res, i, off + 12)};
     if (b.topic == NULL || (plen && b.payload == NULL)) {
         free((void *)b.payload);
         return false;
@@ -1023,10 +1083,10 @@ static bool claimed_task(engine_reply *r, const PGresult *res, int i, engine_tas
         memcpy(pcopy, b.payload, plen);
     free((void *)b.payload);
     b.payload = pcopy;
-    if (!pgwire_isnull(res, i, 10)) {
+    if (!pgwire_isnull(res, i, off + 10)) {
         int32_t att = 0;
-        b.has_instance = pgwire_get_uuid(res, i, 10, b.instance_id) == BERTH_OK;
-        if (!pgwire_isnull(res, i, 11) && pgwire_get_int4(res, i, 11, &att) == BERTH_OK)
+        b.has_instance = pgwire_get_uuid(res, i, off + 10, b.instance_id) == BERTH_OK;
+        if (!pgwire_isnull(res, i, off + 11) && pgwire_get_int4(res, i, off + 11, &att) == BERTH_OK)
             b.call_attempt = (uint32_t)att;
     }
     engine_header *ehs;
@@ -1120,7 +1180,11 @@ static void answer_claim(pgops_turn *t, pgreq *p)
 {
     engine_reply *r = p->reply;
     const PGresult *res = t->stmts[p->claim].result;
-    int n = res ? PQntuples(res) : 0;
+    int rows = res ? PQntuples(res) : 0, off = p->claim_i > 0 ? 1 : 0, n = 0;
+    for (int i = 0; i < rows; i++) { /* this fetch's rows (claim_many: column i names it) */
+        int32_t mine = 0;
+        n += off == 0 || (pgwire_get_int4(res, i, 0, &mine) == BERTH_OK && mine == p->claim_i);
+    }
     if (n == 0)
         return;
     r->tasks = reply_mem(r, (size_t)n * sizeof(*r->tasks));
@@ -1129,10 +1193,13 @@ static void answer_claim(pgops_turn *t, pgreq *p)
         return; /* the claimed tasks come back when their locks expire */
     }
     /* In claim order (k), whatever order RETURNING gave. */
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < rows; i++) {
+        int32_t mine = 0;
+        if (off > 0 && (pgwire_get_int4(res, i, 0, &mine) != BERTH_OK || mine != p->claim_i))
+            continue;
         int64_t k;
-        if (pgwire_get_int8(res, i, 0, &k) != BERTH_OK || k < 1 || k > n ||
-            !claimed_task(r, res, i, &r->tasks[k - 1])) {
+        if (pgwire_get_int8(res, i, off, &k) != BERTH_OK || k < 1 || k > n ||
+            !claimed_task(r, res, i, off, &r->tasks[k - 1])) {
             reply_status(&r->status, ENGINE_CODE_INTERNAL, "a claimed task did not decode");
             r->n_tasks = 0;
             return;

@@ -40,8 +40,8 @@ typedef struct pgreq {
     struct pgreq *next;
     /* this turn */
     bool settled; /* answered by the checks: nothing of it goes to the database */
-    int claim;    /* a fetch's claim statement, -1 none */
-    int due;      /* ... and its row range in topics_due: first row */
+    int claim;    /* a fetch's claim statement (get_task's, list_incidents'), -1 none */
+    int claim_i;  /* ... its place in a claim_many statement (1-based), 0: its own */
     /* a fetch */
     rules_fetch f;
     bool completes_done; /* its completions were applied by an earlier turn */

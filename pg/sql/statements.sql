@@ -122,6 +122,36 @@ RETURNING w.k, t.id, t.topic, t.lock_token, t.lock_expires_at, t.claims, t.retri
           t.available_at, t.created_at, t.priority, t.instance_id, t.call_attempt,
           t.content_type, t.headers, t.body_bytes, t.payload;
 
+-- name: claim_many
+-- claim1 for several fetches of one turn naming the same one topic, in one
+-- statement: their tasks are claimed together, in claim order, and dealt
+-- out in the order the fetches are given (the first takes its n, the next
+-- the n after, ...); each fetch's byte budget is its own (its first task
+-- always taken). A fetch dealt fewer than its n, or none, got what there
+-- was.
+--   $1 text topic, $2 int4[] n per fetch, $3 int8[] lock_ms per fetch,
+--   $4 text[] worker_id per fetch, $5 int8 max_bytes (each fetch's).
+-- Result: i int4 (the fetch's place in the arrays, 1-based), then claim1's
+-- columns (k the task's rank within its fetch).
+WITH f AS (SELECT f.n, f.lock_ms, f.worker, f.i::int4 AS i,
+                  sum(f.n) OVER (ORDER BY f.i) - f.n AS before
+             FROM unnest($2::int4[], $3::int8[], $4::text[]) WITH ORDINALITY
+                  AS f(n, lock_ms, worker, i)),
+     c AS (SELECT id, priority, fetchable_at, seq, body_bytes FROM berth.tasks
+            WHERE topic = $1::text AND NOT terminal AND fetchable_at <= berth.now_ms()
+            ORDER BY priority, fetchable_at, seq
+            LIMIT (SELECT sum(n) FROM f) FOR UPDATE SKIP LOCKED),
+     r AS (SELECT c.*, row_number() OVER (ORDER BY priority, fetchable_at, seq) AS pos FROM c),
+     w AS (SELECT r.*, f.i, f.lock_ms, f.worker, r.pos - f.before AS k,
+                  sum(r.body_bytes) OVER (PARTITION BY f.i ORDER BY r.pos) AS run
+             FROM r JOIN f ON r.pos > f.before AND r.pos <= f.before + f.n)
+UPDATE berth.tasks t SET lock_expires_at = berth.now_ms() + w.lock_ms, worker_id = w.worker,
+       lock_token = gen_random_uuid(), claims = t.claims + 1
+  FROM w WHERE t.id = w.id AND (w.k = 1 OR w.run <= $5::int8)
+RETURNING w.i, w.k, t.id, t.topic, t.lock_token, t.lock_expires_at, t.claims, t.retries_left,
+          t.available_at, t.created_at, t.priority, t.instance_id, t.call_attempt,
+          t.content_type, t.headers, t.body_bytes, t.payload;
+
 -- name: claimk
 -- claim1 over several topics (§3.4): per topic its n most urgent fetchable
 -- tasks (a LATERAL ordered scan of tasks_claim each), merged in claim

@@ -1015,6 +1015,77 @@ Test(claim1, two_connections_racing_for_one_task_take_it_once)
     pgconn_close(c);
 }
 
+/* claim_many for fetches (n, lock_ms, worker) at once: "i:k,k;i:k" of
+ * the task numbers each fetch got, in fetch and then claim order. */
+static const char *claim_many(PGconn *c, int64_t now, const char *topic, const int32_t *n,
+                              const int64_t *locks, const char *const *workers, size_t nf,
+                              int64_t max_bytes)
+{
+    static char out[256];
+    uint8_t buf[1024];
+    pgwire_params p;
+    pgwire_params_init(&p, buf, sizeof buf);
+    pgwire_text(&p, topic);
+    pgwire_int4_array(&p, n, NULL, nf);
+    pgwire_int8_array(&p, locks, NULL, nf);
+    pgwire_text_array(&p, workers, nf);
+    pgwire_int8(&p, max_bytes);
+    PGresult *r = turn1(c, now, "claim_many", &p);
+    cr_assert_eq(PQnfields(r), 17, "i, then claim1's 16 columns");
+    int got[8][8] = {{0}};
+    for (int row = 0; row < PQntuples(r); row++) {
+        int32_t i;
+        int64_t k, lock;
+        uint8_t id[16];
+        cr_assert_eq(pgwire_get_int4(r, row, 0, &i), BERTH_OK);
+        cr_assert_eq(pgwire_get_int8(r, row, 1, &k), BERTH_OK);
+        cr_assert_eq(pgwire_get_uuid(r, row, 2, id), BERTH_OK);
+        cr_assert_eq(pgwire_get_int8(r, row, 5, &lock), BERTH_OK);
+        cr_assert(i >= 1 && (size_t)i <= nf && k >= 1 && k <= 8);
+        cr_assert_eq(lock, now + locks[i - 1], "each fetch's own lock");
+        got[i - 1][k - 1] = k_of(id);
+    }
+    PQclear(r);
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < nf; i++) {
+        len += (size_t)snprintf(out + len, sizeof out - len, "%s%zu:", i ? ";" : "", i + 1);
+        for (int k = 0; k < 8 && got[i][k]; k++)
+            len += (size_t)snprintf(out + len, sizeof out - len, "%s%d", k ? "," : "", got[i][k]);
+    }
+    return out;
+}
+
+Test(claim_many, deals_the_tasks_out_in_fetch_order_each_with_its_lock_and_budget)
+{
+    char uri[256];
+    PGconn *c = ops_db("claim_many", uri, sizeof uri), *look = pgtmp_connect(uri);
+    char pl[100 + 1];
+    memset(pl, 'x', 100);
+    pl[100] = '\0';
+    item it[9];
+    int w[9];
+    for (int i = 0; i < 9; i++)
+        it[i] = (item){.k = i + 1, .payload = pl};
+    submit(c, 1000, it, 9, HORIZON, w);
+    const char *const workers[] = {"a", "b", "c", "d"};
+    const int32_t n[] = {3, 1, 4, 5};
+    const int64_t locks[] = {30000, 20000, 1000, 30000};
+    cr_assert_str_eq(claim_many(c, 2000, "t", n, locks, workers, 4, 250), "1:1,2;2:4;3:5,6;4:9",
+                     "three fit no budget of 250: each fetch stops at two, its first always "
+                     "taken; the rows past a budget are dealt to nobody");
+    cr_assert_str_eq(one(look, "SELECT string_agg(worker_id, '' ORDER BY seq) FROM berth.tasks "
+                               "WHERE worker_id IS NOT NULL"),
+                     "aabccd", "each task claimed for its own fetch's worker");
+    cr_assert_str_eq(one(look, "SELECT count(*) FROM berth.tasks WHERE lock_expires_at IS NULL"),
+                     "3", "3, 7 and 8: past their fetch's budget, left as they were");
+    const int32_t n2[] = {2, 2};
+    cr_assert_str_eq(claim_many(c, 2500, "t", n2, locks, workers, 2, 1000), "1:3,7;2:8",
+                     "fewer than asked: the first fetch first");
+    pgconn_close(look);
+    pgconn_close(c);
+}
+
 Test(claimk, merges_the_topics_in_claim_order)
 {
     char uri[256];

@@ -20,8 +20,8 @@ static void build_argv(const daemon_proc *d, const char **argv)
 {
     int n = 0;
     argv[n++] = BERTHD_PATH;
-    argv[n++] = "--data";
-    argv[n++] = d->dir;
+    argv[n++] = d->store[0] != '\0' ? "--store" : "--data";
+    argv[n++] = d->store[0] != '\0' ? d->store : d->dir;
     argv[n++] = "--operate";
     argv[n++] = "tcp://127.0.0.1:0";
     argv[n++] = "--events";
@@ -109,6 +109,19 @@ void d_start(daemon_proc *d, const char *const *extra)
     spawn(d);
 }
 
+void d_start_store(daemon_proc *d, const char *uri, const char *const *extra)
+{
+    memset(d, 0, sizeof(*d));
+    cr_assert_lt(strlen(uri), sizeof(d->store), "store URI too long: %s", uri);
+    snprintf(d->store, sizeof(d->store), "%s", uri);
+    snprintf(d->dir, sizeof(d->dir), "/tmp/berthd-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(d->dir));
+    snprintf(d->stderr_path, sizeof(d->stderr_path), "%s.stderr", d->dir);
+    for (; extra != NULL && *extra != NULL; extra++)
+        d->extra[d->n_extra++] = *extra;
+    spawn(d);
+}
+
 void d_restart(daemon_proc *d)
 {
     spawn(d);
@@ -167,7 +180,8 @@ void d_cleanup(daemon_proc *d)
     unlink(d->stderr_path);
 }
 
-int d_refused(const char *const *flags, char *err, size_t errlen)
+static int refused(const char *store_flag, const char *store, const char *const *flags, char *err,
+                   size_t errlen)
 {
     char path[] = "/tmp/berthd-refused-XXXXXX";
     int fd = mkstemp(path);
@@ -175,9 +189,9 @@ int d_refused(const char *const *flags, char *err, size_t errlen)
     const char *argv[48];
     int n = 0;
     argv[n++] = BERTHD_PATH;
-    argv[n++] = "--data";
-    argv[n++] = "/tmp/berthd-refused-never-created";
-    for (; flags != NULL && *flags != NULL; flags++)
+    argv[n++] = store_flag;
+    argv[n++] = store;
+    for (; flags != NULL && *flags != NULL && n < 47; flags++)
         argv[n++] = *flags;
     argv[n] = NULL;
     pid_t pid = fork();
@@ -202,6 +216,60 @@ int d_refused(const char *const *flags, char *err, size_t errlen)
     close(fd);
     unlink(path);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int d_refused(const char *const *flags, char *err, size_t errlen)
+{
+    return refused("--data", "/tmp/berthd-refused-never-created", flags, err, errlen);
+}
+
+int d_refused_store(const char *uri, const char *const *flags, char *err, size_t errlen)
+{
+    return refused("--store", uri, flags, err, errlen);
+}
+
+int d_peer_ports(const daemon_proc *d, int port, int *ports, int max)
+{
+    /* The inodes of its sockets, then /proc/net/tcp's lines for them. */
+    enum { INODES_MAX = 1024 };
+    static unsigned long inodes[INODES_MAX];
+    int n_inodes = 0, n = 0;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)d->pid);
+    DIR *dir = opendir(path);
+    cr_assert_not_null(dir, "%s: %s", path, strerror(errno));
+    for (struct dirent *e; (e = readdir(dir)) != NULL && n_inodes < INODES_MAX;) {
+        char fd_path[320], link[64];
+        snprintf(fd_path, sizeof(fd_path), "%s/%s", path, e->d_name);
+        ssize_t len = readlink(fd_path, link, sizeof(link) - 1);
+        if (len <= 0)
+            continue;
+        link[len] = '\0';
+        unsigned long inode;
+        if (sscanf(link, "socket:[%lu]", &inode) == 1)
+            inodes[n_inodes++] = inode;
+    }
+    closedir(dir);
+    snprintf(path, sizeof(path), "/proc/%d/net/tcp", (int)d->pid);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    char line[512];
+    while (fgets(line, sizeof(line), f) != NULL && n < max) {
+        unsigned local_port, remote_port;
+        unsigned long inode;
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+        if (sscanf(line, " %*d: %*x:%x %*x:%x %*x %*x:%*x %*x:%*x %*x %*u %*u %lu", &local_port,
+                   &remote_port, &inode) != 3 ||
+            (int)remote_port != port)
+            continue;
+        for (int i = 0; i < n_inodes; i++)
+            if (inodes[i] == inode) {
+                ports[n++] = (int)local_port;
+                break;
+            }
+    }
+    fclose(f);
+    return n;
 }
 
 bc *d_client(const daemon_proc *d)

@@ -22,12 +22,18 @@ typedef struct daemon_proc {
     const char *extra[32]; /* extra flags, kept for restarts */
     int n_extra;
     char stderr_path[96];
+    char store[512]; /* d_start_store(): --store this instead of --data dir */
 } daemon_proc;
 
 /* Makes a fresh data directory and starts berthd on it with the extra
  * flags (NULL-terminated). Fails the test if it does not become ready. */
 void d_start(daemon_proc *d, const char *const *extra);
-/* Starts berthd again on the same directory and flags. */
+/* Starts berthd on the PostgreSQL database uri (--store uri, no --data)
+ * with the extra flags; its dir is made all the same (it names the stderr
+ * file). Any number of them may share one database: each takes its own
+ * ports. Fails the test if it does not become ready. */
+void d_start_store(daemon_proc *d, const char *uri, const char *const *extra);
+/* Starts berthd again on the same directory (or store) and flags. */
 void d_restart(daemon_proc *d);
 /* Sends sig and reaps the process; returns its exit status (or 128+signal). */
 int d_signal(daemon_proc *d, int sig);
@@ -52,6 +58,12 @@ void d_cleanup(daemon_proc *d);
 /* Runs berthd with the given flags expecting it to refuse to start:
  * returns its exit status; its stderr goes to err. */
 int d_refused(const char *const *flags, char *err, size_t errlen);
+/* The same with --store uri instead of --data (berthd refuses the two). */
+int d_refused_store(const char *uri, const char *const *flags, char *err, size_t errlen);
+/* The local TCP ports of berthd's connections to 127.0.0.1:port (its
+ * database connections when port is the server's): at most max, written
+ * to ports; returns how many. */
+int d_peer_ports(const daemon_proc *d, int port, int *ports, int max);
 
 /* A client for the daemon's operate URL. */
 bc *d_client(const daemon_proc *d);
