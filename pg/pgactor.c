@@ -945,6 +945,24 @@ static const engine_backend pgactor_backend = {
     .durability = pgactor_durability,
 };
 
+/* The bounds berth.submit() (sql/003_submit.sql) checks a submit made in
+ * SQL against: this berthd's, the last to boot's for every replica. */
+static int settings_write(PGconn *c, const engine_options *o, char *err, size_t errlen)
+{
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"payload_max_bytes\": %u, \"delay_max_ms\": %" PRIu64
+             ", \"priority_default\": %u, \"priority_max\": %u, \"retries\": %u, "
+             "\"dedup_horizon_ms\": %" PRIu64 "}",
+             o->payload_max_bytes, o->delay_max_ms, o->priority_default, o->priority_max,
+             o->retries, o->dedup_horizon_ms);
+    const char *params[1] = {json};
+    return pgconn_command(c,
+                          "INSERT INTO berth.meta (key, value) VALUES ('settings', $1) "
+                          "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                          1, params, "writing berth.meta 'settings'", err, errlen);
+}
+
 int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -978,6 +996,8 @@ int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen
         rv = pgconn_open(a->uri, "berthd", PGACTOR_CONNECT_WAIT_MS, &mig, err, errlen);
     if (rv == BERTH_OK)
         rv = pgschema_migrate(mig, NULL, err, errlen);
+    if (rv == BERTH_OK)
+        rv = settings_write(mig, o, err, errlen);
     pgconn_close(mig);
     if (rv == BERTH_OK)
         rv = pgstmt_load(&a->stmts, err, errlen);
