@@ -62,6 +62,11 @@
 typedef struct watch {
     char *topic;
     uint64_t due_ms; /* engine clock: ring it then; UINT64_MAX none */
+    /* Known empty: a claim found nothing fetchable and nothing that others
+     * were taking, and no doorbell rang since, while the listener was up.
+     * A new fetch naming only such topics waits (or answers empty) without
+     * a transaction (pg/README.md §5.4). */
+    bool empty;
 } watch;
 
 /* An engine connection and the turn in flight on it. */
@@ -72,6 +77,7 @@ typedef struct lane {
     pgreq *list;      /* its requests */
     int attempt;      /* 1: a re-run after a deadlock or lock timeout */
     uint64_t now_ms;  /* the clock when it was planned */
+    uint64_t rings;   /* the replica's rings when it was planned */
     uint64_t deadline_mono_ms;
 } lane;
 
@@ -102,6 +108,7 @@ typedef struct pgactor {
 
     VEC(pgreq *) waiters;
     VEC(watch) watches;
+    uint64_t rings; /* doorbells rung, ever: a turn that saw none may call a topic empty */
     engine_recovery recovery;
     engine_stats counters; /* the replica's own: turns, waits, failed commits */
     _Atomic uint64_t turns, committed;
@@ -147,6 +154,10 @@ static bool names(const pgreq *p, const char *topic)
 static void ring(void *ctx, const char *topic)
 {
     pgactor *a = ctx;
+    a->rings++;
+    for (size_t i = 0; i < a->watches.n; i++)
+        if (topic == NULL || strcmp(a->watches.v[i].topic, topic) == 0)
+            a->watches.v[i].empty = false;
     for (size_t i = 0; i < a->waiters.n; i++) {
         pgreq *p = a->waiters.v[i];
         if (topic == NULL || names(p, topic))
@@ -180,15 +191,17 @@ static watch *watch_of(pgactor *a, const char *topic, bool make)
 static void later(void *ctx, const char *topic, uint64_t in_ms)
 {
     pgactor *a = ctx;
+    watch *w = watch_of(a, topic, false);
     bool waited = false;
-    for (size_t i = 0; i < a->waiters.n && !waited; i++)
+    for (size_t i = 0; i < a->waiters.n && !waited && w == NULL; i++)
         waited = names(a->waiters.v[i], topic);
-    if (!waited)
-        return; /* nobody here waits on it: a claim will learn it when one does */
-    watch *w = watch_of(a, topic, true);
+    if (w == NULL && !waited)
+        return; /* nobody here waits on it nor knows it empty: a claim will learn it */
+    if (w == NULL && (w = watch_of(a, topic, true)) == NULL)
+        return;
     uint64_t at = now_ms(a) + in_ms;
-    if (w != NULL && at < w->due_ms)
-        w->due_ms = at;
+    if (at < w->due_ms)
+        w->due_ms = at; /* (known empty until then, if it was) */
 }
 
 /* "p:a;t:b+500;p:*" (pgops.c writes them). */
@@ -567,6 +580,7 @@ static void committed(pgactor *a, lane *l)
     size_t nd;
     const pgops_topic_due *d = pgops_dues(t, &nd);
     uint64_t at = now_ms(a);
+    bool quiet = a->rings == l->rings && a->listen != NULL; /* nothing rang meanwhile */
     for (size_t i = 0; i < nd; i++) {
         watch *w = watch_of(a, d[i].topic, true);
         uint64_t due = d[i].contended ? at + CONTENDED_MS
@@ -574,6 +588,8 @@ static void committed(pgactor *a, lane *l)
                                       : UINT64_MAX;
         if (w != NULL && due < w->due_ms)
             w->due_ms = due;
+        if (w != NULL)
+            w->empty = quiet && !d[i].contended;
     }
     pgops_free(t);
     l->turn = NULL;
@@ -746,6 +762,21 @@ static pgreq *take_queue(pgactor *a, bool *stopping)
     return head;
 }
 
+/* A new fetch without completions naming only topics known empty, while
+ * the listener is up: it waits (or answers empty) without a transaction. */
+static bool known_empty(pgactor *a, const pgreq *p)
+{
+    const engine_fetch_args *f = &p->req.u.fetch;
+    if (p->req.op != ENGINE_OP_FETCH || f->n_completes > 0 || a->listen == NULL || f->n_topics == 0)
+        return false;
+    for (size_t i = 0; i < f->n_topics; i++) {
+        const watch *w = f->topics[i] ? watch_of(a, f->topics[i], false) : NULL;
+        if (w == NULL || !w->empty)
+            return false;
+    }
+    return true;
+}
+
 /* Cancels are applied and ticks set aside; the rest is returned, in order. */
 static pgreq *sort_out(pgactor *a, pgreq *head, uint64_t now, pgreq **ticks, pgreq **tail)
 {
@@ -757,6 +788,11 @@ static pgreq *sort_out(pgactor *a, pgreq *head, uint64_t now, pgreq **ticks, pgr
         if (p->req.op == ENGINE_OP_CANCEL) {
             waits_end(a, now, true, p->req.u.cancel.owner);
             answer(p);
+        } else if (known_empty(a, p)) {
+            if (!pgops_fetch_check(&a->o, p))
+                answer(p);
+            else
+                park_or_answer(a, p, now);
         } else if (p->req.op == ENGINE_OP_TICK) {
             p->next = *ticks;
             *ticks = p;
@@ -819,6 +855,7 @@ static void *pgactor_main(void *arg)
         if (list != NULL && l != NULL) {
             l->list = list;
             l->now_ms = now;
+            l->rings = a->rings;
             l->attempt = 0;
             turn_start(a, l);
         } else if (list != NULL) {

@@ -232,6 +232,15 @@ static bool declared_ok(void *ctx, const char *topic)
     return true;
 }
 
+bool pgops_fetch_check(const engine_options *o, pgreq *p)
+{
+    if (!rules_fetch_check(o, &p->req.u.fetch, o->strict_channels ? no_strict : declared_ok, NULL,
+                           &p->f, &p->reply->status))
+        return false;
+    p->may_wait = p->f.wait_ms > 0;
+    return true;
+}
+
 static void plan_one(pgops_turn *t, pgreq *p)
 {
     engine_reply *r = p->reply;
@@ -246,13 +255,11 @@ static void plan_one(pgops_turn *t, pgreq *p)
     case ENGINE_OP_FETCH: {
         const engine_fetch_args *a = &p->req.u.fetch;
         if (!p->completes_done) {
-            if (!rules_fetch_check(t->o, a, t->o->strict_channels ? no_strict : declared_ok, NULL,
-                                   &p->f, st)) {
+            if (!pgops_fetch_check(t->o, p)) {
                 p->settled = true;
                 return;
             }
             ok = plan_completes(t, p, a->completes, a->n_completes);
-            p->may_wait = p->f.wait_ms > 0;
         }
         break;
     }

@@ -62,6 +62,10 @@ typedef struct pgops_topic_due {
 
 typedef struct pgops_turn pgops_turn;
 
+/* A fetch's own checks (R6), as a turn runs them: p->f and p->may_wait
+ * set; false: refused in p->reply->status. */
+bool pgops_fetch_check(const engine_options *o, pgreq *p);
+
 /* Plans the turn over list (linked by next): the checks, then the
  * statements of its first round (and the hook that builds the second).
  * now_ms is the replica's clock, for the checks; manual: the clock is a

@@ -1,0 +1,169 @@
+/*
+ * test_waits.c — long polls on PostgreSQL that cost the database nothing
+ * (pg/README.md §5.4): a topic a claim found empty, with no doorbell since,
+ * is known empty, and a new fetch naming only such topics waits (or answers
+ * empty) without a transaction; a park through another engine, or a
+ * delayed task's instant, ends that knowledge. Two engines on one database
+ * stand for two replicas, on the system clock.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <criterion/criterion.h>
+
+#include "engine/engine.h"
+#include "store/err.h"
+#include "tests/support/pgtmp.h"
+#include "tests/support/pgtmp_hooks.h"
+
+static char err[1024];
+
+static engine *open_on(const char *uri)
+{
+    engine_options o;
+    engine_options_default(&o);
+    o.store_uri = uri;
+    engine *e;
+    cr_assert_eq(engine_open(&o, &e, err, sizeof err), BERTH_OK, "engine_open: %s", err);
+    return e;
+}
+
+static uint64_t turns(engine *e)
+{
+    engine_durable d;
+    engine_durability(e, &d);
+    return d.turns;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+typedef struct poll_call {
+    engine *e;
+    const char *topic;
+    uint64_t wait_ms;
+    engine_reply *r;
+    uint64_t answered_ms;
+    pthread_t th;
+} poll_call;
+
+static engine_reply *fetch(engine *e, const char *topic, uint64_t wait_ms)
+{
+    const char *topics[1] = {topic};
+    engine_request req = {.op = ENGINE_OP_FETCH};
+    req.u.fetch = (engine_fetch_args){
+        .worker_id = "w", .topics = topics, .n_topics = 1, .has_wait_ms = true, .wait_ms = wait_ms};
+    engine_reply *r = engine_exec_sync(e, &req);
+    cr_assert_not_null(r);
+    cr_assert_eq(r->status.code, ENGINE_CODE_OK, "%s", r->status.message);
+    return r;
+}
+
+static void *poll_main(void *arg)
+{
+    poll_call *p = arg;
+    p->r = fetch(p->e, p->topic, p->wait_ms);
+    p->answered_ms = mono_ms();
+    return NULL;
+}
+
+static void poll_start(poll_call *p)
+{
+    p->r = NULL;
+    pthread_create(&p->th, NULL, poll_main, p);
+}
+
+static void submit(engine *e, const char *topic, uint64_t delay_ms)
+{
+    engine_request req = {.op = ENGINE_OP_SUBMIT};
+    req.u.submit = (engine_submit_args){.topic = topic,
+                                        .payload = (const uint8_t *)"x",
+                                        .payload_len = 1,
+                                        .has_delay_ms = delay_ms > 0,
+                                        .delay_ms = delay_ms};
+    engine_reply *r = engine_exec_sync(e, &req);
+    cr_assert_eq(r->status.code, ENGINE_CODE_OK, "%s", r->status.message);
+    engine_reply_free(r);
+}
+
+/* The engine's turns once they have stopped changing. */
+static uint64_t settled_turns(engine *e)
+{
+    uint64_t t = turns(e);
+    for (int i = 0; i < 50; i++) {
+        sleep_ms(40);
+        uint64_t u = turns(e);
+        if (u == t)
+            return t;
+        t = u;
+    }
+    cr_assert_fail("the engine's turns did not settle");
+    return t;
+}
+
+Test(waits, a_fetch_on_a_topic_known_empty_runs_no_transaction_until_a_park_rings_it)
+{
+    char uri[256];
+    pgtmp_createdb("waits_empty", uri, sizeof uri);
+    engine *a = open_on(uri), *b = open_on(uri);
+    poll_call first = {.e = b, .topic = "idle", .wait_ms = 4000};
+    poll_start(&first); /* claims, finds nothing: "idle" is known empty on b */
+    uint64_t t0 = settled_turns(b);
+    engine_reply *r = fetch(b, "idle", 0);
+    cr_assert_eq(r->n_tasks, 0);
+    engine_reply_free(r);
+    poll_call second = {.e = b, .topic = "idle", .wait_ms = 4000};
+    poll_start(&second);
+    cr_assert_eq(settled_turns(b), t0, "a fetch on a topic known empty ran a turn");
+    uint64_t parked = mono_ms();
+    submit(a, "idle", 0); /* a's doorbell rings b: its waiters claim */
+    pthread_join(first.th, NULL);
+    cr_assert_eq(first.r->n_tasks, 1, "the first waiter takes the task");
+    cr_assert_lt(first.answered_ms - parked, 1000);
+    cr_assert_gt(turns(b), t0);
+    engine_reply_free(first.r);
+    pthread_join(second.th, NULL);
+    cr_assert_eq(second.r->n_tasks, 0, "the second waits to its end: one task");
+    engine_reply_free(second.r);
+    engine_close(b);
+    engine_close(a);
+}
+
+Test(waits, a_delayed_task_on_a_topic_known_empty_is_fetched_at_its_instant)
+{
+    char uri[256];
+    pgtmp_createdb("waits_delay", uri, sizeof uri);
+    engine *a = open_on(uri), *b = open_on(uri);
+    engine_reply_free(fetch(b, "soon", 200)); /* waits, ends empty: "soon" known empty on b */
+    uint64_t t0 = settled_turns(b);
+    uint64_t at = mono_ms();
+    submit(a, "soon", 700); /* a's doorbell tells b when "soon" has work */
+    poll_call p = {.e = b, .topic = "soon", .wait_ms = 4000};
+    poll_start(&p);
+    sleep_ms(300);
+    cr_assert_null(p.r, "answered before the task's instant");
+    pthread_join(p.th, NULL);
+    cr_assert_eq(p.r->n_tasks, 1, "the delayed task, at its instant");
+    uint64_t took = p.answered_ms - at;
+    fprintf(stderr, "waits: a task delayed 700 ms fetched through the other engine after %llu ms\n",
+            (unsigned long long)took);
+    cr_assert_geq(took, 690);
+    cr_assert_lt(took, 1500);
+    cr_assert_gt(turns(b), t0);
+    engine_reply_free(p.r);
+    engine_close(b);
+    engine_close(a);
+}
