@@ -49,13 +49,13 @@
 #include "engine/reply.h"
 #include "engine/rules.h"
 #include "pg/pgconn.h"
+#include "pg/pglisten.h"
 #include "pg/pgops.h"
 #include "pg/pgschema.h"
 #include "pg/pgstmt.h"
 #include "pg/pgturn.h"
 #include "store/err.h"
 
-#define CHANNEL         "berth"
 #define TURN_TIMEOUT_MS 30000 /* a turn longer than this: the connection is given up */
 #define CONTENDED_MS    25    /* fetchable rows another replica was taking: look again */
 
@@ -89,16 +89,8 @@ typedef struct pgactor {
     bool manual;
     pgstmt_table stmts;
     lane lanes[PGACTOR_LANES];
-    PGconn *listen; /* the listener: NULL while down */
+    pglisten listen; /* doorbells in and out */
     char down_why[256];
-    /* Doorbells of committed turns, sent on the listener's connection
-     * (asynchronous commit) rather than in the turns: NOTIFY holds a
-     * cluster-wide lock from its transaction's pre-commit to its end, WAL
-     * flush included, which would put every replica's commits in one line. */
-    char *bells;
-    size_t bells_len;
-    char *bell_flying; /* the one sent, its result not read yet (kept until it is) */
-    uint64_t bell_sent_mono_ms;
 
     pthread_t thread;
     pthread_mutex_t mu; /* the queue, stopping, held */
@@ -205,8 +197,9 @@ static void later(void *ctx, const char *topic, uint64_t in_ms)
 }
 
 /* "p:a;t:b+500;p:*" (pgops.c writes them). */
-static void doorbells(pgactor *a, const char *payload)
+static void doorbells(void *ctx, const char *payload)
 {
+    pgactor *a = ctx;
     char buf[8192];
     snprintf(buf, sizeof buf, "%s", payload);
     for (char *save = NULL, *rec = strtok_r(buf, ";", &save); rec != NULL;
@@ -259,22 +252,6 @@ static int engine_conn(pgactor *a, lane *l, uint64_t wait_ms, char *err, size_t 
     return BERTH_OK;
 }
 
-static int listen_conn(pgactor *a, uint64_t wait_ms, char *err, size_t errlen)
-{
-    PGconn *c;
-    int rv = pgconn_open(a->uri, "berthd listener", wait_ms, &c, err, errlen);
-    if (rv == BERTH_OK)
-        rv = pgconn_exec(c, "SET synchronous_commit = off; LISTEN " CHANNEL, "LISTEN", err, errlen);
-    if (rv == BERTH_OK && PQsetnonblocking(c, 1) != 0)
-        rv = BERTH_EIO;
-    if (rv != BERTH_OK) {
-        pgconn_close(c);
-        return rv;
-    }
-    a->listen = c;
-    return BERTH_OK;
-}
-
 static bool any_up(const pgactor *a)
 {
     for (size_t i = 0; i < PGACTOR_LANES; i++)
@@ -298,13 +275,16 @@ static void reconnect(pgactor *a)
                 ring(a, NULL); /* while it was down, claims failed: every waiter looks again */
         }
     }
-    if (a->listen == NULL && any_up(a) && listen_conn(a, 1000, err, sizeof err) == BERTH_OK)
+    if (a->listen.conn == NULL && any_up(a) &&
+        pglisten_open(&a->listen, a->uri, 1000, err, sizeof err) == BERTH_OK)
         ring(a, NULL); /* doorbells were missed meanwhile: every waiter looks again */
 }
 
-static bool ours(const pgactor *a, int pid)
+/* A notification from this replica's own connections. */
+static bool ours(void *ctx, int pid)
 {
-    if (a->listen != NULL && PQbackendPID(a->listen) == pid)
+    const pgactor *a = ctx;
+    if (a->listen.conn != NULL && PQbackendPID(a->listen.conn) == pid)
         return true;
     for (size_t i = 0; i < PGACTOR_LANES; i++)
         if (a->lanes[i].conn != NULL && PQbackendPID(a->lanes[i].conn) == pid)
@@ -312,92 +292,10 @@ static bool ours(const pgactor *a, int pid)
     return false;
 }
 
-/* The doorbells gathered since the last was sent, in one notification
- * (past what one carries, "p:*": look at everything). */
-static void bells_add(pgactor *a, const char *payload)
-{
-    size_t n = strlen(payload);
-    if (n == 0)
-        return;
-    if (a->bells_len + n + 2 > 7000 || strcmp(payload, "p:*") == 0) {
-        free(a->bells);
-        a->bells = mem_strdup("p:*");
-        a->bells_len = a->bells ? 3 : 0;
-        return;
-    }
-    if (a->bells != NULL && strcmp(a->bells, "p:*") == 0)
-        return;
-    char *b = mem_realloc(a->bells, a->bells_len + n + 2);
-    if (b == NULL)
-        return;
-    if (a->bells_len > 0)
-        b[a->bells_len++] = ';';
-    memcpy(b + a->bells_len, payload, n + 1);
-    a->bells = b;
-    a->bells_len += n;
-}
-
-static void bells_send(pgactor *a)
-{
-    if (a->listen == NULL || a->bell_flying != NULL || a->bells_len == 0)
-        return;
-    const char *params[1] = {a->bells};
-    if (PQsendQueryParams(a->listen, "SELECT pg_notify('" CHANNEL "', $1)", 1, NULL, params, NULL,
-                          NULL, 0) != 1)
-        return; /* the listener is failing: drain_listener() will find out */
-    (void)PQflush(a->listen);
-    a->bell_flying = a->bells;
-    a->bell_sent_mono_ms = pgturn_mono_ms();
-    a->bells = NULL;
-    a->bells_len = 0;
-}
-
-/* The listener is gone: a doorbell it was sending goes back to be sent
- * again on the next one (a repeat costs other replicas one look). */
-static void listener_lost(pgactor *a)
-{
-    pgconn_close(a->listen);
-    a->listen = NULL;
-    if (a->bell_flying != NULL) {
-        char *pending = a->bells;
-        a->bells = NULL;
-        a->bells_len = 0;
-        bells_add(a, a->bell_flying);
-        if (pending != NULL)
-            bells_add(a, pending);
-        free(a->bell_flying);
-        free(pending);
-        a->bell_flying = NULL;
-    }
-}
-
 /* Reads what the listener brought; a lost listener is reopened later. */
 static void drain_listener(pgactor *a)
 {
-    if (a->listen == NULL)
-        return;
-    if (PQconsumeInput(a->listen) == 0 || PQstatus(a->listen) != CONNECTION_OK ||
-        PQflush(a->listen) < 0 ||
-        (a->bell_flying != NULL &&
-         pgturn_mono_ms() - a->bell_sent_mono_ms > PGACTOR_LISTENER_SILENT_MS)) {
-        listener_lost(a); /* gone, or silent: reopened by reconnect() */
-        return;
-    }
-    while (a->bell_flying != NULL && !PQisBusy(a->listen)) {
-        PGresult *r = PQgetResult(a->listen);
-        if (r == NULL) {
-            free(a->bell_flying); /* (an error result: the server refused it; not again) */
-            a->bell_flying = NULL;
-        }
-        PQclear(r);
-    }
-    PGnotify *n;
-    while ((n = PQnotifies(a->listen)) != NULL) {
-        if (!ours(a, n->be_pid)) /* its own turns rang here already */
-            doorbells(a, n->extra);
-        PQfreemem(n);
-    }
-    bells_send(a);
+    (void)pglisten_drain(&a->listen, ours, doorbells, a);
 }
 
 /* ---- waits ---- */
@@ -544,7 +442,7 @@ static void turn_start(pgactor *a, lane *l)
     a->counters.waiting_fetches = a->waiters.n;
     bool fail = a->fp_write > 0;
     pgops_turn *t;
-    if (pgops_plan(&a->o, &a->counters, l->list, l->now_ms, a->manual, fail, a->listen == NULL,
+    if (pgops_plan(&a->o, &a->counters, l->list, l->now_ms, a->manual, fail, a->listen.conn == NULL,
                    l->conn, &t) != BERTH_OK) {
         engine_status st;
         reply_no_memory(&st);
@@ -572,15 +470,13 @@ static void committed(pgactor *a, lane *l)
 {
     pgops_turn *t = l->turn;
     a->committed += !pgops_empty(t);
-    if (pgops_notify(t) != NULL) {
-        bells_add(a, pgops_notify(t));
-        bells_send(a);
-    }
+    if (pgops_notify(t) != NULL)
+        pglisten_ring(&a->listen, pgops_notify(t));
     pgops_answer(t, ring, later, a);
     size_t nd;
     const pgops_topic_due *d = pgops_dues(t, &nd);
     uint64_t at = now_ms(a);
-    bool quiet = a->rings == l->rings && a->listen != NULL; /* nothing rang meanwhile */
+    bool quiet = a->rings == l->rings && a->listen.conn != NULL; /* nothing rang meanwhile */
     for (size_t i = 0; i < nd; i++) {
         watch *w = watch_of(a, d[i].topic, true);
         uint64_t due = d[i].contended ? at + CONTENDED_MS
@@ -695,13 +591,13 @@ static void sleep_a_while(pgactor *a)
     uint64_t m = pgturn_mono_ms();
     struct pollfd fds[2 + PGACTOR_LANES] = {
         {.fd = a->efd, .events = POLLIN},
-        {.fd = a->listen ? PQsocket(a->listen) : -1, .events = POLLIN}};
+        {.fd = a->listen.conn ? PQsocket(a->listen.conn) : -1, .events = POLLIN}};
     for (size_t i = 0; i < PGACTOR_LANES; i++) {
         const lane *l = &a->lanes[i];
         uint64_t at = l->turn != NULL   ? l->deadline_mono_ms
                       : l->conn == NULL ? l->reconnect_at_ms
                                         : UINT64_MAX;
-        if (a->listen == NULL && l->conn != NULL && l->turn == NULL)
+        if (a->listen.conn == NULL && l->conn != NULL && l->turn == NULL)
             at = m + ENGINE_REOPEN_BACKOFF_MIN_MS; /* the listener's next try */
         if (at != UINT64_MAX) {
             int t = at <= m ? 0 : at - m > 60000 ? 60000 : (int)(at - m);
@@ -714,9 +610,9 @@ static void sleep_a_while(pgactor *a)
             fds[2 + i].events = pgturn_events(pgops_pgturn(l->turn));
         }
     }
-    if (a->bell_flying != NULL) { /* a silent listener is given up on */
-        uint64_t at = a->bell_sent_mono_ms + PGACTOR_LISTENER_SILENT_MS + 1;
-        int t = at <= m ? 0 : (int)(at - m);
+    uint64_t silent = pglisten_deadline(&a->listen); /* a silent listener is given up on */
+    if (silent != UINT64_MAX) {
+        int t = silent <= m ? 0 : (int)(silent - m);
         if (timeout < 0 || t < timeout)
             timeout = t;
     }
@@ -767,7 +663,8 @@ static pgreq *take_queue(pgactor *a, bool *stopping)
 static bool known_empty(pgactor *a, const pgreq *p)
 {
     const engine_fetch_args *f = &p->req.u.fetch;
-    if (p->req.op != ENGINE_OP_FETCH || f->n_completes > 0 || a->listen == NULL || f->n_topics == 0)
+    if (p->req.op != ENGINE_OP_FETCH || f->n_completes > 0 || a->listen.conn == NULL ||
+        f->n_topics == 0)
         return false;
     for (size_t i = 0; i < f->n_topics; i++) {
         const watch *w = f->topics[i] ? watch_of(a, f->topics[i], false) : NULL;
@@ -925,9 +822,7 @@ static void pgactor_free(engine *e)
     pgactor *a = (pgactor *)(void *)e;
     for (size_t i = 0; i < PGACTOR_LANES; i++)
         pgconn_close(a->lanes[i].conn);
-    pgconn_close(a->listen);
-    free(a->bells);
-    free(a->bell_flying);
+    pglisten_fini(&a->listen);
     pgstmt_fini(&a->stmts);
     for (size_t i = 0; i < a->watches.n; i++)
         free(a->watches.v[i].topic);
@@ -1041,7 +936,7 @@ int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen
     for (size_t i = 0; i < PGACTOR_LANES && rv == BERTH_OK; i++)
         rv = engine_conn(a, &a->lanes[i], PGACTOR_CONNECT_WAIT_MS, err, errlen);
     if (rv == BERTH_OK)
-        rv = listen_conn(a, PGACTOR_CONNECT_WAIT_MS, err, errlen);
+        rv = pglisten_open(&a->listen, a->uri, PGACTOR_CONNECT_WAIT_MS, err, errlen);
     if (rv == BERTH_OK && pthread_create(&a->thread, NULL, pgactor_main, a) != 0) {
         snprintf(err, errlen, "cannot start the engine thread");
         rv = BERTH_ENOMEM;

@@ -21,11 +21,6 @@
  * thread, in SQL). */
 #define PGACTOR_LANES 2
 
-/* A doorbell sent on the listener's connection and not answered within
- * this: the connection is given up on (reopened, the doorbell sent again
- * on the new one, every waiter rung). */
-#define PGACTOR_LISTENER_SILENT_MS 2000
-
 /* How long engine_open() waits for the database before giving up. */
 #define PGACTOR_CONNECT_WAIT_MS 5000
 

@@ -29,38 +29,8 @@
 
 #include "engine/engine.h"
 #include "engine/rules.h"
+#include "pg/pgreq.h"
 #include "pg/pgturn.h"
-
-/* A request as the PostgreSQL engine holds it. */
-typedef struct pgreq {
-    engine_request req;
-    engine_done_fn done;
-    void *arg;
-    engine_reply *reply;
-    struct pgreq *next;
-    /* this turn */
-    bool settled; /* answered by the checks: nothing of it goes to the database */
-    int claim;    /* a fetch's claim statement (get_task's, list_incidents'), -1 none */
-    int claim_i;  /* ... its place in a claim_many statement (1-based), 0: its own */
-    /* a fetch */
-    rules_fetch f;
-    bool completes_done; /* its completions were applied by an earlier turn */
-    bool may_wait;       /* it may wait: wait_ms > 0 */
-    bool rung;           /* waiting: a doorbell rang one of its topics since its last claim */
-    uint64_t deadline_ms;
-    uint64_t arrived_ms;
-} pgreq;
-
-/* What a committed turn taught about topics: parks to ring here and
- * announce, and when waiting fetches' topics next have work. */
-typedef struct pgops_topic_due {
-    const char *topic; /* into the request */
-    bool known;        /* next_in_ms is set */
-    uint64_t next_in_ms;
-    bool contended; /* fetchable rows existed that the claim passed over */
-} pgops_topic_due;
-
-typedef struct pgops_turn pgops_turn;
 
 /* A fetch's own checks (R6), as a turn runs them: p->f and p->may_wait
  * set; false: refused in p->reply->status. */

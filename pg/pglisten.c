@@ -1,0 +1,131 @@
+/* pglisten.c — see pglisten.h. */
+#include "pg/pglisten.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/mem.h"
+#include "pg/pgconn.h"
+#include "pg/pgturn.h"
+#include "store/err.h"
+
+int pglisten_open(pglisten *l, const char *uri, uint64_t wait_ms, char *err, size_t errlen)
+{
+    PGconn *c;
+    int rv = pgconn_open(uri, "berthd listener", wait_ms, &c, err, errlen);
+    if (rv == BERTH_OK)
+        rv = pgconn_exec(c, "SET synchronous_commit = off; LISTEN " PGLISTEN_CHANNEL, "LISTEN", err,
+                         errlen);
+    if (rv == BERTH_OK && PQsetnonblocking(c, 1) != 0)
+        rv = BERTH_EIO;
+    if (rv != BERTH_OK) {
+        pgconn_close(c);
+        return rv;
+    }
+    l->conn = c;
+    return BERTH_OK;
+}
+
+/* Gathered with what waits already. */
+static void gather(pglisten *l, const char *payload)
+{
+    size_t n = strlen(payload);
+    if (n == 0)
+        return;
+    if (l->bells_len + n + 2 > 7000 || strcmp(payload, "p:*") == 0) {
+        free(l->bells);
+        l->bells = mem_strdup("p:*");
+        l->bells_len = l->bells ? 3 : 0;
+        return;
+    }
+    if (l->bells != NULL && strcmp(l->bells, "p:*") == 0)
+        return;
+    char *b = mem_realloc(l->bells, l->bells_len + n + 2);
+    if (b == NULL)
+        return;
+    if (l->bells_len > 0)
+        b[l->bells_len++] = ';';
+    memcpy(b + l->bells_len, payload, n + 1);
+    l->bells = b;
+    l->bells_len += n;
+}
+
+static void send_gathered(pglisten *l)
+{
+    if (l->conn == NULL || l->flying != NULL || l->bells_len == 0)
+        return;
+    const char *params[1] = {l->bells};
+    if (PQsendQueryParams(l->conn, "SELECT pg_notify('" PGLISTEN_CHANNEL "', $1)", 1, NULL, params,
+                          NULL, NULL, 0) != 1)
+        return; /* the connection is failing: pglisten_drain() will find out */
+    (void)PQflush(l->conn);
+    l->flying = l->bells;
+    l->sent_mono_ms = pgturn_mono_ms();
+    l->bells = NULL;
+    l->bells_len = 0;
+}
+
+void pglisten_ring(pglisten *l, const char *payload)
+{
+    gather(l, payload);
+    send_gathered(l);
+}
+
+void pglisten_lost(pglisten *l)
+{
+    pgconn_close(l->conn);
+    l->conn = NULL;
+    if (l->flying != NULL) { /* first again, then what gathered behind it */
+        char *pending = l->bells;
+        l->bells = NULL;
+        l->bells_len = 0;
+        gather(l, l->flying);
+        if (pending != NULL)
+            gather(l, pending);
+        free(l->flying);
+        free(pending);
+        l->flying = NULL;
+    }
+}
+
+uint64_t pglisten_deadline(const pglisten *l)
+{
+    return l->flying != NULL ? l->sent_mono_ms + PGLISTEN_SILENT_MS + 1 : UINT64_MAX;
+}
+
+bool pglisten_drain(pglisten *l, bool (*ours)(void *ctx, int pid),
+                    void (*heard)(void *ctx, const char *payload), void *ctx)
+{
+    if (l->conn == NULL)
+        return false;
+    if (PQconsumeInput(l->conn) == 0 || PQstatus(l->conn) != CONNECTION_OK ||
+        PQflush(l->conn) < 0 ||
+        (l->flying != NULL && pgturn_mono_ms() - l->sent_mono_ms > PGLISTEN_SILENT_MS)) {
+        pglisten_lost(l); /* gone, or silent */
+        return false;
+    }
+    while (l->flying != NULL && !PQisBusy(l->conn)) {
+        PGresult *r = PQgetResult(l->conn);
+        if (r == NULL) {
+            free(l->flying); /* (an error result: the server refused it; not again) */
+            l->flying = NULL;
+        }
+        PQclear(r);
+    }
+    PGnotify *n;
+    while ((n = PQnotifies(l->conn)) != NULL) {
+        if (!ours(ctx, n->be_pid)) /* this replica's own turns rang here already */
+            heard(ctx, n->extra);
+        PQfreemem(n);
+    }
+    send_gathered(l);
+    return true;
+}
+
+void pglisten_fini(pglisten *l)
+{
+    pgconn_close(l->conn);
+    free(l->bells);
+    free(l->flying);
+    memset(l, 0, sizeof *l);
+}

@@ -1,0 +1,102 @@
+/* pgplan.c — see pgplan.h. */
+#include "pg/pgplan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/check.h"
+#include "engine/mem.h"
+#include "engine/reply.h"
+#include "engine/rules.h"
+#include "pg/pgwire.h"
+#include "store/err.h"
+#include "store/keys.h"
+#include "store/records.h"
+
+bool pgplan_push(void *slot, const void *val, size_t n)
+{
+    if (slot == NULL)
+        return false;
+    memcpy(slot, val, n);
+    return true;
+}
+
+int pgplan_add_stmt(pgops_turn *t, const char *name, size_t bytes)
+{
+    if (t->t.n == t->cap)
+        return -1;
+    size_t i = t->t.n++;
+    t->bufs[i] = mem_alloc(bytes);
+    if (t->bufs[i] == NULL) {
+        t->t.n--;
+        return -1;
+    }
+    pgwire_params_init(&t->params[i], t->bufs[i], bytes);
+    t->stmts[i] = (pgturn_stmt){.name = name, .params = &t->params[i]};
+    return (int)i;
+}
+
+size_t pgplan_text_len(const char *s)
+{
+    return s ? strlen(s) : 0;
+}
+
+char *pgplan_copy_text(engine_reply *r, const PGresult *res, int row, int col)
+{
+    const char *s;
+    size_t len;
+    if (pgwire_isnull(res, row, col) || pgwire_get_text(res, row, col, &s, &len) != BERTH_OK)
+        return NULL;
+    char *d = reply_mem(r, len + 1);
+    if (d != NULL) {
+        memcpy(d, s, len);
+        d[len] = '\0';
+    }
+    return d;
+}
+
+void pgplan_notify_add(pgops_turn *t, char kind, const char *topic, uint64_t in_ms)
+{
+    char rec[400];
+    int k = kind == 'p' ? snprintf(rec, sizeof rec, "%sp:%s", t->notify_len ? ";" : "", topic)
+                        : snprintf(rec, sizeof rec, "%st:%s+%llu", t->notify_len ? ";" : "", topic,
+                                   (unsigned long long)in_ms);
+    if (k <= 0 || (size_t)k >= sizeof rec)
+        return;
+    if (t->notify_len + (size_t)k + 1 > 7000) {
+        /* Past what one notification carries: "look at everything". */
+        if (t->notify == NULL || strcmp(t->notify, "p:*") != 0) {
+            free(t->notify);
+            t->notify = mem_strdup("p:*");
+            t->notify_len = t->notify ? 3 : 0;
+            t->notify_cap = t->notify_len + 1;
+        }
+        return;
+    }
+    if (t->notify != NULL && strcmp(t->notify, "p:*") == 0)
+        return;
+    if (t->notify_len + (size_t)k + 1 > t->notify_cap) {
+        size_t cap = (t->notify_len + (size_t)k + 1) * 2;
+        char *nb = mem_realloc(t->notify, cap);
+        if (nb == NULL)
+            return;
+        t->notify = nb;
+        t->notify_cap = cap;
+    }
+    memcpy(t->notify + t->notify_len, rec, (size_t)k + 1);
+    t->notify_len += (size_t)k;
+}
+
+void pgplan_event(pgops_turn *t, engine_event_kind kind, const char *topic,
+                  const uint8_t id[BERTH_ID_LEN], const engine_error *err, uint32_t retries_left)
+{
+    if (t->o->on_event == NULL)
+        return;
+    engine_event ev = {
+        .kind = kind, .topic = topic, .retries_left = retries_left, .at_ms = t->now_ms};
+    store_id_format(id, ev.id);
+    if (err != NULL)
+        ev.error = *err;
+    t->o->on_event(t->o->event_ctx, &ev);
+}

@@ -1,0 +1,254 @@
+/* pgsubmit.c — see pgsubmit.h. */
+#include "pg/pgsubmit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "engine/check.h"
+#include "engine/mem.h"
+#include "engine/reply.h"
+#include "engine/rules.h"
+#include "pg/pgwire.h"
+#include "store/err.h"
+#include "store/keys.h"
+#include "store/records.h"
+
+static bool has_key(const engine_submit_args *a)
+{
+    return a->idempotency_key != NULL && a->idempotency_key[0] != '\0';
+}
+
+static bool submit_check(const pgops_turn *t, const engine_submit_args *a, engine_status *st)
+{
+    if (!check_topic(a->topic, "topic", st))
+        return false;
+    if (t->o->strict_channels) {
+        reply_status(st, ENGINE_CODE_NOT_FOUND,
+                     "topic %s: no live deployment declares it (strict channels)", a->topic);
+        snprintf(st->field, sizeof st->field, "topic");
+        return false;
+    }
+    return rules_submit_check(t->o, t->now_ms, a, st);
+}
+
+static bool add_sub(pgops_turn *t, pgreq *p, const engine_submit_args *a, engine_submitted *out)
+{
+    sub_item s = {.p = p, .a = a, .out = out, .same_as = -1};
+    randombytes_buf(s.id, sizeof s.id);
+    if (has_key(a))
+        for (size_t j = 0; j < t->subs.n && s.same_as < 0; j++) {
+            const engine_submit_args *b = t->subs.v[j].a;
+            if (t->subs.v[j].same_as < 0 && has_key(b) && strcmp(a->topic, b->topic) == 0 &&
+                strcmp(a->idempotency_key, b->idempotency_key) == 0)
+                s.same_as = (int)j;
+        }
+    return VEC_PUSH(&t->subs, s);
+}
+
+void pgsubmit_plan(pgops_turn *t, pgreq *p)
+{
+    engine_reply *r = p->reply;
+    const engine_submit_args *items;
+    size_t n;
+    if (p->req.op == ENGINE_OP_SUBMIT) {
+        items = &p->req.u.submit;
+        n = 1;
+    } else {
+        items = p->req.u.submit_batch.items;
+        n = p->req.u.submit_batch.n;
+        if (!check_items(n, t->o->batch_max, &r->status)) {
+            p->settled = true;
+            return;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!submit_check(t, &items[i], &r->status)) {
+            if (p->req.op == ENGINE_OP_SUBMIT_BATCH)
+                rules_item_name(&r->status, i);
+            p->settled = true;
+            return;
+        }
+    r->submitted = reply_mem(r, n * sizeof(*r->submitted));
+    if (r->submitted == NULL) {
+        reply_no_memory(&r->status);
+        p->settled = true;
+        return;
+    }
+    r->n_submitted = n;
+    for (size_t i = 0; i < n; i++)
+        if (!add_sub(t, p, &items[i], &r->submitted[i])) {
+            reply_no_memory(&r->status);
+            p->settled = true;
+            return;
+        }
+}
+
+/* A task's size as fetch budgets count it (fetch_max_bytes): its
+ * payload, topic, headers and content type, and 16 bytes for its fixed
+ * fields; the embedded store counts its encoded row, a few bytes apart. */
+static size_t body_bytes(const engine_submit_args *a)
+{
+    size_t n = 16 + a->payload_len + pgplan_text_len(a->topic) + pgplan_text_len(a->content_type);
+    for (size_t h = 0; h < a->n_headers; h++)
+        n += 2 + strlen(a->headers[h].name) + strlen(a->headers[h].value);
+    return n;
+}
+
+bool pgsubmit_stmt(pgops_turn *t)
+{
+    size_t n = t->subs.n, nh = 0, bytes = 4096;
+    for (size_t i = 0; i < n; i++) {
+        const engine_submit_args *a = t->subs.v[i].a;
+        bytes += 128 + a->payload_len + pgplan_text_len(a->topic) +
+                 pgplan_text_len(a->content_type) + pgplan_text_len(a->idempotency_key);
+        for (size_t h = 0; h < a->n_headers; h++)
+            bytes += 16 + strlen(a->headers[h].name) + strlen(a->headers[h].value);
+        nh += 2 * a->n_headers;
+    }
+    int s = pgplan_add_stmt(t, "submit", bytes);
+    if (s < 0)
+        return false;
+    t->s_submit = s;
+    /* Items the turn folded into an earlier one with the same key are not
+     * sent: the earlier one's answer is theirs. */
+    size_t m = 0;
+    uint8_t(*ids)[16] = mem_calloc(n ? n : 1, 16);
+    const char **topics = mem_calloc(n ? n : 1, sizeof(char *));
+    const void **pays = mem_calloc(n ? n : 1, sizeof(void *));
+    size_t *plens = mem_calloc(n ? n : 1, sizeof(size_t));
+    const char **hdrs = mem_calloc(nh ? nh : 1, sizeof(char *));
+    int32_t *hstart = mem_calloc(n ? n : 1, sizeof(int32_t));
+    int32_t *hcount = mem_calloc(n ? n : 1, sizeof(int32_t));
+    const char **cts = mem_calloc(n ? n : 1, sizeof(char *));
+    const char **keys = mem_calloc(n ? n : 1, sizeof(char *));
+    int64_t *delay = mem_calloc(n ? n : 1, sizeof(int64_t));
+    bool *delay_null = mem_calloc(n ? n : 1, sizeof(bool));
+    int64_t *nb = mem_calloc(n ? n : 1, sizeof(int64_t));
+    bool *nb_null = mem_calloc(n ? n : 1, sizeof(bool));
+    int64_t *prio = mem_calloc(n ? n : 1, sizeof(int64_t));
+    int32_t *blen = mem_calloc(n ? n : 1, sizeof(int32_t));
+    bool ok = ids && topics && pays && plens && hdrs && hstart && hcount && cts && keys && delay &&
+              delay_null && nb && nb_null && prio && blen;
+    size_t hi = 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        const sub_item *si = &t->subs.v[i];
+        if (si->same_as >= 0)
+            continue;
+        const engine_submit_args *a = si->a;
+        memcpy(ids[m], si->id, 16);
+        topics[m] = a->topic;
+        pays[m] = a->payload != NULL ? (const void *)a->payload : ""; /* NULL: SQL NULL */
+        plens[m] = a->payload_len;
+        hstart[m] = (int32_t)hi + 1;
+        hcount[m] = (int32_t)(2 * a->n_headers);
+        for (size_t h = 0; h < a->n_headers; h++) {
+            hdrs[hi++] = a->headers[h].name;
+            hdrs[hi++] = a->headers[h].value;
+        }
+        cts[m] = a->content_type && a->content_type[0] ? a->content_type : NULL;
+        keys[m] = has_key(a) ? a->idempotency_key : NULL;
+        delay[m] = (int64_t)a->delay_ms;
+        delay_null[m] = !a->has_delay_ms;
+        nb[m] = (int64_t)a->not_before_ms;
+        nb_null[m] = !a->has_not_before_ms;
+        prio[m] = a->has_priority ? a->priority : t->o->priority_default;
+        blen[m] = (int32_t)body_bytes(a);
+        m++;
+    }
+    if (ok) {
+        pgwire_params *pp = &t->params[s];
+        pgwire_uuid_array(pp, (const uint8_t(*)[16])ids, NULL, m);
+        pgwire_text_array(pp, topics, m);
+        pgwire_bytea_array(pp, pays, plens, m);
+        pgwire_text_array(pp, hdrs, hi);
+        pgwire_int4_array(pp, hstart, NULL, m);
+        pgwire_int4_array(pp, hcount, NULL, m);
+        pgwire_text_array(pp, cts, m);
+        pgwire_text_array(pp, keys, m);
+        pgwire_int8_array(pp, delay, delay_null, m);
+        pgwire_int8_array(pp, nb, nb_null, m);
+        pgwire_int8_array(pp, prio, NULL, m);
+        pgwire_int4_array(pp, blen, NULL, m);
+        pgwire_int8(pp, (int64_t)t->o->dedup_horizon_ms);
+        pgwire_int4(pp, (int32_t)t->o->retries);
+    }
+    free(ids);
+    free(topics);
+    free(pays);
+    free(plens);
+    free(hdrs);
+    free(hstart);
+    free(hcount);
+    free(cts);
+    free(keys);
+    free(delay);
+    free(delay_null);
+    free(nb);
+    free(nb_null);
+    free(prio);
+    free(blen);
+    return ok;
+}
+
+void pgsubmit_answer(pgops_turn *t)
+{
+    const PGresult *res = t->stmts[t->s_submit].result;
+    int n = res ? PQntuples(res) : 0;
+    /* Rows by item number, counting only the items sent. */
+    size_t sent = 0;
+    for (size_t i = 0; i < t->subs.n; i++) {
+        sub_item *s = &t->subs.v[i];
+        if (s->same_as >= 0)
+            continue;
+        sent++;
+        uint8_t winner[BERTH_ID_LEN];
+        memcpy(winner, s->id, BERTH_ID_LEN);
+        for (int r = 0; r < n; r++) {
+            int32_t no;
+            if (pgwire_get_int4(res, r, 0, &no) == BERTH_OK && (size_t)no == sent) {
+                if (!pgwire_isnull(res, r, 1))
+                    (void)pgwire_get_uuid(res, r, 1, winner);
+                break;
+            }
+        }
+        s->out->duplicate = memcmp(winner, s->id, BERTH_ID_LEN) != 0;
+        store_id_format(winner, s->out->id);
+    }
+    for (size_t i = 0; i < t->subs.n; i++) {
+        sub_item *s = &t->subs.v[i];
+        if (s->same_as >= 0) {
+            memcpy(s->out->id, t->subs.v[s->same_as].out->id, sizeof s->out->id);
+            s->out->duplicate = true;
+        }
+    }
+}
+
+/* The turn's doorbell records for its submits: work now, or later. */
+void pgsubmit_notify(pgops_turn *t)
+{
+    for (size_t i = 0; i < t->subs.n; i++) {
+        const engine_submit_args *a = t->subs.v[i].a;
+        uint64_t at = a->has_delay_ms        ? t->now_ms + a->delay_ms
+                      : a->has_not_before_ms ? a->not_before_ms
+                                             : 0;
+        if (at > t->now_ms)
+            pgplan_notify_add(t, 't', a->topic, at - t->now_ms);
+        else
+            pgplan_notify_add(t, 'p', a->topic, 0);
+    }
+}
+
+void pgsubmit_events(pgops_turn *t)
+{
+    for (size_t i = 0; i < t->subs.n; i++) {
+        const sub_item *s = &t->subs.v[i];
+        if (!s->out->duplicate) {
+            uint8_t id[BERTH_ID_LEN];
+            memcpy(id, s->id, BERTH_ID_LEN);
+            pgplan_event(t, ENGINE_EVENT_TASK_PARKED, s->a->topic, id, NULL, 0);
+        }
+    }
+}

@@ -1,0 +1,25 @@
+/*
+ * pgsubmit.h — a turn's submits and submit_batches (R1, R6, R17): checked, then every item
+ * of the turn in ONE `submit` statement (in-turn repeats of a key folded
+ * first), answered from its rows.
+ */
+#ifndef BERTH_PG_PGSUBMIT_H
+#define BERTH_PG_PGSUBMIT_H
+
+#include <stdbool.h>
+
+#include "pg/pgplan.h"
+
+/* A SUBMIT or SUBMIT_BATCH request: its checks, then its items join the turn
+ * (or p is settled, refused). */
+void pgsubmit_plan(pgops_turn *t, pgreq *p);
+/* The turn's submit statement, over every item. false: out of memory. */
+bool pgsubmit_stmt(pgops_turn *t);
+/* The turn's doorbell records for its submits (between the rounds). */
+void pgsubmit_notify(pgops_turn *t);
+/* After COMMIT: each item's id and whether it was a duplicate. */
+void pgsubmit_answer(pgops_turn *t);
+/* After COMMIT: task.parked for each new task. */
+void pgsubmit_events(pgops_turn *t);
+
+#endif
