@@ -90,6 +90,7 @@ typedef struct pgactor {
     pgstmt_table stmts;
     lane lanes[PGACTOR_LANES];
     pglisten listen; /* doorbells in and out */
+    uint64_t listen_retry_at_ms;
     char down_why[256];
 
     pthread_t thread;
@@ -268,16 +269,26 @@ static void reconnect(pgactor *a)
     uint64_t now = pgturn_mono_ms();
     for (size_t i = 0; i < PGACTOR_LANES; i++) {
         lane *l = &a->lanes[i];
-        if (l->conn == NULL && l->turn == NULL && now >= l->reconnect_at_ms) {
-            if (engine_conn(a, l, 1000, err, sizeof err) != BERTH_OK)
-                down(a, l, err);
-            else
-                ring(a, NULL); /* while it was down, claims failed: every waiter looks again */
+        if (l->conn != NULL || l->turn != NULL || now < l->reconnect_at_ms)
+            continue;
+        /* One attempt (up to PGCONN_ATTEMPT_MIN_MS for a host that does
+         * not answer; a refusal is at once), the lane's backoff between
+         * attempts: the thread goes on answering meanwhile. */
+        if (engine_conn(a, l, 1, err, sizeof err) != BERTH_OK) {
+            down(a, l, err);
+            for (size_t k = 0; k < PGACTOR_LANES; k++) /* the others would fare no better now */
+                if (a->lanes[k].conn == NULL && a->lanes[k].reconnect_at_ms < l->reconnect_at_ms)
+                    a->lanes[k].reconnect_at_ms = l->reconnect_at_ms;
+            return;
         }
+        ring(a, NULL); /* while it was down, claims failed: every waiter looks again */
     }
-    if (a->listen.conn == NULL && any_up(a) &&
-        pglisten_open(&a->listen, a->uri, 1000, err, sizeof err) == BERTH_OK)
-        ring(a, NULL); /* doorbells were missed meanwhile: every waiter looks again */
+    if (a->listen.conn == NULL && any_up(a) && now >= a->listen_retry_at_ms) {
+        if (pglisten_open(&a->listen, a->uri, 1, err, sizeof err) == BERTH_OK)
+            ring(a, NULL); /* doorbells were missed meanwhile: every waiter looks again */
+        else
+            a->listen_retry_at_ms = now + ENGINE_REOPEN_BACKOFF_MIN_MS;
+    }
 }
 
 /* A notification from this replica's own connections. */
@@ -598,7 +609,8 @@ static void sleep_a_while(pgactor *a)
                       : l->conn == NULL ? l->reconnect_at_ms
                                         : UINT64_MAX;
         if (a->listen.conn == NULL && l->conn != NULL && l->turn == NULL)
-            at = m + ENGINE_REOPEN_BACKOFF_MIN_MS; /* the listener's next try */
+            at =
+                a->listen_retry_at_ms > m ? a->listen_retry_at_ms : m; /* the listener's next try */
         if (at != UINT64_MAX) {
             int t = at <= m ? 0 : at - m > 60000 ? 60000 : (int)(at - m);
             if (timeout < 0 || t < timeout)

@@ -22,7 +22,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/file.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -185,10 +187,29 @@ static int fail(const char *fmt, const char *what)
     return -1;
 }
 
+/* pg_ctl start on C.port: its exit status. fsync and the rest off unless
+ * the binary asked for a durable cluster. */
+static int start_server(void)
+{
+    char opts[512], logfile[128];
+    const char *fsync = getenv(PGTMP_ENV_FSYNC);
+    const char *durable = fsync != NULL && strcmp(fsync, "on") == 0 ? "on" : "off";
+    snprintf(logfile, sizeof logfile, "%s/server.log", C.dir);
+    snprintf(opts, sizeof opts,
+             "-c listen_addresses=127.0.0.1 -p %d -c unix_socket_directories=%s "
+             "-c fsync=%s -c synchronous_commit=%s -c full_page_writes=%s "
+             "-c max_connections=100",
+             C.port, C.dir, durable, durable, durable);
+    const char *sargs[] = {"-D", C.data, "-l", logfile, "-o", opts,
+                           "-w", "-t",   "60", "start", NULL};
+    return run("pg_ctl", sargs);
+}
+
 int pgtmp_runner_start(void)
 {
     unsetenv(PGTMP_ENV_URI);
     unsetenv(PGTMP_ENV_ERROR);
+    unsetenv(PGTMP_ENV_DIR);
     snprintf(C.dir, sizeof C.dir, "/tmp/berth-pg-XXXXXX");
     if (mkdtemp(C.dir) == NULL) {
         C.dir[0] = '\0';
@@ -229,20 +250,12 @@ int pgtmp_runner_start(void)
 
     /* A port free a moment ago may be taken meanwhile: three tries. */
     for (int tries = 0; tries < 3; tries++) {
-        char opts[512], logfile[128];
         C.port = pgtmp_free_port();
-        snprintf(logfile, sizeof logfile, "%s/server.log", C.dir);
-        snprintf(opts, sizeof opts,
-                 "-c listen_addresses=127.0.0.1 -p %d -c unix_socket_directories=%s "
-                 "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                 "-c max_connections=100",
-                 C.port, C.dir);
-        const char *sargs[] = {"-D", C.data, "-l", logfile, "-o", opts,
-                               "-w", "-t",   "60", "start", NULL};
-        if (C.port > 0 && run("pg_ctl", sargs) == 0) {
+        if (C.port > 0 && start_server() == 0) {
             char uri[128];
             snprintf(uri, sizeof uri, "postgresql://berth@127.0.0.1:%d", C.port);
             setenv(PGTMP_ENV_URI, uri, 1);
+            setenv(PGTMP_ENV_DIR, C.dir, 1);
             return 0;
         }
     }
@@ -319,4 +332,78 @@ long pgtmp_one_long(PGconn *c, const char *sql)
     long v = PQgetisnull(r, 0, 0) ? 0 : strtol(PQgetvalue(r, 0, 0), NULL, 10);
     PQclear(r);
     return v;
+}
+
+/* In a test process: the runner's cluster, from the environment. */
+static void cluster_of_runner(void)
+{
+    const char *dir = getenv(PGTMP_ENV_DIR);
+    if (getenv(PGTMP_ENV_URI) == NULL || dir == NULL)
+        cr_assert_fail("the test cluster did not start: %s",
+                       getenv(PGTMP_ENV_ERROR) != NULL ? getenv(PGTMP_ENV_ERROR)
+                                                       : "no ReportHook(PRE_ALL) called pgtmp");
+    cr_assert_lt(strlen(dir), sizeof C.dir, "%s: too long", dir);
+    snprintf(C.dir, sizeof C.dir, "%s", dir);
+    snprintf(C.data, sizeof C.data, "%s/data", C.dir);
+    snprintf(C.log, sizeof C.log, "%s/setup.log", C.dir);
+    C.as_postgres = geteuid() == 0;
+    const char *colon = strrchr(getenv(PGTMP_ENV_URI), ':');
+    C.port = colon != NULL ? atoi(colon + 1) : 0;
+}
+
+static long ms_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (t1.tv_sec - t0->tv_sec) * 1000L + (t1.tv_nsec - t0->tv_nsec) / 1000000L;
+}
+
+long pgtmp_restart(const char *mode)
+{
+    cluster_of_runner();
+    char logfile[128];
+    snprintf(logfile, sizeof logfile, "%s/server.log", C.dir);
+    /* No -o: pg_ctl restarts it with the options it runs with
+     * (DATA/postmaster.opts), its port and settings unchanged. */
+    const char *args[] = {"-D", C.data, "-m", mode,      "-l", logfile,
+                          "-w", "-t",   "60", "restart", NULL};
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rv = run("pg_ctl", args);
+    cr_assert_eq(rv, 0, "pg_ctl restart -m %s exited %d: see %s and %s", mode, rv, C.log, logfile);
+    return ms_since(&t0);
+}
+
+void pgtmp_exclusive(void)
+{
+    char path[128];
+    cluster_of_runner();
+    snprintf(path, sizeof path, "%s/exclusive.lock", C.dir);
+    /* Left open (not inherited by what the test starts): the lock goes
+     * with the process. */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+    while (flock(fd, LOCK_EX) != 0)
+        cr_assert_eq(errno, EINTR, "flock %s: %s", path, strerror(errno));
+}
+
+long pgtmp_stop(const char *mode)
+{
+    cluster_of_runner();
+    const char *args[] = {"-D", C.data, "-m", mode, "-w", "-t", "60", "stop", NULL};
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rv = run("pg_ctl", args);
+    cr_assert_eq(rv, 0, "pg_ctl stop -m %s exited %d: see %s", mode, rv, C.log);
+    return ms_since(&t0);
+}
+
+long pgtmp_start(void)
+{
+    cluster_of_runner();
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rv = start_server();
+    cr_assert_eq(rv, 0, "pg_ctl start exited %d: see %s and %s/server.log", rv, C.log, C.dir);
+    return ms_since(&t0);
 }
