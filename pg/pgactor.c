@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "engine/backend.h"
+#include "engine/hist.h"
 #include "engine/mem.h"
 #include "engine/reply.h"
 #include "engine/rules.h"
@@ -104,6 +105,7 @@ typedef struct pgactor {
     uint64_t rings; /* doorbells rung, ever: a turn that saw none may call a topic empty */
     engine_recovery recovery;
     engine_stats counters; /* the replica's own: turns, waits, failed commits */
+    hist task_latency, fetch_wait, commit_batch, fsync; /* METRICS' histograms */
     _Atomic uint64_t turns, committed;
     _Atomic int fp_write; /* ENGINE_FP_STORE_WRITE: turns left to fail */
 } pgactor;
@@ -219,8 +221,24 @@ static void doorbells(void *ctx, const char *payload)
 
 /* ---- connections ---- */
 
+static bool any_up_but(const pgactor *a, const lane *but)
+{
+    for (size_t i = 0; i < PGACTOR_LANES; i++)
+        if (&a->lanes[i] != but && a->lanes[i].conn != NULL)
+            return true;
+    return false;
+}
+
 static void down(pgactor *a, lane *l, const char *why)
 {
+    if (l->conn != NULL) {
+        a->counters.halts++;
+        if (!any_up_but(a, l))
+            fprintf(stderr,
+                    "berthd: the database is unreachable (%s); answering UNAVAILABLE "
+                    "and reconnecting\n",
+                    why);
+    }
     pgconn_close(l->conn);
     l->conn = NULL;
     snprintf(a->down_why, sizeof a->down_why, "%s", why);
@@ -281,6 +299,9 @@ static void reconnect(pgactor *a)
                     a->lanes[k].reconnect_at_ms = l->reconnect_at_ms;
             return;
         }
+        if (!any_up_but(a, l))
+            fprintf(stderr, "berthd: the database is reachable again\n");
+        a->counters.reopens++;
         ring(a, NULL); /* while it was down, claims failed: every waiter looks again */
     }
     if (a->listen.conn == NULL && any_up(a) && now >= a->listen_retry_at_ms) {
@@ -481,6 +502,12 @@ static void committed(pgactor *a, lane *l)
 {
     pgops_turn *t = l->turn;
     a->committed += !pgops_empty(t);
+    if (!pgops_empty(t)) {
+        size_t n = 0;
+        for (const pgreq *p = l->list; p != NULL; p = p->next)
+            n++;
+        hist_observe(&a->commit_batch, (double)n);
+    }
     if (pgops_notify(t) != NULL)
         pglisten_ring(&a->listen, pgops_notify(t));
     pgops_answer(t, ring, later, a);
@@ -686,6 +713,19 @@ static bool known_empty(pgactor *a, const pgreq *p)
     return true;
 }
 
+/* METRICS: the replica's own counters and histograms (the database's
+ * counts are STATS', a scan: not here). */
+static void metrics(pgactor *a, engine_reply *r)
+{
+    r->stats = a->counters;
+    r->stats.turns = r->stats.syncs = a->committed;
+    r->stats.waiting_fetches = a->waiters.n;
+    hist_read(&a->task_latency, &r->metrics.task_latency);
+    hist_read(&a->fetch_wait, &r->metrics.fetch_wait);
+    hist_read(&a->commit_batch, &r->metrics.commit_batch);
+    hist_read(&a->fsync, &r->metrics.fsync);
+}
+
 /* Cancels are applied and ticks set aside; the rest is returned, in order. */
 static pgreq *sort_out(pgactor *a, pgreq *head, uint64_t now, pgreq **ticks, pgreq **tail)
 {
@@ -696,6 +736,9 @@ static pgreq *sort_out(pgactor *a, pgreq *head, uint64_t now, pgreq **ticks, pgr
         p->next = NULL;
         if (p->req.op == ENGINE_OP_CANCEL) {
             waits_end(a, now, true, p->req.u.cancel.owner);
+            answer(p);
+        } else if (p->req.op == ENGINE_OP_METRICS) {
+            metrics(a, p->reply);
             answer(p);
         } else if (known_empty(a, p)) {
             if (!pgops_fetch_check(&a->o, p))
@@ -930,6 +973,10 @@ int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen
     a->manual = o->clock.now_ms != NULL;
     a->clock = a->manual ? o->clock : engine_clock_system();
     a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    hist_init(&a->task_latency, HIST_SECONDS);
+    hist_init(&a->fetch_wait, HIST_SECONDS);
+    hist_init(&a->commit_batch, HIST_SIZES);
+    hist_init(&a->fsync, HIST_SECONDS);
     pthread_mutex_init(&a->mu, NULL);
     uint64_t t0 = engine_monotonic_ms();
     PGconn *mig = NULL;
