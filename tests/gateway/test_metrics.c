@@ -30,36 +30,10 @@ static void teardown(void)
 
 TestSuite(metrics, .init = setup, .fini = teardown, .timeout = 60);
 
-/* GET path from the metrics URL (http://127.0.0.1:PORT): the status and
- * the body (malloc'd). */
+/* GET path from D's metrics URL: the status and the body (malloc'd). */
 static int http_get(const char *path, char **body)
 {
-    unsigned port = 0;
-    cr_assert_eq(sscanf(D.metrics, "http://127.0.0.1:%u", &port), 1, "%s", D.metrics);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    char req[256];
-    int n =
-        snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
-    cr_assert_eq(write(fd, req, (size_t)n), n);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    ssize_t got;
-    while ((got = read(fd, buf + len, cap - len - 1)) > 0) {
-        len += (size_t)got;
-        if (len + 1 == cap)
-            buf = realloc(buf, cap *= 2);
-    }
-    close(fd);
-    buf[len] = '\0';
-    int status = 0;
-    cr_assert_eq(sscanf(buf, "HTTP/1.1 %d", &status), 1, "%s", buf);
-    char *b = strstr(buf, "\r\n\r\n");
-    *body = strdup(b ? b + 4 : "");
-    free(buf);
-    return status;
+    return d_http_get(&D, path, body);
 }
 
 /* The value of the line that starts with `series ` (or -1). */

@@ -1462,3 +1462,22 @@ RTest(a_replica_whose_listener_went_silent_still_rings_the_others)
     cr_assert(woken, "B's long poll was not woken by a park through A (%.1f ms)", took);
     free(id);
 }
+
+/* /healthz and /metrics on PostgreSQL: each replica answers from its own
+ * counters, without a scan of the database. */
+RTest(each_replica_serves_healthz_and_metrics_of_its_own)
+{
+    fresh_db("metrics");
+    start(2, NULL);
+    bc *a = d_client(&R[0]);
+    w_free(w_submit(a, "m", "x", NULL));
+    for (int k = 0; k < 2; k++) {
+        char *body;
+        cr_assert_eq(d_http_get(&R[k], "/healthz", &body), 200, "replica %d: %s", k, body);
+        free(body);
+        cr_assert_eq(d_http_get(&R[k], "/metrics", &body), 200, "replica %d: %s", k, body);
+        cr_assert(strstr(body, "berth_waiting_fetches ") != NULL, "%s", body);
+        free(body);
+    }
+    bc_close(a);
+}

@@ -92,6 +92,9 @@ Berth__V1__Response *w_fetch_completing_or_null(bc *c, const char *worker, const
                                                 const char *const *tokens, size_t n);
 /* Fetches and awaits waiting in berthd now (admin stats, no key). */
 uint64_t d_waiting_fetches(const daemon_proc *d);
+/* GET path from d's /metrics server: the HTTP status, and the body
+ * (malloc'd) in *body. */
+int d_http_get(const daemon_proc *d, const char *path, char **body);
 /* Descriptors berthd holds open now. */
 int d_open_fds(const daemon_proc *d);
 /* Completes task t (held by worker) with a result of len bytes. */
