@@ -10,7 +10,7 @@ apt-get install -y --no-install-recommends \
   libnng-dev librocksdb-dev libsodium-dev libgoogle-perftools-dev \
   libcriterion-dev openssl clang libfuzzer-14-dev libmbedtls-dev \
   python3 python3-protobuf protobuf-compiler python3-pytest nodejs libcjson-dev \
-  postgresql-15 libpq-dev
+  postgresql-15 libpq-dev faketime
 # npm (for the Node client's one dependency), unless a nodejs that brings
 # its own is installed already
 command -v npm >/dev/null || apt-get install -y --no-install-recommends npm

@@ -1481,3 +1481,78 @@ RTest(each_replica_serves_healthz_and_metrics_of_its_own)
     }
     bc_close(a);
 }
+
+/* Replicas' clocks may disagree by seconds: B runs 6 s ahead of A, C 6 s
+ * behind (libfaketime, Debian's faketime, on their wall clock), and every
+ * instant is still the database's: a delay ends when it ends, whoever made
+ * it and whoever waits for it, and a lock taken through a replica behind
+ * the others expires on time for them. */
+RTest(replicas_whose_clocks_are_seconds_apart_keep_every_instant_on_the_databases_clock)
+{
+    static const char lib[] = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+    cr_assert_eq(access(lib, R_OK), 0, "%s is needed (Debian's faketime)", lib);
+    fresh_db("skew");
+    d_start_store(&R[0], URI, NULL);
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+    setenv("FAKETIME", "+6s", 1);
+    d_start_store(&R[1], URI, NULL);
+    setenv("FAKETIME", "-6s", 1);
+    d_start_store(&R[2], URI, NULL);
+    unsetenv("LD_PRELOAD");
+    unsetenv("FAKETIME");
+    unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
+    bc *a = d_client(&R[0]), *b = d_client(&R[1]), *c = d_client(&R[2]);
+    enum { DELAY = 1500 };
+
+    /* Delayed through A, waited for on B (ahead): at its instant, not at once. */
+    poller pb = {.c = b, .worker = "wb", .topic = "ahead", .max = 1, .wait_ms = 5000};
+    poll_start(&pb);
+    await_waiting(&R[1], 1);
+    uint64_t sent = mono_us();
+    w_free(submit_in(a, "ahead", "p", DELAY, 0));
+    poll_join(&pb);
+    double after = (double)(pb.answer_us - sent) / 1000.0;
+    fprintf(stderr,
+            "replicas: skewed clocks: delayed %d ms through A, fetched through B (+6 s) "
+            "after %.0f ms\n",
+            DELAY, after);
+    cr_assert_eq(pb.r->fetch->n_tasks, 1);
+    cr_assert_geq(after, DELAY - 50, "fetched before its instant");
+    cr_assert_lt(after, DELAY + 700, "fetched late");
+    w_free(pb.r);
+
+    /* Delayed through B (ahead), waited for on C (behind). */
+    poller pc = {.c = c, .worker = "wc", .topic = "behind", .max = 1, .wait_ms = 5000};
+    poll_start(&pc);
+    await_waiting(&R[2], 1);
+    sent = mono_us();
+    w_free(submit_in(b, "behind", "q", DELAY, 0));
+    poll_join(&pc);
+    after = (double)(pc.answer_us - sent) / 1000.0;
+    fprintf(stderr,
+            "replicas: skewed clocks: delayed %d ms through B (+6 s), fetched through C "
+            "(-6 s) after %.0f ms\n",
+            DELAY, after);
+    cr_assert_eq(pc.r->fetch->n_tasks, 1);
+    cr_assert_geq(after, DELAY - 50, "fetched before its instant");
+    cr_assert_lt(after, DELAY + 700, "fetched late");
+    w_free(pc.r);
+
+    /* A lock of 1500 ms taken through C (behind) holds for A, then expires. */
+    w_free(w_submit(a, "locks", "l", NULL));
+    Berth__V1__Response *f = w_fetch(c, "wc", "locks", 1, DELAY, 0);
+    cr_assert_eq(f->fetch->n_tasks, 1);
+    w_free(f);
+    f = w_fetch(a, "wa", "locks", 1, 0, 0);
+    cr_assert_eq(f->fetch->n_tasks, 0, "taken while C's lock holds");
+    w_free(f);
+    sleep_ms(DELAY + 300);
+    f = w_fetch(a, "wa", "locks", 1, 0, 0);
+    cr_assert_eq(f->fetch->n_tasks, 1, "C's lock did not expire on the database's clock");
+    cr_assert_eq(f->fetch->tasks[0]->attempt, 2);
+    w_free(f);
+    bc_close(a);
+    bc_close(b);
+    bc_close(c);
+}
