@@ -727,7 +727,6 @@ static void actor_durability(engine *e, engine_durable *out)
 }
 
 static const engine_backend actor_backend = {
-    .name = "embedded",
     .enqueue = enqueue,
     .stop = actor_stop,
     .free = actor_free,

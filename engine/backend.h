@@ -14,7 +14,6 @@
 #include "engine/engine.h"
 
 typedef struct engine_backend {
-    const char *name; /* "embedded", "postgresql": for messages */
     /* Queues any request, ENGINE_OP_CANCEL included (engine_exec()'s
      * contract otherwise). */
     int (*enqueue)(engine *e, const engine_request *req, engine_done_fn done, void *arg);

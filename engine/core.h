@@ -344,7 +344,7 @@ struct committer;
 
 struct engine {
     struct engine_front front; /* first: engine.h's functions call through it */
-    engine_options o; /* copied; o.channels is not used after open */
+    engine_options o;          /* copied; o.channels is not used after open */
     engine_clock clock;
     store *store;
     store_batch *batch;

@@ -766,20 +766,18 @@ void engine_options_default(engine_options *o);
 int engine_options_check(const engine_options *o, char *msg, size_t msglen);
 
 /* Opens the store (o->store_uri's database, else the embedded one in
- * o->data_dir), rebuilds memory from it, starts the actor. The options (and what they point to) are copied. On failure a
- * message goes to err. Open and start in one, unlike the gateway's
- * servers (ARCHITECTURE.md, "Conventions"): nothing can be done with an
- * engine whose actor has not started, and nothing it owns is shared
- * before engine_open() returns, so there is no step between for a caller
- * to take. */
+ * o->data_dir), rebuilds memory from it, starts the actor. The options
+ * (and what they point to) are copied. On failure a message goes to err.
+ * Open and start in one, unlike the gateway's servers (ARCHITECTURE.md,
+ * "Conventions"): nothing can be done with an engine whose actor has not
+ * started, and nothing it owns is shared before engine_open() returns, so
+ * there is no step between for a caller to take. */
 int engine_open(const engine_options *o, engine **out, char *err, size_t errlen);
 /* Whether o names a PostgreSQL store (store_uri set). */
 bool engine_store_is_pg(const engine_options *o);
 /* "data=DIR", or "store=host=... port=... dbname=... user=..." (never a
  * password): where the store is, for messages. */
 void engine_store_describe(const engine_options *o, char *buf, size_t len);
-/* "embedded" or "postgresql". */
-const char *engine_store_name(const engine *e);
 /* Finishes the turn in flight, answers everything still queued or waiting
  * UNAVAILABLE and stops the actor; from then on engine_exec() returns
  * BERTH_ECLOSED. The handle stays valid until engine_close(). Idempotent. */

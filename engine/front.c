@@ -68,11 +68,6 @@ void engine_store_describe(const engine_options *o, char *buf, size_t len)
 #endif
 }
 
-const char *engine_store_name(const engine *e)
-{
-    return vt(e)->name;
-}
-
 void engine_stop(engine *e)
 {
     vt(e)->stop(e);

@@ -922,7 +922,6 @@ static void pgactor_durability(engine *e, engine_durable *out)
 }
 
 static const engine_backend pgactor_backend = {
-    .name = "postgresql",
     .enqueue = pgactor_enqueue,
     .stop = pgactor_stop,
     .free = pgactor_free,

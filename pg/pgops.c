@@ -217,18 +217,6 @@ const pgops_topic_due *pgops_dues(const pgops_turn *t, size_t *n)
     return t->dues.v;
 }
 
-void pgops_refuse(pgops_turn *t, const engine_status *st)
-{
-    for (pgreq *p = t->list; p != NULL; p = p->next) {
-        if (p->settled || (p->req.op == ENGINE_OP_FETCH && p->completes_done))
-            continue;
-        p->reply->status = *st;
-        p->reply->n_submitted = 0;
-        p->reply->n_statuses = 0;
-        p->reply->n_tasks = 0;
-    }
-}
-
 void pgops_free(pgops_turn *t)
 {
     if (t == NULL)

@@ -61,9 +61,6 @@ void pgops_answer(pgops_turn *t, void (*ring)(void *ctx, const char *topic),
 /* For the fetches of the turn that claimed nothing and may wait: what
  * topics_due found (n of them, the turn's memory). */
 const pgops_topic_due *pgops_dues(const pgops_turn *t, size_t *n);
-/* The turn did not commit: every request of it that the checks did not
- * settle gets st (a fetch waiting already keeps waiting). */
-void pgops_refuse(pgops_turn *t, const engine_status *st);
 void pgops_free(pgops_turn *t);
 
 #endif

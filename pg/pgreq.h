@@ -30,7 +30,6 @@ typedef struct pgreq {
     bool may_wait;       /* it may wait: wait_ms > 0 */
     bool rung;           /* waiting: a doorbell rang one of its topics since its last claim */
     uint64_t deadline_ms;
-    uint64_t arrived_ms;
 } pgreq;
 
 /* What a committed turn taught about topics: parks to ring here and
