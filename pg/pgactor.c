@@ -56,9 +56,17 @@
 #include "pg/pgstmt.h"
 #include "pg/pgturn.h"
 #include "store/err.h"
+#include "store/keys.h"
 
 #define TURN_TIMEOUT_MS 30000 /* a turn longer than this: the connection is given up */
 #define CONTENDED_MS    25    /* fetchable rows another replica was taking: look again */
+/* Housekeeping (the calls' timers, retention, key expiry) runs when the
+ * database says the next is due, when a doorbell announces a timer, and
+ * at least this often (what other replicas left that no doorbell told). */
+#define HOUSEKEEPING_EVERY_MS 60000
+/* After a housekeeping turn that failed: the embedded store's pause after
+ * a failed write (ENGINE_STORE_BACKOFF_MIN_MS). */
+#define HOUSEKEEPING_RETRY_MS 50
 
 typedef struct watch {
     char *topic;
@@ -80,6 +88,7 @@ typedef struct lane {
     uint64_t now_ms;  /* the clock when it was planned */
     uint64_t rings;   /* the replica's rings when it was planned */
     uint64_t deadline_mono_ms;
+    bool housekeeping; /* the turn in flight is one */
 } lane;
 
 typedef struct pgactor {
@@ -103,6 +112,8 @@ typedef struct pgactor {
     VEC(pgreq *) waiters;
     VEC(watch) watches;
     uint64_t rings; /* doorbells rung, ever: a turn that saw none may call a topic empty */
+    uint64_t hk_due_ms; /* engine clock: the next housekeeping turn */
+    bool hk_running;
     engine_recovery recovery;
     engine_stats counters; /* the replica's own: turns, waits, failed commits */
     hist task_latency, fetch_wait, commit_batch, fsync; /* METRICS' histograms */
@@ -138,14 +149,17 @@ static void answer_status(pgreq *p, const engine_status *st)
 
 static bool names(const pgreq *p, const char *topic)
 {
+    if (p->req.op != ENGINE_OP_FETCH)
+        return false;
     for (size_t i = 0; i < p->req.u.fetch.n_topics; i++)
         if (strcmp(p->req.u.fetch.topics[i], topic) == 0)
             return true;
     return false;
 }
 
-/* Rings the waiters on topic (NULL: all), and the fetches of turns in
- * flight: what they claimed may predate the park (subscribe before query). */
+/* Rings the waiters on topic (NULL: all waiters, awaits too), and the
+ * fetches of turns in flight: what they claimed may predate the park
+ * (subscribe before query). */
 static void ring(void *ctx, const char *topic)
 {
     pgactor *a = ctx;
@@ -160,8 +174,35 @@ static void ring(void *ctx, const char *topic)
     }
     for (size_t l = 0; l < PGACTOR_LANES; l++)
         for (pgreq *p = a->lanes[l].list; p != NULL; p = p->next)
-            if (p->req.op == ENGINE_OP_FETCH && (topic == NULL || names(p, topic)))
+            if (topic == NULL ? p->req.op == ENGINE_OP_FETCH || p->req.op == ENGINE_OP_AWAIT_CALL
+                              : names(p, topic))
                 p->rung = true;
+}
+
+/* Rings the awaits of the call id (hex) names, waiting or in flight: the
+ * call changed (an end, a backoff, a next attempt). */
+static void ring_call(pgactor *a, const char *hex)
+{
+    uint8_t id[BERTH_ID_LEN];
+    if (store_id_parse(hex, id) != BERTH_OK)
+        return;
+    for (size_t i = 0; i < a->waiters.n; i++) {
+        pgreq *p = a->waiters.v[i];
+        if (p->req.op == ENGINE_OP_AWAIT_CALL && memcmp(p->call_id, id, BERTH_ID_LEN) == 0)
+            p->rung = true;
+    }
+    for (size_t l = 0; l < PGACTOR_LANES; l++)
+        for (pgreq *p = a->lanes[l].list; p != NULL; p = p->next)
+            if (p->req.op == ENGINE_OP_AWAIT_CALL && memcmp(p->call_id, id, BERTH_ID_LEN) == 0)
+                p->rung = true;
+}
+
+/* A call's timer (or an end's retention) comes in in_ms: housekeeping then. */
+static void timer_in(pgactor *a, uint64_t in_ms)
+{
+    uint64_t at = now_ms(a) + in_ms;
+    if (at < a->hk_due_ms)
+        a->hk_due_ms = at;
 }
 
 static watch *watch_of(pgactor *a, const char *topic, bool make)
@@ -199,7 +240,8 @@ static void later(void *ctx, const char *topic, uint64_t in_ms)
         w->due_ms = at; /* (known empty until then, if it was) */
 }
 
-/* "p:a;t:b+500;p:*" (pgops.c writes them). */
+/* "p:a;t:b+500;r:<call id>;i:+300;p:*" (pgplan_notify_add writes them),
+ * from another replica or from this one's own turn. */
 static void doorbells(void *ctx, const char *payload)
 {
     pgactor *a = ctx;
@@ -208,7 +250,14 @@ static void doorbells(void *ctx, const char *payload)
     for (char *save = NULL, *rec = strtok_r(buf, ";", &save); rec != NULL;
          rec = strtok_r(NULL, ";", &save)) {
         if (strncmp(rec, "p:", 2) == 0) {
-            ring(a, strcmp(rec + 2, "*") == 0 ? NULL : rec + 2);
+            bool all = strcmp(rec + 2, "*") == 0;
+            ring(a, all ? NULL : rec + 2);
+            if (all) /* a doorbell too long to tell: a timer may be among it */
+                timer_in(a, 0);
+        } else if (strncmp(rec, "r:", 2) == 0) {
+            ring_call(a, rec + 2);
+        } else if (strncmp(rec, "i:+", 3) == 0) {
+            timer_in(a, strtoull(rec + 3, NULL, 10));
         } else if (strncmp(rec, "t:", 2) == 0) {
             char *plus = strrchr(rec, '+');
             if (plus != NULL) {
@@ -305,8 +354,10 @@ static void reconnect(pgactor *a)
         ring(a, NULL); /* while it was down, claims failed: every waiter looks again */
     }
     if (a->listen.conn == NULL && any_up(a) && now >= a->listen_retry_at_ms) {
-        if (pglisten_open(&a->listen, a->uri, 1, err, sizeof err) == BERTH_OK)
+        if (pglisten_open(&a->listen, a->uri, 1, err, sizeof err) == BERTH_OK) {
             ring(a, NULL); /* doorbells were missed meanwhile: every waiter looks again */
+            timer_in(a, 0); /* ... and the timers they announced */
+        }
         else
             a->listen_retry_at_ms = now + ENGINE_REOPEN_BACKOFF_MIN_MS;
     }
@@ -394,11 +445,13 @@ static void take_rung(pgactor *a, pgreq **head, pgreq **tail)
     }
 }
 
-/* A fetch that claimed nothing: it waits (may_wait, a slot), or is answered. */
+/* A fetch that claimed nothing, an await whose call is live: it waits
+ * (may_wait, a slot), or is answered. */
 static void park_or_answer(pgactor *a, pgreq *p, uint64_t now)
 {
     engine_reply *r = p->reply;
-    if (r->status.code != ENGINE_CODE_OK || r->n_tasks > 0 || !p->may_wait ||
+    bool more = p->req.op == ENGINE_OP_AWAIT_CALL ? p->live : r->n_tasks == 0;
+    if (r->status.code != ENGINE_CODE_OK || !more || !p->may_wait ||
         (p->deadline_ms != 0 && p->deadline_ms <= now)) {
         answer(p);
         return;
@@ -412,7 +465,7 @@ static void park_or_answer(pgactor *a, pgreq *p, uint64_t now)
             answer(p);
             return;
         }
-        p->deadline_ms = now + p->f.wait_ms;
+        p->deadline_ms = now + p->wait_ms;
     }
     p->completes_done = true; /* (rung stays: a ring during its claim sends it back) */
     pgreq **slot = VEC_ADD(&a->waiters);
@@ -430,9 +483,11 @@ static void turn_failed(pgactor *a, pgreq *list, const engine_status *st)
     uint64_t now = now_ms(a);
     for (pgreq *p = list, *next; p != NULL; p = next) {
         next = p->next;
-        if (p->req.op == ENGINE_OP_FETCH && p->completes_done && !p->settled) {
-            /* A waiter's claim failed: whatever rang it may be there still.
-             * It waits on, rung: it claims again once a lane serves. */
+        if (!p->settled && ((p->req.op == ENGINE_OP_FETCH && p->completes_done) ||
+                            (p->req.op == ENGINE_OP_AWAIT_CALL && p->deadline_ms != 0))) {
+            /* A waiter's claim (or read) failed: whatever rang it may be
+             * there still. It waits on, rung: it looks again once a lane
+             * serves (an await answers its last read at its deadline). */
             p->rung = true;
             park_or_answer(a, p, now);
         } else if (p->settled) {
@@ -475,7 +530,7 @@ static void turn_start(pgactor *a, lane *l)
     bool fail = a->fp_write > 0;
     pgops_turn *t;
     if (pgops_plan(&a->o, &a->counters, l->list, l->now_ms, a->manual, fail, a->listen.conn == NULL,
-                   l->conn, &t) != BERTH_OK) {
+                   l->housekeeping, l->conn, &t) != BERTH_OK) {
         engine_status st;
         reply_no_memory(&st);
         turn_failed(a, l->list, &st);
@@ -498,6 +553,20 @@ static void turn_start(pgactor *a, lane *l)
     }
 }
 
+/* A housekeeping turn ended: the next is due next_in_ms after the
+ * instant the turn ran at (UINT64_MAX: nothing waits), at the latest
+ * HOUSEKEEPING_EVERY_MS after it. */
+static void housekeeping_done(pgactor *a, lane *l, uint64_t next_in_ms)
+{
+    l->housekeeping = false;
+    a->hk_running = false;
+    if (next_in_ms > HOUSEKEEPING_EVERY_MS)
+        next_in_ms = HOUSEKEEPING_EVERY_MS;
+    uint64_t at = l->now_ms + next_in_ms;
+    if (at < a->hk_due_ms || a->hk_due_ms <= now_ms(a))
+        a->hk_due_ms = at;
+}
+
 static void committed(pgactor *a, lane *l)
 {
     pgops_turn *t = l->turn;
@@ -510,20 +579,28 @@ static void committed(pgactor *a, lane *l)
     }
     if (pgops_notify(t) != NULL)
         pglisten_ring(&a->listen, pgops_notify(t));
-    pgops_answer(t, ring, later, a);
+    pgops_answer(t, doorbells, a);
+    const engine_stats *d = pgops_delta(t);
+    a->counters.calls += d->calls;
+    a->counters.calls_resolved += d->calls_resolved;
+    a->counters.calls_failed += d->calls_failed;
+    a->counters.calls_timed_out += d->calls_timed_out;
+    a->counters.instances_dropped += d->instances_dropped;
+    if (l->housekeeping)
+        housekeeping_done(a, l, pgops_housekeeping_next(t));
     size_t nd;
-    const pgops_topic_due *d = pgops_dues(t, &nd);
+    const pgops_topic_due *due = pgops_dues(t, &nd);
     uint64_t at = now_ms(a);
     bool quiet = a->rings == l->rings && a->listen.conn != NULL; /* nothing rang meanwhile */
     for (size_t i = 0; i < nd; i++) {
-        watch *w = watch_of(a, d[i].topic, true);
-        uint64_t due = d[i].contended ? at + CONTENDED_MS
-                       : d[i].known   ? at + d[i].next_in_ms
-                                      : UINT64_MAX;
-        if (w != NULL && due < w->due_ms)
-            w->due_ms = due;
+        watch *w = watch_of(a, due[i].topic, true);
+        uint64_t when = due[i].contended ? at + CONTENDED_MS
+                        : due[i].known   ? at + due[i].next_in_ms
+                                         : UINT64_MAX;
+        if (w != NULL && when < w->due_ms)
+            w->due_ms = when;
         if (w != NULL)
-            w->empty = quiet && !d[i].contended;
+            w->empty = quiet && !due[i].contended;
     }
     pgops_free(t);
     l->turn = NULL;
@@ -531,7 +608,7 @@ static void committed(pgactor *a, lane *l)
     l->list = NULL;
     for (pgreq *p = list, *next; p != NULL; p = next) {
         next = p->next;
-        if (p->req.op == ENGINE_OP_FETCH && !p->settled)
+        if ((p->req.op == ENGINE_OP_FETCH || p->req.op == ENGINE_OP_AWAIT_CALL) && !p->settled)
             park_or_answer(a, p, at);
         else
             answer(p);
@@ -556,6 +633,8 @@ static void turn_end(pgactor *a, lane *l)
     pgops_free(l->turn);
     l->turn = NULL;
     if (!rerun || l->conn == NULL) {
+        if (l->housekeeping)
+            housekeeping_done(a, l, HOUSEKEEPING_RETRY_MS);
         turn_failed(a, l->list, &st);
         l->list = NULL;
         return;
@@ -613,6 +692,8 @@ static uint64_t next_instant(const pgactor *a)
     for (size_t i = 0; i < a->watches.n; i++)
         if (a->watches.v[i].due_ms < due)
             due = a->watches.v[i].due_ms;
+    if (!a->hk_running && a->hk_due_ms < due)
+        due = a->hk_due_ms;
     return due;
 }
 
@@ -803,12 +884,15 @@ static void *pgactor_main(void *arg)
         lane *l = free_lane(a);
         if (l != NULL)
             take_rung(a, &list, &tail);
-        bool started = list != NULL;
-        if (list != NULL && l != NULL) {
+        bool hk = l != NULL && !a->hk_running && a->hk_due_ms <= now;
+        bool started = list != NULL || hk;
+        if ((list != NULL || hk) && l != NULL) {
             l->list = list;
             l->now_ms = now;
             l->rings = a->rings;
             l->attempt = 0;
+            l->housekeeping = hk;
+            a->hk_running |= hk;
             turn_start(a, l);
         } else if (list != NULL) {
             refuse_all(a, list);

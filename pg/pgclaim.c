@@ -130,26 +130,9 @@ static bool claimed_task(engine_reply *r, const PGresult *res, int i, int off, e
         pgwire_get_bytea(res, i, off + 15, &pay, &plen))
         return false;
     store_header hs[ENGINE_HEADERS_MAX];
-    size_t nh = 0;
-    pgwire_array arr;
-    if (pgwire_array_open(res, i, off + 13, PGWIRE_TEXT, &arr) == BERTH_OK) {
-        const uint8_t *v;
-        size_t len;
-        char *pair[2];
-        int k = 0;
-        while (nh < ENGINE_HEADERS_MAX && pgwire_array_next(&arr, &v, &len) == 1) {
-            char *s = reply_mem(r, len + 1);
-            if (s == NULL)
-                return false;
-            memcpy(s, v ? v : (const uint8_t *)"", v ? len : 0);
-            s[v ? len : 0] = '\0';
-            pair[k++] = s;
-            if (k == 2) {
-                hs[nh++] = (store_header){pair[0], pair[1]};
-                k = 0;
-            }
-        }
-    }
+    size_t nh;
+    if (!pgplan_copy_headers(r, res, i, off + 13, hs, &nh))
+        return false;
     store_body b = {.topic = pgplan_copy_text(r, res, i, off + 2),
                     .payload = plen ? mem_dup(pay, plen) : NULL,
                     .payload_len = plen,

@@ -9,6 +9,7 @@
 #include "engine/mem.h"
 #include "engine/reply.h"
 #include "engine/rules.h"
+#include "pg/pgcall.h"
 #include "pg/pgwire.h"
 #include "store/err.h"
 #include "store/keys.h"
@@ -63,9 +64,11 @@ bool pgguard_stmt_read(pgops_turn *t)
     int s = pgplan_add_stmt(t, "guard_read", 64 + 20 * m);
     if (s >= 0)
         pgwire_uuid_array(&t->params[s], (const uint8_t(*)[16])ids, NULL, m);
-    free(ids);
     t->s_guard = s;
-    return s >= 0;
+    /* The calls of those tasks, locked after them. */
+    bool ok = s >= 0 && pgcall_stmt_lock(t, (const uint8_t(*)[16])ids, m);
+    free(ids);
+    return ok;
 }
 
 static bool read_rows(pgops_turn *t, const PGresult *res)
@@ -91,6 +94,9 @@ static bool read_rows(pgops_turn *t, const PGresult *res)
             pgwire_get_int8(res, i, 9, &w.available_at) != BERTH_OK ||
             pgwire_get_int8(res, i, 10, &w.created_at) != BERTH_OK)
             return false;
+        w.has_instance = !pgwire_isnull(res, i, 12) &&
+                         pgwire_get_uuid(res, i, 12, w.instance_id) == BERTH_OK &&
+                         pgwire_get_int4(res, i, 13, &w.call_attempt) == BERTH_OK;
         if (w.topic == NULL || !VEC_PUSH(&t->rows, w)) {
             free(w.topic);
             free(w.worker);
@@ -125,17 +131,23 @@ static void apply(pgops_turn *t, guard_item *g)
     case G_COMPLETE:
     case G_REFUSE: {
         const engine_complete_args *c = g->kind == G_COMPLETE ? g->args : NULL;
+        const engine_error *err =
+            g->kind == G_REFUSE ? &((const engine_refuse_args *)g->args)->error : NULL;
+        bool ok = true;
         if (c != NULL && c->result != NULL) {
             rules_reply in = {.payload_len = c->result->payload_len,
                               .content_type = c->result->content_type,
                               .headers = c->result->headers,
                               .n_headers = c->result->n_headers};
-            if (!rules_intake_validate(t->o, NULL, w->topic, &in, g->st)) {
-                /* Refused by intake: locked until the grace window ends (R10). */
-                w->lock_expires_at = (int64_t)(now + t->o->lock_default_ms);
-                w->dirty = true;
-                return;
-            }
+            ok = rules_intake_validate(t->o, NULL, w->topic, &in, g->st);
+        }
+        if (ok && w->has_instance) /* a call's task: its reply resolves the call */
+            ok = pgcall_correlate(t, w, c ? c->result : NULL, err, g->st);
+        if (!ok) {
+            /* Refused (intake, RETRY_PENDING): locked until the grace window ends (R10). */
+            w->lock_expires_at = (int64_t)(now + t->o->lock_default_ms);
+            w->dirty = true;
+            return;
         }
         w->deleted = true;
         return;
@@ -351,13 +363,14 @@ void pgguard_plan(pgops_turn *t, pgreq *p)
 bool pgguard_between(pgops_turn *t, pgturn *pt)
 {
     t->now_ms = (uint64_t)pt->now_ms; /* the database's: every rule of the turn on it */
-    if (!read_rows(t, pgturn_first_result(pt, (size_t)t->s_guard))) {
+    if (!read_rows(t, pgturn_first_result(pt, (size_t)t->s_guard)) ||
+        !pgcall_read_locked(t, pt)) {
         snprintf(pt->message, sizeof pt->message, "guard_read's rows did not decode");
         return false;
     }
     for (size_t i = 0; i < t->guards.n; i++)
         apply(t, &t->guards.v[i]);
-    return pgguard_stmt_outcomes(t);
+    return true;
 }
 
 void pgguard_events(pgops_turn *t)

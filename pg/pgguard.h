@@ -23,7 +23,8 @@ bool pgguard_add(pgops_turn *t, pgreq *p, gkind kind, const engine_guard *g, con
 bool pgguard_plan_completes(pgops_turn *t, pgreq *p, const engine_complete_args *items, size_t n);
 /* The turn's locking read of every task named. */
 bool pgguard_stmt_read(pgops_turn *t);
-/* Between the rounds: the rules on the rows read, the outcome statements. */
+/* Between the rounds: the rules on the rows read (a call's task's reply
+ * correlated with its call). The outcome statements follow the calls'. */
 bool pgguard_between(pgops_turn *t, pgturn *pt);
 /* A task's row as the turn read it, or NULL. */
 trow *pgguard_row(pgops_turn *t, const uint8_t id[BERTH_ID_LEN]);

@@ -21,6 +21,7 @@
 #include "store/err.h"
 #include "store/keys.h"
 #include "store/records.h"
+#include "pg/pgcall.h"
 #include "pg/pgclaim.h"
 #include "pg/pgguard.h"
 #include "pg/pgplan.h"
@@ -48,6 +49,7 @@ bool pgops_fetch_check(const engine_options *o, pgreq *p)
     if (!rules_fetch_check(o, &p->req.u.fetch, o->strict_channels ? no_strict : declared_ok, NULL,
                            &p->f, &p->reply->status))
         return false;
+    p->wait_ms = p->f.wait_ms;
     p->may_wait = p->f.wait_ms > 0;
     return true;
 }
@@ -78,6 +80,12 @@ static void plan_one(pgops_turn *t, pgreq *p)
     case ENGINE_OP_RELEASE:
         pgguard_plan(t, p);
         return;
+    case ENGINE_OP_CALL:
+        pgcall_plan(t, p);
+        return;
+    case ENGINE_OP_AWAIT_CALL:
+        pgcall_plan_await(t, p);
+        return;
     case ENGINE_OP_GET_TASK:
     case ENGINE_OP_LIST_INCIDENTS:
     case ENGINE_OP_STATS:
@@ -92,7 +100,8 @@ static void plan_one(pgops_turn *t, pgreq *p)
 }
 
 int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list, uint64_t now_ms,
-               bool manual, bool fail, bool notify_in_turn, PGconn *conn, pgops_turn **out)
+               bool manual, bool fail, bool notify_in_turn, bool housekeeping, PGconn *conn,
+               pgops_turn **out)
 {
     *out = NULL;
     pgops_turn *t = mem_calloc(1, sizeof(*t));
@@ -102,6 +111,10 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     t->list = list;
     t->now_ms = now_ms;
     t->s_submit = t->s_guard = t->s_topics_due = t->s_stats = -1;
+    t->s_calls_stats = t->s_call = t->s_ilock = t->s_timers = t->s_drop = t->s_expire = t->s_redrive = t->s_await =
+        t->s_hk_next = -1;
+    t->housekeeping = housekeeping;
+    t->hk_next_in_ms = UINT64_MAX;
     t->replica = replica;
     t->notify_in_turn = notify_in_turn;
     size_t fetches = 0;
@@ -128,7 +141,10 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     for (pgreq *p = list; p != NULL; p = p->next)
         if (!p->settled)
             plan_one(t, p);
-    if ((t->subs.n > 0 && !pgsubmit_stmt(t)) || (t->guards.n > 0 && !pgguard_stmt_read(t))) {
+    /* Housekeeping first: a key it drops is free for a submit or call of
+     * the same turn. */
+    if ((housekeeping && !pgcall_stmt_housekeeping(t)) || (t->subs.n > 0 && !pgsubmit_stmt(t)) ||
+        (t->calls.n > 0 && !pgcall_stmt_call(t)) || (t->guards.n > 0 && !pgguard_stmt_read(t))) {
         pgops_free(t);
         return BERTH_ENOMEM;
     }
@@ -137,7 +153,7 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
         if (s >= 0)
             pgwire_int4(&t->params[s], 0);
     }
-    if (t->guards.n > 0) {
+    if (t->guards.n > 0 || housekeeping) {
         t->t.n_first = t->t.n;
     } else if (!between(&t->t, t)) {
         pgops_free(t);
@@ -160,17 +176,21 @@ bool pgops_empty(const pgops_turn *t)
 static bool between(pgturn *pt, void *arg)
 {
     pgops_turn *t = arg;
-    if (t->guards.n > 0 && !pgguard_between(t, pt))
+    if ((t->guards.n > 0 && !pgguard_between(t, pt)) ||
+        (t->housekeeping && !pgcall_timers(t, pt)))
+        return false;
+    /* The calls' writes before the tasks' (a result read from a task the
+     * turn deletes), the awaits' read after both. */
+    if (!pgcall_stmt_writes(t) || (t->guards.n > 0 && !pgguard_stmt_outcomes(t)))
         return false;
     pgsubmit_notify(t);
-    if (!pgclaim_stmts(t))
+    if (!pgclaim_stmts(t) || !pgcall_stmt_after(t))
         return false;
     pt->notify = t->notify_in_turn ? t->notify : NULL;
     return true;
 }
 
-void pgops_answer(pgops_turn *t, void (*ring)(void *ctx, const char *topic),
-                  void (*later)(void *ctx, const char *topic, uint64_t in_ms), void *ctx)
+void pgops_answer(pgops_turn *t, void (*bells)(void *ctx, const char *payload), void *ctx)
 {
     if (t->s_submit >= 0)
         pgsubmit_answer(t);
@@ -182,28 +202,22 @@ void pgops_answer(pgops_turn *t, void (*ring)(void *ctx, const char *topic),
     for (pgreq *p = t->list; p != NULL; p = p->next)
         if (!p->settled)
             pgread_answer(t, p);
+    pgcall_answer(t, &t->hk_next_in_ms);
     pgsubmit_events(t);
     pgguard_events(t);
-    /* Doorbells here: the ones the notify carries, read back. */
-    for (char *rec = t->notify; rec != NULL && *rec != '\0';) {
-        char *end = strchr(rec, ';');
-        size_t len = end ? (size_t)(end - rec) : strlen(rec);
-        char buf[400];
-        if (len < sizeof buf && len > 2) {
-            memcpy(buf, rec + 2, len - 2);
-            buf[len - 2] = '\0';
-            if (rec[0] == 'p') {
-                ring(ctx, buf);
-            } else {
-                char *plus = strrchr(buf, '+');
-                if (plus != NULL) {
-                    *plus = '\0';
-                    later(ctx, buf, strtoull(plus + 1, NULL, 10));
-                }
-            }
-        }
-        rec = end ? end + 1 : NULL;
-    }
+    /* Here as anywhere: the doorbells the turn rang. */
+    if (t->notify != NULL)
+        bells(ctx, t->notify);
+}
+
+uint64_t pgops_housekeeping_next(const pgops_turn *t)
+{
+    return t->hk_next_in_ms;
+}
+
+const engine_stats *pgops_delta(const pgops_turn *t)
+{
+    return &t->delta;
 }
 
 const char *pgops_notify(const pgops_turn *t)
@@ -229,6 +243,11 @@ void pgops_free(pgops_turn *t)
         free(t->rows.v[i].worker);
     }
     VEC_FREE(&t->rows);
+    for (size_t i = 0; i < t->irows.n; i++)
+        free(t->irows.v[i].topic);
+    VEC_FREE(&t->irows);
+    VEC_FREE(&t->calls);
+    VEC_FREE(&t->awaits);
     VEC_FREE(&t->subs);
     VEC_FREE(&t->guards);
     VEC_FREE(&t->due_topics);

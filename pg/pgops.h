@@ -43,21 +43,27 @@ bool pgops_fetch_check(const engine_options *o, pgreq *p);
  * which STATS answers beside the database's counts. fail: the turn is
  * made to fail (ENGINE_FP_STORE_WRITE). notify_in_turn: the turn's
  * doorbell is its last statement; else the caller sends it after COMMIT
- * (pgops_notify). BERTH_ENOMEM: nothing planned. */
+ * (pgops_notify). housekeeping: the turn also fires the calls' timers
+ * that came, drops ended calls past their retention and keys past the
+ * dedup horizon (pgcall.h). BERTH_ENOMEM: nothing planned. */
 int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list, uint64_t now_ms,
-               bool manual, bool fail, bool notify_in_turn, PGconn *conn, pgops_turn **out);
+               bool manual, bool fail, bool notify_in_turn, bool housekeeping, PGconn *conn,
+               pgops_turn **out);
 /* The doorbell a committed turn left for the caller to send, or NULL. */
 const char *pgops_notify(const pgops_turn *t);
 /* The turn to drive (pgturn_start/advance or pgturn_run). */
 pgturn *pgops_pgturn(pgops_turn *t);
 /* Whether anything needs the database. */
 bool pgops_empty(const pgops_turn *t);
-/* COMMITTED: fills the replies from the results. The doorbells rung (p:)
- * and the topics delayed work waits on (t:) are in the notify text; the
- * topics parked now are handed to ring(ctx, topic) and those that get
- * work later to later(ctx, topic, in_ms). */
-void pgops_answer(pgops_turn *t, void (*ring)(void *ctx, const char *topic),
-                  void (*later)(void *ctx, const char *topic, uint64_t in_ms), void *ctx);
+/* COMMITTED: fills the replies from the results, then hands the turn's
+ * doorbell text (pg/README.md §5.1; NULL: none) to bells(ctx, text), which
+ * rings here what it rings on the other replicas. */
+void pgops_answer(pgops_turn *t, void (*bells)(void *ctx, const char *payload), void *ctx);
+/* After a committed housekeeping turn: in how many ms the next is due
+ * (UINT64_MAX: nothing waits; 0: more now). */
+uint64_t pgops_housekeeping_next(const pgops_turn *t);
+/* After COMMIT: the counters the turn adds to the replica's (calls...). */
+const engine_stats *pgops_delta(const pgops_turn *t);
 /* For the fetches of the turn that claimed nothing and may wait: what
  * topics_due found (n of them, the turn's memory). */
 const pgops_topic_due *pgops_dues(const pgops_turn *t, size_t *n);

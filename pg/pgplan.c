@@ -56,12 +56,59 @@ char *pgplan_copy_text(engine_reply *r, const PGresult *res, int row, int col)
     return d;
 }
 
+bool pgplan_copy_headers(engine_reply *r, const PGresult *res, int row, int col,
+                         store_header hs[ENGINE_HEADERS_MAX], size_t *n)
+{
+    *n = 0;
+    pgwire_array arr;
+    if (pgwire_array_open(res, row, col, PGWIRE_TEXT, &arr) != BERTH_OK)
+        return true;
+    const uint8_t *v;
+    size_t len;
+    char *pair[2];
+    int k = 0;
+    while (*n < ENGINE_HEADERS_MAX && pgwire_array_next(&arr, &v, &len) == 1) {
+        char *s = reply_mem(r, len + 1);
+        if (s == NULL)
+            return false;
+        memcpy(s, v ? v : (const uint8_t *)"", v ? len : 0);
+        s[v ? len : 0] = '\0';
+        pair[k++] = s;
+        if (k == 2) {
+            hs[(*n)++] = (store_header){pair[0], pair[1]};
+            k = 0;
+        }
+    }
+    return true;
+}
+
+bool pgplan_copy_bytes(engine_reply *r, const PGresult *res, int row, int col,
+                       const uint8_t **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    const uint8_t *v;
+    size_t n;
+    if (pgwire_isnull(res, row, col) || pgwire_get_bytea(res, row, col, &v, &n) != BERTH_OK ||
+        n == 0)
+        return true;
+    uint8_t *d = reply_mem(r, n);
+    if (d == NULL)
+        return false;
+    memcpy(d, v, n);
+    *out = d;
+    *len = n;
+    return true;
+}
+
 void pgplan_notify_add(pgops_turn *t, char kind, const char *topic, uint64_t in_ms)
 {
     char rec[400];
-    int k = kind == 'p' ? snprintf(rec, sizeof rec, "%sp:%s", t->notify_len ? ";" : "", topic)
-                        : snprintf(rec, sizeof rec, "%st:%s+%llu", t->notify_len ? ";" : "", topic,
-                                   (unsigned long long)in_ms);
+    const char *sep = t->notify_len ? ";" : "";
+    unsigned long long ms = (unsigned long long)in_ms;
+    int k = kind == 't'   ? snprintf(rec, sizeof rec, "%st:%s+%llu", sep, topic, ms)
+            : kind == 'i' ? snprintf(rec, sizeof rec, "%si:+%llu", sep, ms)
+                          : snprintf(rec, sizeof rec, "%s%c:%s", sep, kind, topic);
     if (k <= 0 || (size_t)k >= sizeof rec)
         return;
     if (t->notify_len + (size_t)k + 1 > 7000) {

@@ -12,11 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/check.h"
 #include "engine/mem.h"
 #include "engine/rules.h"
 #include "pg/pgreq.h"
 #include "pg/pgturn.h"
 #include "pg/pgwire.h"
+#include "store/records.h"
 
 typedef struct sub_item {
     pgreq *p;
@@ -39,10 +41,48 @@ typedef struct guard_item {
     uint64_t lock_ms;
 } guard_item;
 
+/* A call of the turn (ENGINE_OP_CALL): its instance and first task. */
+typedef struct call_item {
+    pgreq *p;
+    const engine_call_args *a;
+    rules_policy pol; /* has_retry: checked, defaults filled in */
+    bool has_retry;
+    uint8_t iid[BERTH_ID_LEN], tid[BERTH_ID_LEN];
+    int same_as; /* an earlier call of the turn with the same key, or -1 */
+} call_item;
+
+/* A call's instance as the turn locked it (a reply's, a timer's), then as
+ * the turn leaves it. */
+typedef struct irow {
+    uint8_t id[BERTH_ID_LEN];
+    int state; /* engine_instance_state */
+    uint32_t attempt;
+    bool ended, has_current;
+    uint8_t current[BERTH_ID_LEN];
+    char *topic;
+    /* what the turn did */
+    bool dirty, end, withdraw, redrive;
+    uint8_t dead[BERTH_ID_LEN]; /* withdraw: the dead attempt's task */
+    int64_t timer_at; /* -1: none */
+    uint8_t new_task[BERTH_ID_LEN];
+    const engine_result *result;  /* end: RESOLVED with it */
+    const uint8_t *result_of;     /* ... or with this task's payload */
+    engine_error err;             /* end: with this error (code set) */
+    char msg[320];                /* err.message's storage when the turn wrote it */
+} irow;
+
+/* An await of the turn. */
+typedef struct await_item {
+    pgreq *p;
+} await_item;
+
 /* A task row as guard_read gave it, then as the turn's items leave it. */
 typedef struct trow {
     uint8_t id[BERTH_ID_LEN];
     bool found, terminal, has_lock, deleted, dirty, set_err, incident;
+    bool has_instance; /* a call's task */
+    uint8_t instance_id[BERTH_ID_LEN];
+    int32_t call_attempt;
     char *topic, *worker;
     uint8_t token[BERTH_ID_LEN];
     int64_t lock_expires_at, available_at, created_at;
@@ -50,8 +90,10 @@ typedef struct trow {
     const engine_error *err; /* set_err: the fail's */
 } trow;
 
-#define STMTS_MAX_FIXED                                                                            \
-    8 /* submit, guard_read, delete, update, incidents, topics_due, stats, turn_fail */
+/* submit, guard_read, delete, update, incidents, topics_due, stats, turn_fail; call,
+ * instances_lock, timers_due, instances_drop, keys_expire, tasks_withdraw, redrive_insert,
+ * instances_write, await_read, housekeeping_next, calls_stats */
+#define STMTS_MAX_FIXED 19
 
 struct pgops_turn {
     const engine_options *o;
@@ -65,7 +107,16 @@ struct pgops_turn {
     VEC(sub_item) subs;
     VEC(guard_item) guards;
     VEC(trow) rows;
+    VEC(call_item) calls;
+    VEC(irow) irows;
+    VEC(await_item) awaits;
     int s_submit, s_guard, s_topics_due, s_stats;
+    int s_calls_stats, s_call, s_ilock, s_timers, s_drop, s_expire, s_redrive, s_await, s_hk_next;
+    bool housekeeping;  /* this turn fires timers, drops, expires keys */
+    bool hk_more;       /* ... and left timers due that a reply of the turn held */
+    size_t hk_fired;    /* ... timers it fired */
+    uint64_t hk_next_in_ms; /* ... when the next is due (UINT64_MAX: nothing waits) */
+    engine_stats delta; /* the replica's counters this turn adds (calls...) */
     const engine_stats *replica; /* the replica's own counters, for STATS */
     VEC(const char *) due_topics;
     VEC(pgops_topic_due) dues;
@@ -85,8 +136,18 @@ int pgplan_add_stmt(pgops_turn *t, const char *name, size_t bytes);
 size_t pgplan_text_len(const char *s);
 /* A text column of res copied into r's memory; NULL for SQL NULL. */
 char *pgplan_copy_text(engine_reply *r, const PGresult *res, int row, int col);
+/* A text[] column of name,value pairs copied into r's memory: up to
+ * ENGINE_HEADERS_MAX pairs into hs, *n of them (0 for SQL NULL). False:
+ * no memory. */
+bool pgplan_copy_headers(engine_reply *r, const PGresult *res, int row, int col,
+                         store_header hs[ENGINE_HEADERS_MAX], size_t *n);
+/* A bytea column copied into r's memory (*len bytes; NULL for SQL NULL or
+ * no bytes). False: no memory. */
+bool pgplan_copy_bytes(engine_reply *r, const PGresult *res, int row, int col,
+                       const uint8_t **out, size_t *len);
 /* A record of the turn's doorbell (pg/README.md §5.1): 'p' (work now on
- * topic) or 't' (work on topic in in_ms). */
+ * topic), 't' (work on topic in in_ms), 'r' (the call whose id is topic,
+ * in hex, changed) or 'i' (a call's timer in in_ms; topic unused). */
 void pgplan_notify_add(pgops_turn *t, char kind, const char *topic, uint64_t in_ms);
 /* An event of the turn, published through the options' on_event. */
 void pgplan_event(pgops_turn *t, engine_event_kind kind, const char *topic,

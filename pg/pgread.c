@@ -58,6 +58,14 @@ static void pgread_answer_stats(pgops_turn *t, engine_reply *r)
     }
     r->n_topic_stats = (size_t)n;
     r->stats.topics = (uint64_t)n;
+    const PGresult *calls = t->stmts[t->s_calls_stats].result;
+    int64_t waiting = 0, backoff = 0;
+    if (calls != NULL && PQntuples(calls) == 1) {
+        (void)pgwire_get_int8(calls, 0, 0, &waiting);
+        (void)pgwire_get_int8(calls, 0, 1, &backoff);
+    }
+    r->stats.instances_waiting = (uint64_t)waiting;
+    r->stats.instances_backoff = (uint64_t)backoff;
 }
 
 static void pgread_answer_task(pgops_turn *t, pgreq *p)
@@ -174,9 +182,11 @@ void pgread_plan(pgops_turn *t, pgreq *p)
         break;
     }
     default: /* ENGINE_OP_STATS */
-        if (t->s_stats < 0)
+        if (t->s_stats < 0) {
             t->s_stats = pgplan_add_stmt(t, "stats", 16);
-        ok = t->s_stats >= 0;
+            t->s_calls_stats = pgplan_add_stmt(t, "calls_stats", 16);
+        }
+        ok = t->s_stats >= 0 && t->s_calls_stats >= 0;
         break;
     }
     if (!ok) {

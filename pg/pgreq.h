@@ -28,8 +28,13 @@ typedef struct pgreq {
     rules_fetch f;
     bool completes_done; /* its completions were applied by an earlier turn */
     bool may_wait;       /* it may wait: wait_ms > 0 */
+    uint64_t wait_ms;    /* a fetch's or an await's, checked */
     bool rung;           /* waiting: a doorbell rang one of its topics since its last claim */
     uint64_t deadline_ms;
+    /* an await */
+    bool checked; /* its checks ran (a waiter reading again) */
+    bool live;    /* its last read found the call live */
+    uint8_t call_id[BERTH_ID_LEN];
 } pgreq;
 
 /* What a committed turn taught about topics: parks to ring here and

@@ -21,7 +21,7 @@ static bool has_key(const engine_submit_args *a)
     return a->idempotency_key != NULL && a->idempotency_key[0] != '\0';
 }
 
-static bool submit_check(const pgops_turn *t, const engine_submit_args *a, engine_status *st)
+bool pgsubmit_check(const pgops_turn *t, const engine_submit_args *a, engine_status *st)
 {
     if (!check_topic(a->topic, "topic", st))
         return false;
@@ -65,7 +65,7 @@ void pgsubmit_plan(pgops_turn *t, pgreq *p)
         }
     }
     for (size_t i = 0; i < n; i++)
-        if (!submit_check(t, &items[i], &r->status)) {
+        if (!pgsubmit_check(t, &items[i], &r->status)) {
             if (p->req.op == ENGINE_OP_SUBMIT_BATCH)
                 rules_item_name(&r->status, i);
             p->settled = true;
@@ -86,10 +86,7 @@ void pgsubmit_plan(pgops_turn *t, pgreq *p)
         }
 }
 
-/* A task's size as fetch budgets count it (fetch_max_bytes): its
- * payload, topic, headers and content type, and 16 bytes for its fixed
- * fields; the embedded store counts its encoded row, a few bytes apart. */
-static size_t body_bytes(const engine_submit_args *a)
+size_t pgsubmit_body_bytes(const engine_submit_args *a)
 {
     size_t n = 16 + a->payload_len + pgplan_text_len(a->topic) + pgplan_text_len(a->content_type);
     for (size_t h = 0; h < a->n_headers; h++)
@@ -155,7 +152,7 @@ bool pgsubmit_stmt(pgops_turn *t)
         nb[m] = (int64_t)a->not_before_ms;
         nb_null[m] = !a->has_not_before_ms;
         prio[m] = a->has_priority ? a->priority : t->o->priority_default;
-        blen[m] = (int32_t)body_bytes(a);
+        blen[m] = (int32_t)pgsubmit_body_bytes(a);
         m++;
     }
     if (ok) {

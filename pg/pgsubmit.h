@@ -7,9 +7,17 @@
 #define BERTH_PG_PGSUBMIT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "pg/pgplan.h"
 
+/* A submit's checks (a call's request's too): topic, strict channels,
+ * rules_submit_check. */
+bool pgsubmit_check(const pgops_turn *t, const engine_submit_args *a, engine_status *st);
+/* A task's size as fetch budgets count it (fetch_max_bytes): its
+ * payload, topic, headers and content type, and 16 bytes for its fixed
+ * fields; the embedded store counts its encoded row, a few bytes apart. */
+size_t pgsubmit_body_bytes(const engine_submit_args *a);
 /* A SUBMIT or SUBMIT_BATCH request: its checks, then its items join the turn
  * (or p is settled, refused). */
 void pgsubmit_plan(pgops_turn *t, pgreq *p);

@@ -275,6 +275,12 @@ SELECT t.topic,
        count(*) FILTER (WHERE t.terminal) AS terminal
   FROM berth.tasks t, n GROUP BY t.topic ORDER BY t.topic;
 
+-- name: calls_stats
+-- The live calls by state (STATS, a scan of the live ones).
+-- Result: one row: waiting int8, backoff int8.
+SELECT count(*) FILTER (WHERE state = 1) AS waiting, count(*) FILTER (WHERE state = 2) AS backoff
+  FROM berth.instances WHERE ended_at IS NULL;
+
 -- name: turn_fail
 -- Fails the turn it is in (the engine's write failpoint, tests): $1 int4
 -- 0, a division by zero at execution, so the transaction keeps nothing.
@@ -311,3 +317,201 @@ SELECT t.topic,
 SELECT i.at, i.seq, i.kind::int4, i.ref, i.topic, i.code, i.message
   FROM berth.incidents i WHERE (i.at, i.seq) > ($1::int8, $2::int8)
  ORDER BY i.at, i.seq LIMIT $3::int4;
+
+-- ---- calls (pg/README.md §3.2, §3.6, §3.7) ----------------------------
+
+-- name: call
+-- Every call of the turn in one statement (§3.2): per item its key ('c'),
+-- its instance and its first attempt's task, as submit's CTE shape does
+-- for tasks. The instance and task ids come from the caller.
+--   $1 uuid[] instance ids, $2 uuid[] task ids, $3 text[] topics, $4
+--   bytea[] payloads, $5 text[] headers flattened, $6 int4[] hdr_start, $7
+--   int4[] hdr_count (as submit's), $8 text[] content types, $9 text[]
+--   keys, $10 int8[] delay_ms, $11 int8[] not_before, $12 int8[]
+--   priorities, $13 int4[] body_bytes, $14 int8[] timeout_ms (NULL: no
+--   policy, no timer), $15 int4[] max_attempts, $16 int8[] initial backoff,
+--   $17 int8[] max backoff, $18 text[] multipliers (float8 as text), $19
+--   text[] non-retryable codes flattened, $20 int4[] code_start, $21 int4[]
+--   code_count, $22 int8 the dedup horizon ms, $23 int4 retries.
+-- An attempt's time runs from when its task is fetchable: timer_at =
+-- available_at + timeout_ms. The request is kept for later attempts only
+-- when max_attempts > 1.
+-- Result, one row per item: no int4, winner uuid (NULL without a key; the
+-- instance the key names: the item's own = new, another = duplicate).
+WITH items AS (
+  SELECT u.* FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bytea[], $6::int4[], $7::int4[],
+                         $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[],
+                         $13::int4[], $14::int8[], $15::int4[], $16::int8[], $17::int8[],
+                         $18::text[], $20::int4[], $21::int4[]) WITH ORDINALITY
+                  AS u(iid, tid, topic, payload, hs, hc, ct, key, delay_ms, not_before, prio,
+                       bytes, timeout_ms, attempts, ib, mb, mult, cs, cc, no)),
+ keyed AS (
+  INSERT INTO berth.submit_keys AS k (kind, topic, key, id, at)
+  SELECT 'c', i.topic, i.key, i.iid, berth.now_ms() FROM items i
+   WHERE i.key IS NOT NULL ORDER BY i.topic, i.key
+  ON CONFLICT (kind, topic, key) DO UPDATE
+    SET id = CASE WHEN k.at <= berth.now_ms() - $22::int8 THEN excluded.id ELSE k.id END,
+        at = CASE WHEN k.at <= berth.now_ms() - $22::int8 THEN excluded.at ELSE k.at END
+  RETURNING k.topic, k.key, k.id),
+ won AS (
+  SELECT i.*, greatest(berth.now_ms(), coalesce(berth.now_ms() + i.delay_ms, i.not_before,
+                                                 berth.now_ms())) AS avail,
+         CASE WHEN i.hc > 0 THEN ($5::text[])[i.hs : i.hs + i.hc - 1] ELSE '{}' END AS headers
+    FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key
+   WHERE i.key IS NULL OR k.id = i.iid),
+ inst AS (
+  INSERT INTO berth.instances (id, topic, state, attempt, max_attempts, timeout_ms,
+                               initial_backoff_ms, max_backoff_ms, multiplier, non_retryable,
+                               request_payload, request_headers, request_content_type,
+                               request_priority, current, timer_at, created_at, key_topic, key)
+  SELECT w.iid, w.topic, 1, 1, w.attempts, w.timeout_ms, w.ib, w.mb, w.mult::float8,
+         CASE WHEN w.cc > 0 THEN ($19::text[])[w.cs : w.cs + w.cc - 1] ELSE '{}' END,
+         CASE WHEN w.attempts > 1 THEN w.payload END, CASE WHEN w.attempts > 1 THEN w.headers END,
+         CASE WHEN w.attempts > 1 THEN w.ct END, CASE WHEN w.attempts > 1 THEN w.prio END,
+         w.tid, w.avail + w.timeout_ms, berth.now_ms(),
+         CASE WHEN w.key IS NOT NULL THEN w.topic END, w.key
+    FROM won w),
+ ins AS (
+  INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, retries_left,
+                           instance_id, call_attempt, content_type, headers, body_bytes, payload)
+  SELECT w.tid, w.topic, w.prio, berth.now_ms(), w.avail, $23::int4, w.iid, 1, w.ct, w.headers,
+         w.bytes, w.payload
+    FROM won w ORDER BY w.no)
+SELECT i.no::int4 AS no, k.id AS winner
+  FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key;
+
+-- name: instances_lock
+-- Round one beside guard_read (§3.6): the instances of the calls whose
+-- tasks the turn's replies name, locked in id order AFTER guard_read has
+-- locked the tasks (the order everywhere: tasks, then instances; a timer,
+-- which goes the other way, skips locked tasks). An instance dropped by
+-- its retention is absent.
+--   $1 uuid[] task ids (guard_read's).
+-- Result, one row per instance: id uuid, state int4 (1 WAITING, 2
+-- BACKOFF, 3 RESOLVED, 4 FAILED), attempt int4, ended bool, current uuid
+-- (NULL), topic text.
+SELECT i.id, i.state::int4, i.attempt, i.ended_at IS NOT NULL AS ended, i.current, i.topic
+  FROM berth.instances i
+ WHERE i.id IN (SELECT t.instance_id FROM berth.tasks t
+                 WHERE t.id = ANY($1::uuid[]) AND t.instance_id IS NOT NULL)
+ ORDER BY i.id FOR UPDATE OF i;
+
+-- name: timers_due
+-- A housekeeping turn's first round (§3.6): the calls whose timer came,
+-- the earliest first, at most $1, locked; rows another turn holds are
+-- skipped (whichever replica's tick comes first fires a timer, never two).
+-- Result: id uuid, state int4, attempt int4, max_attempts int4, timeout_ms
+-- int8 (NULL), initial_backoff_ms int8, max_backoff_ms int8, multiplier
+-- text, current uuid (NULL), topic text.
+SELECT id, state::int4, attempt, max_attempts, timeout_ms, initial_backoff_ms, max_backoff_ms,
+       multiplier::text, current, topic
+  FROM berth.instances WHERE timer_at <= berth.now_ms()
+ ORDER BY timer_at LIMIT $1::int4 FOR UPDATE SKIP LOCKED;
+
+-- name: tasks_withdraw
+-- The dead attempts' tasks (§3.6): each goes unless a worker holds its
+-- lock now, or another turn holds its row (it is held: a completion or a
+-- claim in flight); a terminal one goes too. $1 uuid[] ids.
+-- Result: id uuid, topic text (what went).
+DELETE FROM berth.tasks WHERE id IN (
+  SELECT id FROM berth.tasks WHERE id = ANY($1::uuid[])
+     AND NOT coalesce(lock_expires_at > berth.now_ms(), false)
+     FOR UPDATE SKIP LOCKED)
+RETURNING id, topic;
+
+-- name: redrive_insert
+-- The next attempts (§3.6): a fresh task per call from its kept request,
+-- fetchable now, with a fresh failure budget.
+--   $1 uuid[] instance ids, $2 uuid[] new task ids, $3 int4[] attempts,
+--   $4 int4 retries.
+-- Result: instance uuid of each task inserted (a call whose request was
+-- not kept is absent).
+INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, retries_left,
+                         instance_id, call_attempt, content_type, headers, body_bytes, payload)
+SELECT u.tid, i.topic, coalesce(i.request_priority, 0), berth.now_ms(), berth.now_ms(),
+       $4::int4, i.id, u.attempt, i.request_content_type, coalesce(i.request_headers, '{}'),
+       16 + octet_length(i.request_payload) + octet_length(i.topic)
+          + coalesce(octet_length(i.request_content_type), 0)
+          + coalesce((SELECT sum(octet_length(h) + 1) FROM unnest(i.request_headers) h), 0),
+       i.request_payload
+  FROM unnest($1::uuid[], $2::uuid[], $3::int4[]) AS u(iid, tid, attempt)
+  JOIN berth.instances i ON i.id = u.iid
+ WHERE i.request_payload IS NOT NULL
+RETURNING instance_id;
+
+-- name: instances_write
+-- What the turn did to its calls (§3.6), one element per instance: its
+-- state, attempt, current task and timer, and, ended, when and how. A
+-- result taken from a task (a completion without a result re-delivers the
+-- request's payload) is read before the turn deletes that task: this
+-- statement goes before tasks_delete. An ended call's request goes.
+--   $1 uuid[] ids, $2 int4[] state, $3 int4[] attempt, $4 uuid[] current,
+--   $5 int8[] timer_at (NULL: none), $6 bool[] ended, $7 bytea[] result
+--   payload (NULL: no result), $8 text[] result content type, $9 text[]
+--   result headers flattened, $10 int4[] rh_start, $11 int4[] rh_count,
+--   $12 uuid[] result from this task (NULL: from $7..), $13 text[]
+--   err_code, $14 text[] err_message, $15 text[] err_details.
+-- No rows (a command).
+UPDATE berth.instances i
+   SET state = u.state::smallint, attempt = u.attempt, current = u.cur, timer_at = u.timer_at,
+       ended_at = CASE WHEN u.ended THEN berth.now_ms() END,
+       result_payload = CASE WHEN u.src IS NOT NULL
+                             THEN (SELECT t.payload FROM berth.tasks t WHERE t.id = u.src)
+                             ELSE u.rp END,
+       result_content_type = CASE WHEN u.src IS NOT NULL
+                                  THEN (SELECT t.content_type FROM berth.tasks t WHERE t.id = u.src)
+                                  ELSE u.rct END,
+       result_headers = CASE WHEN u.rhc > 0 THEN ($9::text[])[u.rhs : u.rhs + u.rhc - 1] END,
+       err_code = u.ec, err_message = u.em, err_details = u.ed,
+       request_payload = CASE WHEN u.ended THEN NULL ELSE i.request_payload END,
+       request_headers = CASE WHEN u.ended THEN NULL ELSE i.request_headers END
+  FROM unnest($1::uuid[], $2::int4[], $3::int4[], $4::uuid[], $5::int8[], $6::bool[],
+              $7::bytea[], $8::text[], $10::int4[], $11::int4[], $12::uuid[], $13::text[],
+              $14::text[], $15::text[])
+       AS u(id, state, attempt, cur, timer_at, ended, rp, rct, rhs, rhc, src, ec, em, ed)
+ WHERE i.id = u.id;
+
+-- name: await_read
+-- await_call (§3.7): the calls awaited in the turn, as they stand after
+-- the turn's own writes. $1 uuid[] ids.
+-- Result, one row per id found: id uuid, state int4, attempt int4,
+-- created_at int8, ended_at int8 (NULL: live), result_payload bytea (NULL:
+-- none), result_content_type text, result_headers text[] (NULL),
+-- err_code, err_message, err_details text.
+SELECT id, state::int4, attempt, created_at, ended_at, result_payload, result_content_type,
+       result_headers, err_code, err_message, err_details
+  FROM berth.instances WHERE id = ANY($1::uuid[]);
+
+-- name: instances_drop
+-- Retention (§3.6): ended calls older than $1 ms, the oldest first, at
+-- most $2, with their key when it still names them.
+-- Result: one row, dropped int8.
+WITH d AS (DELETE FROM berth.instances WHERE id IN (
+             SELECT id FROM berth.instances WHERE ended_at <= berth.now_ms() - $1::int8
+              ORDER BY ended_at LIMIT $2::int4 FOR UPDATE SKIP LOCKED)
+           RETURNING id, key_topic, key),
+     k AS (DELETE FROM berth.submit_keys s USING d
+            WHERE s.kind = 'c' AND s.topic = d.key_topic AND s.key = d.key AND s.id = d.id
+           RETURNING 1)
+SELECT count(*)::int8 AS dropped FROM d;
+
+-- name: keys_expire
+-- Dedup expiry (§3.6): keys past the horizon ($1 ms), which readers
+-- already treat as absent, go; at most $2, the oldest first.
+-- Result: one row, expired int8.
+WITH d AS (DELETE FROM berth.submit_keys WHERE (kind, topic, key) IN (
+             SELECT kind, topic, key FROM berth.submit_keys WHERE at <= berth.now_ms() - $1::int8
+              ORDER BY at LIMIT $2::int4 FOR UPDATE SKIP LOCKED)
+           RETURNING 1)
+SELECT count(*)::int8 AS expired FROM d;
+
+-- name: housekeeping_next
+-- The end of a housekeeping turn: when the next is due, each part on the
+-- turn's clock (NULL: nothing waits), and that clock.
+--   $1 int8 retention ms, $2 int8 dedup horizon ms.
+-- Result: one row: timer int8, drop_at int8, expire_at int8, now int8.
+SELECT (SELECT min(timer_at) FROM berth.instances WHERE timer_at IS NOT NULL) AS timer,
+       (SELECT min(ended_at) FROM berth.instances WHERE ended_at IS NOT NULL) + $1::int8
+         AS drop_at,
+       (SELECT min(at) FROM berth.submit_keys) + $2::int8 + 1 AS expire_at,
+       berth.now_ms() AS now;

@@ -567,6 +567,7 @@ Test(calls, both_budgets_in_one_call)
 
 Test(calls, a_poisoned_request_fails_the_call)
 {
+    h_skip_on_pg("push channels come with deployments on PostgreSQL");
     H.o.delivery_attempts = 2;
     h_reopen();
     char id[ENGINE_ID_STR];
@@ -584,6 +585,7 @@ Test(calls, a_poisoned_request_fails_the_call)
 
 Test(calls, discarding_a_call_s_terminal_task_fails_the_call)
 {
+    h_skip_on_pg("discard_terminal comes with the operator's view on PostgreSQL");
     char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
     call_ok("t", "q", NULL, id);
     fetch_attempt(id, 1, 0, task, token);
@@ -607,6 +609,7 @@ Test(calls, discarding_a_call_s_terminal_task_fails_the_call)
 
 Test(calls, an_operator_s_retry_of_a_call_s_terminal_task_lets_it_resolve)
 {
+    h_skip_on_pg("retry_terminal comes with the operator's view on PostgreSQL");
     char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
     call_ok("t", "q", NULL, id);
     fetch_attempt(id, 1, 0, task, token);
@@ -859,13 +862,20 @@ Test(calls, an_await_waiting_through_a_failed_write_is_answered_and_can_await_ag
     await_async(id, 20000, &a);
     fetch_attempt(id, 1, 0, task, token);
     engine_failpoint_set(H.e, ENGINE_FP_STORE_WRITE, 1);
-    engine_reply_free(complete_with(task, "w", token, "a"));
-    engine_reply *r = h_async_wait(&a);
-    h_expect_code(r, ENGINE_CODE_UNAVAILABLE); /* memory was reloaded under it */
-    cr_assert(r->status.retryable);
-    h_async_free(&a);
+    engine_reply *r = complete_with(task, "w", token, "a");
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    engine_reply_free(r);
+    if (!h_store_is_pg()) {
+        r = h_async_wait(&a);
+        h_expect_code(r, ENGINE_CODE_UNAVAILABLE); /* memory was reloaded under it */
+        cr_assert(r->status.retryable);
+        h_async_free(&a);
+    } else { /* the database lost nothing it had: the await waits on */
+        cr_assert_null(h_async_peek(&a));
+    }
     h_advance(ENGINE_STORE_BACKOFF_FOR_TESTS);
-    await_async(id, 20000, &a);
+    if (!h_store_is_pg())
+        await_async(id, 20000, &a);
     engine_reply_free(complete_with(task, "w", token, "a"));
     r = h_async_wait(&a);
     h_expect_ok(r);
@@ -877,6 +887,7 @@ Test(calls, an_await_waiting_through_a_failed_write_is_answered_and_can_await_ag
 
 Test(calls, a_poisoned_request_with_attempts_left_backs_off_and_re_drives)
 {
+    h_skip_on_pg("push channels come with deployments on PostgreSQL");
     H.o.delivery_attempts = 2;
     h_reopen();
     char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
@@ -897,6 +908,7 @@ Test(calls, a_poisoned_request_with_attempts_left_backs_off_and_re_drives)
 
 Test(calls, a_request_poisoned_by_a_failed_turn_s_accounting_fails_the_call_once_written)
 {
+    h_skip_on_pg("push channels come with deployments on PostgreSQL");
     H.o.delivery_attempts = 2;
     h_reopen();
     char id[ENGINE_ID_STR];
@@ -918,6 +930,7 @@ Test(calls, a_request_poisoned_by_a_failed_turn_s_accounting_fails_the_call_once
 
 Test(calls, a_call_whose_poisoned_request_it_never_heard_of_hears_after_a_restart)
 {
+    h_skip_on_pg("push channels come with deployments on PostgreSQL");
     H.o.delivery_attempts = 2;
     h_reopen();
     char id[ENGINE_ID_STR];
@@ -949,6 +962,7 @@ Test(calls, a_re_drive_withdraws_the_dead_attempt_s_task_once_nobody_holds_it)
 
 Test(calls, discarding_the_dead_attempt_s_task_in_a_backoff_leaves_the_call_to_re_drive)
 {
+    h_skip_on_pg("discard_terminal comes with the operator's view on PostgreSQL");
     char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
     engine_retry_policy p = policy(1000, 3, 5000);
     call_ok("t", "q", &p, id);

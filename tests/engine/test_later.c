@@ -198,7 +198,6 @@ Test(later, a_restart_keeps_delays_and_priorities)
 
 Test(later, a_call_s_attempt_times_out_from_when_it_is_fetchable)
 {
-    h_skip_on_pg("calls come with the next increment on PostgreSQL");
     engine_retry_policy p = {.has_timeout_ms = true, .timeout_ms = 1000};
     engine_request req = {.op = ENGINE_OP_CALL};
     req.u.call.request = args("t", "q", DELAY(5000));
