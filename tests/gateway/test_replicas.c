@@ -1574,3 +1574,178 @@ RTest(replicas_whose_clocks_are_seconds_apart_keep_every_instant_on_the_database
     bc_close(b);
     bc_close(c);
 }
+
+/* ---- 15, 16. calls across replicas ---- */
+
+/* A call through c with a policy (timeout_ms 0: none); its instance id. */
+static char *call_in(bc *c, const char *topic, const char *payload, uint64_t timeout_ms,
+                     uint32_t attempts, uint64_t backoff_ms)
+{
+    Berth__V1__RetryPolicy p = BERTH__V1__RETRY_POLICY__INIT;
+    p.has_timeout_ms = 1;
+    p.timeout_ms = timeout_ms;
+    p.has_max_attempts = 1;
+    p.max_attempts = attempts;
+    p.has_initial_backoff_ms = 1;
+    p.initial_backoff_ms = backoff_ms;
+    Berth__V1__CallRequest q = BERTH__V1__CALL_REQUEST__INIT;
+    q.topic = (char *)topic;
+    q.has_payload = 1;
+    q.payload = (ProtobufCBinaryData){strlen(payload), (uint8_t *)payload};
+    q.retry = timeout_ms ? &p : NULL;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_CALL;
+    req.call = &q;
+    Berth__V1__Response *r = w_call(c, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_not_null(r->call);
+    char *id = strdup(r->call->instance_id);
+    w_free(r);
+    return id;
+}
+
+static Berth__V1__Response *await_in(bc *c, const char *id, uint64_t wait_ms)
+{
+    Berth__V1__AwaitCallRequest w = BERTH__V1__AWAIT_CALL_REQUEST__INIT;
+    w.instance_id = (char *)id;
+    w.has_wait_ms = 1;
+    w.wait_ms = wait_ms;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_AWAIT_CALL;
+    req.await_call = &w;
+    Berth__V1__Response *r = w_call(c, &req, (int)wait_ms + 5000);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert_not_null(r->await_call);
+    cr_assert_not_null(r->await_call->instance);
+    return r;
+}
+
+typedef struct awaiter {
+    bc *c;
+    const char *id;
+    uint64_t wait_ms;
+    pthread_t th;
+    uint64_t answer_us;
+    Berth__V1__Response *r;
+} awaiter;
+
+static void *await_run(void *arg)
+{
+    awaiter *w = arg;
+    w->r = await_in(w->c, w->id, w->wait_ms);
+    w->answer_us = mono_us();
+    return NULL;
+}
+
+RTest(a_call_made_through_one_replica_is_awaited_through_another_and_answered_through_a_third)
+{
+    fresh_db("calls");
+    start(3, NULL);
+    bc *a = d_client(&R[0]), *b = d_client(&R[1]), *c = d_client(&R[2]);
+    char *id = call_in(a, "quotes", "how much?", 30000, 2, 100);
+
+    /* B awaits it; C's worker answers. */
+    awaiter w = {.c = b, .id = id, .wait_ms = 10000};
+    cr_assert_eq(pthread_create(&w.th, NULL, await_run, &w), 0);
+    await_waiting(&R[1], 1);
+    Berth__V1__Response *f;
+    Berth__V1__Task *t = fetch_one(c, "wc", "quotes", 60000, &f);
+    cr_assert_str_eq(t->instance_id, id);
+    uint64_t sent = mono_us();
+    Berth__V1__Response *r = w_answer_or_null(c, t, "wc", "42", 2);
+    cr_assert_not_null(r);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    w_free(r);
+    pthread_join(w.th, NULL);
+    double after = w.answer_us > sent ? (double)(w.answer_us - sent) / 1000.0 : 0.0;
+    fprintf(stderr,
+            "replicas: a call through A, answered through C, its await on B woken %.1f ms "
+            "after the answer\n",
+            after);
+    const Berth__V1__Instance *in = w.r->await_call->instance;
+    cr_assert_eq(in->state, BERTH__V1__INSTANCE__STATE__RESOLVED);
+    cr_assert_not_null(in->result);
+    cr_assert_eq(in->result->payload.len, 2);
+    cr_assert_eq(memcmp(in->result->payload.data, "42", 2), 0);
+    cr_assert_lt(after, 1000.0, "the await on B was not rung by C's answer");
+    w_free(w.r);
+
+    /* A reads the same end; the task is gone for everyone. */
+    r = await_in(a, id, 0);
+    cr_assert_eq(r->await_call->instance->state, BERTH__V1__INSTANCE__STATE__RESOLVED);
+    cr_assert_eq(r->await_call->instance->attempt, 1);
+    w_free(r);
+    expect_verdict(w_guarded(b, BERTH__V1__REQUEST__METHOD_COMPLETE, t->id, "wc", t->lock_token),
+                   BERTH__V1__CODE__NOT_FOUND, BERTH__V1__STATUS__VERDICT__NOT_FOUND);
+    w_free(f);
+    free(id);
+    bc_close(a);
+    bc_close(b);
+    bc_close(c);
+}
+
+/* Polls SQL until it gives want (long) or ms pass; the last value. */
+static long sql_until(const char *sql, long want, int ms)
+{
+    long v = -1;
+    for (int i = 0; i < ms / 20; i++) {
+        if ((v = pgtmp_one_long(SQL, sql)) == want)
+            break;
+        sleep_ms(20);
+    }
+    return v;
+}
+
+RTest(the_timers_of_calls_fire_once_whichever_replica_comes_first)
+{
+    fresh_db("timers");
+    start(3, NULL);
+    enum { N = 30, TIMEOUT = 1500, BACKOFF = 100 };
+    bc *c[REPLICAS];
+    for (int i = 0; i < REPLICAS; i++)
+        c[i] = d_client(&R[i]);
+    char *ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = call_in(c[i % REPLICAS], "nobody", "q", TIMEOUT, 2, BACKOFF);
+    /* Nobody works: every first attempt times out on whichever replica's
+     * housekeeping comes first (all three hear of the timers), backs off,
+     * and is re-driven ONCE: one task per call, its second attempt's. */
+    long moved = sql_until("SELECT count(*) FROM berth.instances WHERE state = 1 AND attempt = 2",
+                           N, TIMEOUT + BACKOFF + 2000);
+    cr_assert_eq(moved, N, "%ld of %d calls on their second attempt", moved, N);
+    cr_assert_eq(pgtmp_one_long(SQL, "SELECT count(*) FROM berth.tasks"), N,
+                 "one task per call: a re-drive ran twice, or a dead attempt stayed");
+    cr_assert_eq(pgtmp_one_long(SQL, "SELECT count(*) FROM berth.tasks WHERE call_attempt = 2"), N);
+    /* The second timeouts fail them, each once, seen from any replica. */
+    long failed = sql_until("SELECT count(*) FROM berth.instances WHERE state = 4", N,
+                            TIMEOUT + 2000);
+    cr_assert_eq(failed, N);
+    for (int i = 0; i < N; i++) {
+        Berth__V1__Response *r = await_in(c[(i + 1) % REPLICAS], ids[i], 0);
+        const Berth__V1__Instance *in = r->await_call->instance;
+        cr_assert_eq(in->state, BERTH__V1__INSTANCE__STATE__FAILED);
+        cr_assert_eq(in->attempt, 2);
+        cr_assert_str_eq(in->error->code, "TIMEOUT");
+        cr_assert_not_null(strstr(in->error->message, "attempt 2 of 2 timed out"), "%s",
+                           in->error->message);
+        w_free(r);
+        free(ids[i]);
+    }
+    cr_assert_eq(pgtmp_one_long(SQL, "SELECT count(*) FROM berth.tasks"), 0);
+    long fired = 0;
+    for (int i = 0; i < REPLICAS; i++) {
+        char *body;
+        cr_assert_eq(d_http_get(&R[i], "/metrics", &body), 200);
+        static const char key[] = "\nberth_calls_total{state=\"failed\"} ";
+        const char *m = strstr(body, key);
+        cr_assert_not_null(m, "replica %d: no failed calls line", i);
+        fired += strtol(m + strlen(key), NULL, 10);
+        free(body);
+    }
+    fprintf(stderr, "replicas: %d calls timed out twice each; their ends counted %ld times over "
+                    "3 replicas\n",
+            N, fired);
+    cr_assert_eq(fired, N, "each call's end by one replica, once");
+    for (int i = 0; i < REPLICAS; i++)
+        bc_close(c[i]);
+}
