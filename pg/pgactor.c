@@ -6,8 +6,9 @@
  *   Read the doorbells the listener brought, answer the waits whose
  *   deadline passed, ring the topics whose learnt instant came; then, if
  *   an engine connection (a lane) is free, start ONE turn on it with what
- *   is queued (up to turn_max_requests) and the waiting fetches that were
- *   rung (each claims again). Turns run on PGACTOR_LANES connections at
+ *   is queued (up to turn_max_requests) and the waiting fetches and
+ *   awaits that were rung (each claims or reads again), with housekeeping
+ *   (pgcall.h) when it is due. Turns run on PGACTOR_LANES connections at
  *   once, each answered when its own COMMIT returns; requests queued while
  *   every lane is busy wait and share the next turn. Nothing to do:
  *   poll() the wake-up eventfd, the listener's and the busy lanes'

@@ -4,17 +4,20 @@
  * the statements' results become the requests' replies.
  *
  * THE SHAPE OF A TURN
- *   Round one: every submit of the turn in ONE `submit` statement, and one
- *   locking read (`guard_read`) of every task a guarded request names
- *   (complete, complete_batch, fail, refuse, extend_lock, release, and a
- *   fetch's fused completions). Between the rounds the rules (engine/
- *   rules.h) run on those rows, in request order, each request seeing the
- *   rows as the ones before it left them; round two writes the outcomes
+ *   Round one: a housekeeping turn's timers, drops and expiries (pgcall.h);
+ *   every submit of the turn in ONE `submit` statement, every call in ONE
+ *   `call`; one locking read (`guard_read`) of every task a guarded
+ *   request names (complete, complete_batch, fail, refuse, extend_lock,
+ *   release, and a fetch's fused completions), then of their calls.
+ *   Between the rounds the rules (engine/rules.h) run on those rows, in
+ *   request order, each request seeing the rows as the ones before it left
+ *   them; round two writes the calls' outcomes, then the tasks'
  *   (`tasks_delete`, `tasks_update`, `incidents_insert`: one each however
  *   many items), then one claim per fetch and, for fetches that may wait,
- *   `topics_due` (when the topic's next task becomes fetchable). A turn
- *   with nothing guarded is one round. The turn's doorbell (§5.1) goes
- *   last, then COMMIT. Nothing is answered before COMMIT returns (R1).
+ *   `topics_due` (when the topic's next task becomes fetchable), then the
+ *   turn's awaits. A turn with nothing guarded and no housekeeping is one
+ *   round. The turn's doorbell (§5.1) goes last, then COMMIT. Nothing is
+ *   answered before COMMIT returns (R1).
  *
  * Checks that need no state run before the turn (the same rules the
  * embedded engine runs, same wording); what they refuse takes no part in
