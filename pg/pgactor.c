@@ -114,6 +114,7 @@ typedef struct pgactor {
     VEC(watch) watches;
     uint64_t rings; /* doorbells rung, ever: a turn that saw none may call a topic empty */
     uint64_t hk_due_ms; /* engine clock: the next housekeeping turn */
+    bool hk_known;      /* ... due for work it knows of (not the boot's, not the periodic one) */
     bool hk_running;
     engine_recovery recovery;
     engine_stats counters; /* the replica's own: turns, waits, failed commits */
@@ -202,8 +203,10 @@ static void ring_call(pgactor *a, const char *hex)
 static void timer_in(pgactor *a, uint64_t in_ms)
 {
     uint64_t at = now_ms(a) + in_ms;
-    if (at < a->hk_due_ms)
+    if (at < a->hk_due_ms) {
         a->hk_due_ms = at;
+        a->hk_known = true;
+    }
 }
 
 static watch *watch_of(pgactor *a, const char *topic, bool make)
@@ -251,10 +254,7 @@ static void doorbells(void *ctx, const char *payload)
     for (char *save = NULL, *rec = strtok_r(buf, ";", &save); rec != NULL;
          rec = strtok_r(NULL, ";", &save)) {
         if (strncmp(rec, "p:", 2) == 0) {
-            bool all = strcmp(rec + 2, "*") == 0;
-            ring(a, all ? NULL : rec + 2);
-            if (all) /* a doorbell too long to tell: a timer may be among it */
-                timer_in(a, 0);
+            ring(a, strcmp(rec + 2, "*") == 0 ? NULL : rec + 2); /* p:*, awaits too */
         } else if (strncmp(rec, "r:", 2) == 0) {
             ring_call(a, rec + 2);
         } else if (strncmp(rec, "i:+", 3) == 0) {
@@ -528,7 +528,11 @@ static void turn_start(pgactor *a, lane *l)
 {
     a->counters.turns = a->committed;
     a->counters.waiting_fetches = a->waiters.n;
-    bool fail = a->fp_write > 0;
+    /* ENGINE_FP_STORE_WRITE fails a turn that writes: one with requests,
+     * or housekeeping due for work it knows of (a timer, a retention),
+     * as the embedded engine's timers fail with their turn; not the boot's
+     * or the periodic look, which would take it from the requests'. */
+    bool fail = a->fp_write > 0 && (l->list != NULL || (l->housekeeping && a->hk_known));
     pgops_turn *t;
     if (pgops_plan(&a->o, &a->counters, l->list, l->now_ms, a->manual, fail, a->listen.conn == NULL,
                    l->housekeeping, l->conn, &t) != BERTH_OK) {
@@ -561,11 +565,14 @@ static void housekeeping_done(pgactor *a, lane *l, uint64_t next_in_ms)
 {
     l->housekeeping = false;
     a->hk_running = false;
-    if (next_in_ms > HOUSEKEEPING_EVERY_MS)
+    bool known = next_in_ms <= HOUSEKEEPING_EVERY_MS;
+    if (!known)
         next_in_ms = HOUSEKEEPING_EVERY_MS;
     uint64_t at = l->now_ms + next_in_ms;
-    if (at < a->hk_due_ms || a->hk_due_ms <= now_ms(a))
+    if (at < a->hk_due_ms || a->hk_due_ms <= now_ms(a)) {
         a->hk_due_ms = at;
+        a->hk_known = known;
+    }
 }
 
 static void committed(pgactor *a, lane *l)
@@ -649,9 +656,12 @@ static void turn_end(pgactor *a, lane *l)
     turn_start(a, l);
 }
 
-/* Drives every lane's turn as far as it goes without blocking. */
-static void lanes_advance(pgactor *a)
+/* Drives every lane's turn as far as it goes without blocking; true when
+ * a turn ended (a lane may be free, waiters rung: look again before
+ * sleeping). */
+static bool lanes_advance(pgactor *a)
 {
+    bool ended = false;
     for (size_t i = 0; i < PGACTOR_LANES; i++) {
         lane *l = &a->lanes[i];
         while (l->turn != NULL) {
@@ -662,8 +672,10 @@ static void lanes_advance(pgactor *a)
                 pgturn_give_up(pt, "no answer from the database within the turn's deadline");
             }
             turn_end(a, l); /* (a re-run starts a new turn on it) */
+            ended = true;
         }
     }
+    return ended;
 }
 
 static lane *free_lane(pgactor *a)
@@ -898,7 +910,10 @@ static void *pgactor_main(void *arg)
         } else if (list != NULL) {
             refuse_all(a, list);
         }
-        lanes_advance(a);
+        /* A turn that ends here freed its lane after the queue was looked
+         * at, and may have rung waiters: the loop goes round again rather
+         * than sleep on them (nothing else would wake it). */
+        bool ended = lanes_advance(a);
         if (!busy(a) && ticks != NULL) { /* a tick: every turn it caused has run */
             for (pgreq *p = ticks, *next; p != NULL; p = next) {
                 next = p->next;
@@ -907,7 +922,7 @@ static void *pgactor_main(void *arg)
             ticks = NULL;
             continue;
         }
-        if (!started)
+        if (!started && !ended)
             sleep_a_while(a);
     }
 }

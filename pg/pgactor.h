@@ -18,8 +18,15 @@
 
 /* Engine connections: a turn runs on each, so one turn's statements go
  * while another's COMMIT waits for the disk (the embedded engine's commit
- * thread, in SQL). */
-#define PGACTOR_LANES 2
+ * thread, in SQL). One, measured (BENCHMARKS.md, "On PostgreSQL"): with
+ * two, the claims of one replica's lanes race for a topic's head and each
+ * walks what the other just locked or claimed (EvalPlanQual re-checks);
+ * S2 over three replicas ran at 8,600-10,000 tasks/s with two lanes and
+ * 21,000-26,700 with one, S1 at 1,350-1,630 against 1,740-2,080; one
+ * replica within noise (S2 a little lower, S1 a little higher). Holding
+ * a replica's fetches back while its other lane claimed was slower than
+ * either. A disk whose flush is slow would favour two again. */
+#define PGACTOR_LANES 1
 
 /* How long engine_open() waits for the database before giving up. */
 #define PGACTOR_CONNECT_WAIT_MS 5000

@@ -115,6 +115,7 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
         t->s_hk_next = -1;
     t->housekeeping = housekeeping;
     t->hk_next_in_ms = UINT64_MAX;
+    t->notify_i = UINT64_MAX;
     t->replica = replica;
     t->notify_in_turn = notify_in_turn;
     size_t fetches = 0;

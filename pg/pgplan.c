@@ -101,38 +101,58 @@ bool pgplan_copy_bytes(engine_reply *r, const PGresult *res, int row, int col,
     return true;
 }
 
+/* Past what one notification carries: "look at everything" (p:*), and
+ * the turn's earliest timer, which a replica's housekeeping needs. */
+static void notify_overflow(pgops_turn *t)
+{
+    char all[48];
+    if (t->notify_i != UINT64_MAX)
+        snprintf(all, sizeof all, "p:*;i:+%llu", (unsigned long long)t->notify_i);
+    else
+        snprintf(all, sizeof all, "p:*");
+    free(t->notify);
+    t->notify = mem_strdup(all);
+    t->notify_len = t->notify ? strlen(all) : 0;
+    t->notify_cap = t->notify_len + 1;
+    t->notify_over = true;
+}
+
 void pgplan_notify_add(pgops_turn *t, char kind, const char *topic, uint64_t in_ms)
 {
     char rec[400];
-    const char *sep = t->notify_len ? ";" : "";
     unsigned long long ms = (unsigned long long)in_ms;
-    int k = kind == 't'   ? snprintf(rec, sizeof rec, "%st:%s+%llu", sep, topic, ms)
-            : kind == 'i' ? snprintf(rec, sizeof rec, "%si:+%llu", sep, ms)
-                          : snprintf(rec, sizeof rec, "%s%c:%s", sep, kind, topic);
+    int k = kind == 't'   ? snprintf(rec, sizeof rec, ";t:%s+%llu", topic, ms)
+            : kind == 'i' ? snprintf(rec, sizeof rec, ";i:+%llu", ms)
+                          : snprintf(rec, sizeof rec, ";%c:%s", kind, topic);
     if (k <= 0 || (size_t)k >= sizeof rec)
         return;
-    if (t->notify_len + (size_t)k + 1 > 7000) {
-        /* Past what one notification carries: "look at everything". */
-        if (t->notify == NULL || strcmp(t->notify, "p:*") != 0) {
-            free(t->notify);
-            t->notify = mem_strdup("p:*");
-            t->notify_len = t->notify ? 3 : 0;
-            t->notify_cap = t->notify_len + 1;
-        }
+    if (kind == 'i' && in_ms < t->notify_i)
+        t->notify_i = in_ms;
+    if (t->notify_over) { /* only the earliest timer still counts */
+        if (kind == 'i')
+            notify_overflow(t);
         return;
     }
-    if (t->notify != NULL && strcmp(t->notify, "p:*") == 0)
+    /* A batch's items on one topic ring it once. */
+    if (strcmp(rec, t->notify_last) == 0)
         return;
-    if (t->notify_len + (size_t)k + 1 > t->notify_cap) {
-        size_t cap = (t->notify_len + (size_t)k + 1) * 2;
+    memcpy(t->notify_last, rec, (size_t)k + 1);
+    const char *r = t->notify_len ? rec : rec + 1; /* the first without its ';' */
+    size_t n = t->notify_len ? (size_t)k : (size_t)k - 1;
+    if (t->notify_len + n + 1 > 7000) {
+        notify_overflow(t);
+        return;
+    }
+    if (t->notify_len + n + 1 > t->notify_cap) {
+        size_t cap = (t->notify_len + n + 1) * 2;
         char *nb = mem_realloc(t->notify, cap);
         if (nb == NULL)
             return;
         t->notify = nb;
         t->notify_cap = cap;
     }
-    memcpy(t->notify + t->notify_len, rec, (size_t)k + 1);
-    t->notify_len += (size_t)k;
+    memcpy(t->notify + t->notify_len, r, n + 1);
+    t->notify_len += n;
 }
 
 void pgplan_event(pgops_turn *t, engine_event_kind kind, const char *topic,

@@ -122,6 +122,9 @@ struct pgops_turn {
     VEC(pgops_topic_due) dues;
     char *notify;
     size_t notify_len, notify_cap;
+    char notify_last[400]; /* the last record added (a repeat is not added) */
+    bool notify_over;      /* past one notification's size: "p:*" (and the earliest i:) */
+    uint64_t notify_i;     /* the earliest i: record's ms, UINT64_MAX: none */
     bool notify_in_turn;
 };
 

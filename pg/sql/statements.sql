@@ -15,7 +15,15 @@
 
 -- name: turn_begin
 -- The turn's clock and deployment epoch (§3.0); $1: the manual clock or NULL.
-SELECT now_ms, deploy_epoch FROM berth.turn_begin($1::bigint);
+-- berth.turn_begin() (002_turn.sql) written out as plain SQL: the same
+-- answer without a plpgsql call in every turn. A manual clock is set for
+-- the transaction only (set_config(..., true)), so berth.now_ms() answers
+-- it in every statement of the turn and the next turn starts clean.
+SELECT CASE WHEN $1::bigint IS NULL
+            THEN (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
+            ELSE set_config('berth.clock_ms', $1::bigint::text, true)::bigint END AS now_ms,
+       coalesce((SELECT value::bigint FROM berth.meta WHERE key = 'deploy_epoch'), 0)
+         AS deploy_epoch;
 
 -- name: turn_notify
 -- The turn's one doorbell (§5.1), last before COMMIT.

@@ -255,9 +255,11 @@ Test(stmt, the_embedded_file_parses_into_named_statements)
     cr_assert_eq(pgstmt_load(&t, err, sizeof err), BERTH_OK, "%s", err);
     cr_assert_geq(t.n, 4);
     cr_assert_str_eq(t.v[0].name, "turn_begin");
-    cr_assert_str_eq(pgstmt_sql(&t, "turn_begin"),
-                     "-- The turn's clock and deployment epoch (§3.0); $1: the manual clock or "
-                     "NULL.\nSELECT now_ms, deploy_epoch FROM berth.turn_begin($1::bigint)");
+    const char *tb = pgstmt_sql(&t, "turn_begin");
+    cr_assert_not_null(tb);
+    cr_assert_eq(strncmp(tb, "-- The turn's clock and deployment epoch", 40), 0, "%s", tb);
+    cr_assert_not_null(strstr(tb, "\nSELECT CASE WHEN $1::bigint IS NULL"), "%s", tb);
+    cr_assert_neq(tb[strlen(tb) - 1], ';', "the statement's ';' is the parser's, not part of it");
     cr_assert_not_null(pgstmt_sql(&t, "turn_notify"));
     cr_assert_not_null(pgstmt_sql(&t, "tasks_insert"));
     cr_assert_not_null(pgstmt_sql(&t, "tasks_count"));

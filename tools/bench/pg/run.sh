@@ -47,28 +47,13 @@ if [ -z "${PGBENCH:-}" ]; then
 fi
 export PGBENCH
 
-redis_dir=
-stop_redis() {
-  if [ -n "$redis_dir" ] && [ -f "$redis_dir/redis.pid" ]; then
-    kill "$(cat "$redis_dir/redis.pid")" 2>/dev/null || true
-    for _ in $(seq 50); do [ -f "$redis_dir/redis.pid" ] || break; sleep 0.1; done
-    rm -rf "$redis_dir"
-  fi
-}
-trap stop_redis EXIT
+# shellcheck source=redis.sh
+. "$here/redis.sh"
+trap redis_stop EXIT
 
 if [[ " $systems " == *" bullmq "* ]] && [ -z "$redis_port" ]; then
-  if ! command -v redis-server >/dev/null; then
-    echo "redis-server is missing: apt-get install -y redis-server (or pass REDIS_PORT)" >&2
-    exit 1
-  fi
-  redis_dir=$(mktemp -d "${TMPDIR:-/tmp}/berth-redis.XXXXXX")
-  redis_port=$(node -e "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
-  redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$redis_dir" \
-    --appendonly yes --appendfsync always --save '' \
-    --daemonize yes --pidfile "$redis_dir/redis.pid" --logfile "$redis_dir/redis.log"
-  for _ in $(seq 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  echo "started redis-server on 127.0.0.1:$redis_port (appendonly yes, appendfsync always) in $redis_dir" >&2
+  redis_start
+  redis_port=$REDIS_PORT
 fi
 export REDIS_PORT=${redis_port:-6379}
 
