@@ -112,7 +112,7 @@ typedef struct pgactor {
 
     VEC(pgreq *) waiters;
     VEC(watch) watches;
-    uint64_t rings; /* doorbells rung, ever: a turn that saw none may call a topic empty */
+    uint64_t rings;     /* doorbells rung, ever: a turn that saw none may call a topic empty */
     uint64_t hk_due_ms; /* engine clock: the next housekeeping turn */
     bool hk_known;      /* ... due for work it knows of (not the boot's, not the periodic one) */
     bool hk_running;
@@ -356,10 +356,9 @@ static void reconnect(pgactor *a)
     }
     if (a->listen.conn == NULL && any_up(a) && now >= a->listen_retry_at_ms) {
         if (pglisten_open(&a->listen, a->uri, 1, err, sizeof err) == BERTH_OK) {
-            ring(a, NULL); /* doorbells were missed meanwhile: every waiter looks again */
+            ring(a, NULL);  /* doorbells were missed meanwhile: every waiter looks again */
             timer_in(a, 0); /* ... and the timers they announced */
-        }
-        else
+        } else
             a->listen_retry_at_ms = now + ENGINE_REOPEN_BACKOFF_MIN_MS;
     }
 }

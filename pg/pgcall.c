@@ -48,7 +48,8 @@ void pgcall_plan(pgops_turn *t, pgreq *p)
     if (has_key(&a->request))
         for (size_t j = 0; j < t->calls.n && c.same_as < 0; j++) {
             const engine_submit_args *b = &t->calls.v[j].a->request;
-            if (t->calls.v[j].same_as < 0 && has_key(b) && strcmp(a->request.topic, b->topic) == 0 &&
+            if (t->calls.v[j].same_as < 0 && has_key(b) &&
+                strcmp(a->request.topic, b->topic) == 0 &&
                 strcmp(a->request.idempotency_key, b->idempotency_key) == 0)
                 c.same_as = (int)j;
         }
@@ -72,10 +73,11 @@ typedef struct call_cols {
 
 static void cols_free(call_cols *c)
 {
-    void *all[] = {c->iid,  c->tid,   c->topics, c->cts,   c->keys,       c->hdrs,    c->codes,
-                   c->mults, c->pays, c->plens,  c->hs,    c->hc,         c->blen,    c->attempts,
-                   c->cs,   c->cc,    c->delay,  c->nb,    c->prio,       c->timeout, c->ib,
-                   c->mb,   c->delay_null, c->nb_null, c->pol_null, c->mult_text};
+    void *all[] = {c->iid,      c->tid,      c->topics, c->cts,   c->keys,       c->hdrs,
+                   c->codes,    c->mults,    c->pays,   c->plens, c->hs,         c->hc,
+                   c->blen,     c->attempts, c->cs,     c->cc,    c->delay,      c->nb,
+                   c->prio,     c->timeout,  c->ib,     c->mb,    c->delay_null, c->nb_null,
+                   c->pol_null, c->mult_text};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -83,20 +85,32 @@ static void cols_free(call_cols *c)
 static bool cols_alloc(call_cols *c, size_t n, size_t nh, size_t nc)
 {
     n = n ? n : 1;
-    *c = (call_cols){
-        .iid = mem_calloc(n, 16),          .tid = mem_calloc(n, 16),
-        .topics = mem_calloc(n, sizeof(char *)), .cts = mem_calloc(n, sizeof(char *)),
-        .keys = mem_calloc(n, sizeof(char *)),   .hdrs = mem_calloc(nh ? nh : 1, sizeof(char *)),
-        .codes = mem_calloc(nc ? nc : 1, sizeof(char *)), .mults = mem_calloc(n, sizeof(char *)),
-        .pays = mem_calloc(n, sizeof(void *)),   .plens = mem_calloc(n, sizeof(size_t)),
-        .hs = mem_calloc(n, 4),            .hc = mem_calloc(n, 4),
-        .blen = mem_calloc(n, 4),          .attempts = mem_calloc(n, 4),
-        .cs = mem_calloc(n, 4),            .cc = mem_calloc(n, 4),
-        .delay = mem_calloc(n, 8),         .nb = mem_calloc(n, 8),
-        .prio = mem_calloc(n, 8),          .timeout = mem_calloc(n, 8),
-        .ib = mem_calloc(n, 8),            .mb = mem_calloc(n, 8),
-        .delay_null = mem_calloc(n, 1),    .nb_null = mem_calloc(n, 1),
-        .pol_null = mem_calloc(n, 1),      .mult_text = mem_calloc(n, 32)};
+    *c = (call_cols){.iid = mem_calloc(n, 16),
+                     .tid = mem_calloc(n, 16),
+                     .topics = mem_calloc(n, sizeof(char *)),
+                     .cts = mem_calloc(n, sizeof(char *)),
+                     .keys = mem_calloc(n, sizeof(char *)),
+                     .hdrs = mem_calloc(nh ? nh : 1, sizeof(char *)),
+                     .codes = mem_calloc(nc ? nc : 1, sizeof(char *)),
+                     .mults = mem_calloc(n, sizeof(char *)),
+                     .pays = mem_calloc(n, sizeof(void *)),
+                     .plens = mem_calloc(n, sizeof(size_t)),
+                     .hs = mem_calloc(n, 4),
+                     .hc = mem_calloc(n, 4),
+                     .blen = mem_calloc(n, 4),
+                     .attempts = mem_calloc(n, 4),
+                     .cs = mem_calloc(n, 4),
+                     .cc = mem_calloc(n, 4),
+                     .delay = mem_calloc(n, 8),
+                     .nb = mem_calloc(n, 8),
+                     .prio = mem_calloc(n, 8),
+                     .timeout = mem_calloc(n, 8),
+                     .ib = mem_calloc(n, 8),
+                     .mb = mem_calloc(n, 8),
+                     .delay_null = mem_calloc(n, 1),
+                     .nb_null = mem_calloc(n, 1),
+                     .pol_null = mem_calloc(n, 1),
+                     .mult_text = mem_calloc(n, 32)};
     return c->iid && c->tid && c->topics && c->cts && c->keys && c->hdrs && c->codes && c->mults &&
            c->pays && c->plens && c->hs && c->hc && c->blen && c->attempts && c->cs && c->cc &&
            c->delay && c->nb && c->prio && c->timeout && c->ib && c->mb && c->delay_null &&
@@ -241,8 +255,8 @@ static bool irow_read(const PGresult *res, int i, int cur, int top, irow *w)
         return false;
     w->state = state;
     w->attempt = (uint32_t)attempt;
-    w->has_current = !pgwire_isnull(res, i, cur) &&
-                     pgwire_get_uuid(res, i, cur, w->current) == BERTH_OK;
+    w->has_current =
+        !pgwire_isnull(res, i, cur) && pgwire_get_uuid(res, i, cur, w->current) == BERTH_OK;
     w->topic = mem_strdup(s);
     return w->topic != NULL;
 }
@@ -481,8 +495,8 @@ static bool stmt_write(pgops_turn *t, size_t n)
         if (w->result != NULL) {
             bytes += w->result->payload_len + pgplan_text_len(w->result->content_type);
             for (size_t h = 0; h < w->result->n_headers; h++)
-                bytes += 16 + strlen(w->result->headers[h].name) +
-                         strlen(w->result->headers[h].value);
+                bytes +=
+                    16 + strlen(w->result->headers[h].name) + strlen(w->result->headers[h].value);
             nh += 2 * w->result->n_headers;
         }
     }
@@ -562,8 +576,9 @@ static bool stmt_write(pgops_turn *t, size_t n)
         pgwire_text_array(pp, c.em, k);
         pgwire_text_array(pp, c.ed, k);
     }
-    void *all[] = {c.id, c.cur, c.src, c.state, c.attempt, c.rhs, c.rhc, c.timer, c.timer_null,
-                   c.cur_null, c.src_null, c.ended, c.rp, c.rplen, c.rct, c.rh, c.ec, c.em, c.ed};
+    void *all[] = {c.id,    c.cur,        c.src,      c.state,    c.attempt, c.rhs, c.rhc,
+                   c.timer, c.timer_null, c.cur_null, c.src_null, c.ended,   c.rp,  c.rplen,
+                   c.rct,   c.rh,         c.ec,       c.em,       c.ed};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
     return s >= 0;
@@ -621,8 +636,7 @@ void pgcall_plan_await(pgops_turn *t, pgreq *p)
 {
     engine_reply *r = p->reply;
     if (!p->checked) {
-        if (!rules_await_check(t->o, &p->req.u.await_call, p->call_id, &p->wait_ms,
-                               &r->status)) {
+        if (!rules_await_check(t->o, &p->req.u.await_call, p->call_id, &p->wait_ms, &r->status)) {
             p->settled = true;
             return;
         }
@@ -646,8 +660,7 @@ bool pgcall_stmt_after(pgops_turn *t)
             memcpy(ids[i], t->awaits.v[i].p->call_id, 16);
         t->s_await = pgplan_add_stmt(t, "await_read", 64 + 20 * t->awaits.n);
         if (t->s_await >= 0)
-            pgwire_uuid_array(&t->params[t->s_await], (const uint8_t(*)[16])ids, NULL,
-                              t->awaits.n);
+            pgwire_uuid_array(&t->params[t->s_await], (const uint8_t(*)[16])ids, NULL, t->awaits.n);
         free(ids);
         if (t->s_await < 0)
             return false;
@@ -724,26 +737,13 @@ static void answer_awaits(pgops_turn *t)
 static void answer_calls(pgops_turn *t)
 {
     const PGresult *res = t->stmts[t->s_call].result;
-    int n = res ? PQntuples(res) : 0;
     size_t sent = 0;
     for (size_t i = 0; i < t->calls.n; i++) {
         call_item *c = &t->calls.v[i];
         engine_submitted *out = c->p->reply->submitted;
         if (c->same_as >= 0)
             continue;
-        sent++;
-        uint8_t winner[BERTH_ID_LEN];
-        memcpy(winner, c->iid, BERTH_ID_LEN);
-        for (int r = 0; r < n; r++) {
-            int32_t no;
-            if (pgwire_get_int4(res, r, 0, &no) == BERTH_OK && (size_t)no == sent) {
-                if (!pgwire_isnull(res, r, 1))
-                    (void)pgwire_get_uuid(res, r, 1, winner);
-                break;
-            }
-        }
-        out->duplicate = memcmp(winner, c->iid, BERTH_ID_LEN) != 0;
-        store_id_format(winner, out->id);
+        pgplan_winner(res, ++sent, c->iid, out);
         if (!out->duplicate) {
             t->delta.calls++;
             pgplan_event(t, ENGINE_EVENT_TASK_PARKED, c->a->request.topic, c->tid, NULL, 0);

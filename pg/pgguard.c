@@ -363,8 +363,7 @@ void pgguard_plan(pgops_turn *t, pgreq *p)
 bool pgguard_between(pgops_turn *t, pgturn *pt)
 {
     t->now_ms = (uint64_t)pt->now_ms; /* the database's: every rule of the turn on it */
-    if (!read_rows(t, pgturn_first_result(pt, (size_t)t->s_guard)) ||
-        !pgcall_read_locked(t, pt)) {
+    if (!read_rows(t, pgturn_first_result(pt, (size_t)t->s_guard)) || !pgcall_read_locked(t, pt)) {
         snprintf(pt->message, sizeof pt->message, "guard_read's rows did not decode");
         return false;
     }

@@ -111,8 +111,8 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     t->list = list;
     t->now_ms = now_ms;
     t->s_submit = t->s_guard = t->s_topics_due = t->s_stats = -1;
-    t->s_calls_stats = t->s_call = t->s_ilock = t->s_timers = t->s_drop = t->s_expire = t->s_redrive = t->s_await =
-        t->s_hk_next = -1;
+    t->s_calls_stats = t->s_call = t->s_ilock = t->s_timers = t->s_drop = t->s_expire =
+        t->s_redrive = t->s_await = t->s_hk_next = -1;
     t->housekeeping = housekeeping;
     t->hk_next_in_ms = UINT64_MAX;
     t->notify_i = UINT64_MAX;
@@ -177,8 +177,7 @@ bool pgops_empty(const pgops_turn *t)
 static bool between(pgturn *pt, void *arg)
 {
     pgops_turn *t = arg;
-    if ((t->guards.n > 0 && !pgguard_between(t, pt)) ||
-        (t->housekeeping && !pgcall_timers(t, pt)))
+    if ((t->guards.n > 0 && !pgguard_between(t, pt)) || (t->housekeeping && !pgcall_timers(t, pt)))
         return false;
     /* The calls' writes before the tasks' (a result read from a task the
      * turn deletes), the awaits' read after both. */

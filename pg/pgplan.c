@@ -56,6 +56,24 @@ char *pgplan_copy_text(engine_reply *r, const PGresult *res, int row, int col)
     return d;
 }
 
+void pgplan_winner(const PGresult *res, size_t no, const uint8_t own[BERTH_ID_LEN],
+                   engine_submitted *out)
+{
+    uint8_t winner[BERTH_ID_LEN];
+    memcpy(winner, own, BERTH_ID_LEN);
+    int n = res ? PQntuples(res) : 0;
+    for (int r = 0; r < n; r++) {
+        int32_t k;
+        if (pgwire_get_int4(res, r, 0, &k) == BERTH_OK && (size_t)k == no) {
+            if (!pgwire_isnull(res, r, 1))
+                (void)pgwire_get_uuid(res, r, 1, winner);
+            break;
+        }
+    }
+    out->duplicate = memcmp(winner, own, BERTH_ID_LEN) != 0;
+    store_id_format(winner, out->id);
+}
+
 bool pgplan_copy_headers(engine_reply *r, const PGresult *res, int row, int col,
                          store_header hs[ENGINE_HEADERS_MAX], size_t *n)
 {
@@ -82,8 +100,8 @@ bool pgplan_copy_headers(engine_reply *r, const PGresult *res, int row, int col,
     return true;
 }
 
-bool pgplan_copy_bytes(engine_reply *r, const PGresult *res, int row, int col,
-                       const uint8_t **out, size_t *len)
+bool pgplan_copy_bytes(engine_reply *r, const PGresult *res, int row, int col, const uint8_t **out,
+                       size_t *len)
 {
     *out = NULL;
     *len = 0;

@@ -63,12 +63,12 @@ typedef struct irow {
     /* what the turn did */
     bool dirty, end, withdraw, redrive;
     uint8_t dead[BERTH_ID_LEN]; /* withdraw: the dead attempt's task */
-    int64_t timer_at; /* -1: none */
+    int64_t timer_at;           /* -1: none */
     uint8_t new_task[BERTH_ID_LEN];
-    const engine_result *result;  /* end: RESOLVED with it */
-    const uint8_t *result_of;     /* ... or with this task's payload */
-    engine_error err;             /* end: with this error (code set) */
-    char msg[320];                /* err.message's storage when the turn wrote it */
+    const engine_result *result; /* end: RESOLVED with it */
+    const uint8_t *result_of;    /* ... or with this task's payload */
+    engine_error err;            /* end: with this error (code set) */
+    char msg[320];               /* err.message's storage when the turn wrote it */
 } irow;
 
 /* An await of the turn. */
@@ -112,11 +112,11 @@ struct pgops_turn {
     VEC(await_item) awaits;
     int s_submit, s_guard, s_topics_due, s_stats;
     int s_calls_stats, s_call, s_ilock, s_timers, s_drop, s_expire, s_redrive, s_await, s_hk_next;
-    bool housekeeping;  /* this turn fires timers, drops, expires keys */
-    bool hk_more;       /* ... and left timers due that a reply of the turn held */
-    size_t hk_fired;    /* ... timers it fired */
-    uint64_t hk_next_in_ms; /* ... when the next is due (UINT64_MAX: nothing waits) */
-    engine_stats delta; /* the replica's counters this turn adds (calls...) */
+    bool housekeeping;           /* this turn fires timers, drops, expires keys */
+    bool hk_more;                /* ... and left timers due that a reply of the turn held */
+    size_t hk_fired;             /* ... timers it fired */
+    uint64_t hk_next_in_ms;      /* ... when the next is due (UINT64_MAX: nothing waits) */
+    engine_stats delta;          /* the replica's counters this turn adds (calls...) */
     const engine_stats *replica; /* the replica's own counters, for STATS */
     VEC(const char *) due_topics;
     VEC(pgops_topic_due) dues;
@@ -139,6 +139,11 @@ int pgplan_add_stmt(pgops_turn *t, const char *name, size_t bytes);
 size_t pgplan_text_len(const char *s);
 /* A text column of res copied into r's memory; NULL for SQL NULL. */
 char *pgplan_copy_text(engine_reply *r, const PGresult *res, int row, int col);
+/* out from a keyed insert's result (submit's, call's: rows of no int4,
+ * winner uuid): the id item no (1-based) got, own unless its key named
+ * another (a duplicate). */
+void pgplan_winner(const PGresult *res, size_t no, const uint8_t own[BERTH_ID_LEN],
+                   engine_submitted *out);
 /* A text[] column of name,value pairs copied into r's memory: up to
  * ENGINE_HEADERS_MAX pairs into hs, *n of them (0 for SQL NULL). False:
  * no memory. */
@@ -146,8 +151,8 @@ bool pgplan_copy_headers(engine_reply *r, const PGresult *res, int row, int col,
                          store_header hs[ENGINE_HEADERS_MAX], size_t *n);
 /* A bytea column copied into r's memory (*len bytes; NULL for SQL NULL or
  * no bytes). False: no memory. */
-bool pgplan_copy_bytes(engine_reply *r, const PGresult *res, int row, int col,
-                       const uint8_t **out, size_t *len);
+bool pgplan_copy_bytes(engine_reply *r, const PGresult *res, int row, int col, const uint8_t **out,
+                       size_t *len);
 /* A record of the turn's doorbell (pg/README.md §5.1): 'p' (work now on
  * topic), 't' (work on topic in in_ms), 'r' (the call whose id is topic,
  * in hex, changed) or 'i' (a call's timer in in_ms; topic unused). */

@@ -193,26 +193,13 @@ bool pgsubmit_stmt(pgops_turn *t)
 void pgsubmit_answer(pgops_turn *t)
 {
     const PGresult *res = t->stmts[t->s_submit].result;
-    int n = res ? PQntuples(res) : 0;
     /* Rows by item number, counting only the items sent. */
     size_t sent = 0;
     for (size_t i = 0; i < t->subs.n; i++) {
         sub_item *s = &t->subs.v[i];
         if (s->same_as >= 0)
             continue;
-        sent++;
-        uint8_t winner[BERTH_ID_LEN];
-        memcpy(winner, s->id, BERTH_ID_LEN);
-        for (int r = 0; r < n; r++) {
-            int32_t no;
-            if (pgwire_get_int4(res, r, 0, &no) == BERTH_OK && (size_t)no == sent) {
-                if (!pgwire_isnull(res, r, 1))
-                    (void)pgwire_get_uuid(res, r, 1, winner);
-                break;
-            }
-        }
-        s->out->duplicate = memcmp(winner, s->id, BERTH_ID_LEN) != 0;
-        store_id_format(winner, s->out->id);
+        pgplan_winner(res, ++sent, s->id, s->out);
     }
     for (size_t i = 0; i < t->subs.n; i++) {
         sub_item *s = &t->subs.v[i];

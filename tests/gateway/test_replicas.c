@@ -1728,8 +1728,8 @@ RTest(the_timers_of_calls_fire_once_whichever_replica_comes_first)
                  "one task per call: a re-drive ran twice, or a dead attempt stayed");
     cr_assert_eq(pgtmp_one_long(SQL, "SELECT count(*) FROM berth.tasks WHERE call_attempt = 2"), N);
     /* The second timeouts fail them, each once, seen from any replica. */
-    long failed = sql_until("SELECT count(*) FROM berth.instances WHERE state = 4", N,
-                            TIMEOUT + 2000);
+    long failed =
+        sql_until("SELECT count(*) FROM berth.instances WHERE state = 4", N, TIMEOUT + 2000);
     cr_assert_eq(failed, N);
     for (int i = 0; i < N; i++) {
         Berth__V1__Response *r = await_in(c[(i + 1) % REPLICAS], ids[i], 0);
@@ -1753,8 +1753,9 @@ RTest(the_timers_of_calls_fire_once_whichever_replica_comes_first)
         fired += strtol(m + strlen(key), NULL, 10);
         free(body);
     }
-    fprintf(stderr, "replicas: %d calls timed out twice each; their ends counted %ld times over "
-                    "3 replicas\n",
+    fprintf(stderr,
+            "replicas: %d calls timed out twice each; their ends counted %ld times over "
+            "3 replicas\n",
             N, fired);
     cr_assert_eq(fired, N, "each call's end by one replica, once");
     for (int i = 0; i < REPLICAS; i++)
