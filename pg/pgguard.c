@@ -372,6 +372,116 @@ bool pgguard_between(pgops_turn *t, pgturn *pt)
     return true;
 }
 
+/* ---- one round: completions only (complete_fast) ---- */
+
+static int item_cmp(const void *a, const void *b)
+{
+    const guard_item *x = *(const guard_item *const *)a, *y = *(const guard_item *const *)b;
+    return memcmp(x->id, y->id, BERTH_ID_LEN);
+}
+
+bool pgguard_stmt_fast(pgops_turn *t, bool *planned)
+{
+    *planned = false;
+    size_t n = t->guards.n;
+    for (size_t i = 0; i < n; i++) {
+        const guard_item *g = &t->guards.v[i];
+        if (g->kind != G_COMPLETE || ((const engine_complete_args *)g->args)->result != NULL)
+            return true; /* the two-round way */
+    }
+    const guard_item **v = mem_calloc(n, sizeof(*v));
+    uint8_t(*ids)[16] = mem_calloc(n, 16);
+    uint8_t(*tokens)[16] = mem_calloc(n, 16);
+    const char **workers = mem_calloc(n, sizeof(*workers));
+    bool ok = v != NULL && ids != NULL && tokens != NULL && workers != NULL;
+    if (ok) {
+        for (size_t i = 0; i < n; i++)
+            v[i] = &t->guards.v[i];
+        qsort(v, n, sizeof(*v), item_cmp);
+        bool distinct = true; /* a task named twice: the rules' order decides, two rounds */
+        size_t bytes = 128;
+        for (size_t i = 0; i < n && distinct; i++) {
+            distinct = i == 0 || memcmp(v[i - 1]->id, v[i]->id, BERTH_ID_LEN) != 0;
+            memcpy(ids[i], v[i]->id, 16);
+            memcpy(tokens[i], v[i]->token, 16);
+            workers[i] = v[i]->g->worker_id;
+            bytes += 64 + strlen(workers[i]);
+        }
+        int s = distinct ? pgplan_add_stmt(t, "complete_fast", bytes) : -2;
+        ok = s != -1;
+        if (s >= 0) {
+            pgwire_params *pp = &t->params[s];
+            pgwire_uuid_array(pp, (const uint8_t(*)[16])ids, NULL, n);
+            pgwire_uuid_array(pp, (const uint8_t(*)[16])tokens, NULL, n);
+            pgwire_text_array(pp, workers, n);
+            t->s_fast = s;
+            *planned = true;
+        }
+    }
+    free(v);
+    free(ids);
+    free(tokens);
+    free(workers);
+    return ok;
+}
+
+/* complete_fast's rows: a deleted task (its topic), or the lock state the
+ * verdict is given on. */
+static bool read_fast_rows(pgops_turn *t, const PGresult *res)
+{
+    int n = PQntuples(res);
+    for (int i = 0; i < n; i++) {
+        trow w = {.found = true};
+        const char *s;
+        size_t len;
+        if (pgwire_get_uuid(res, i, 0, w.id) != BERTH_OK ||
+            pgwire_get_bool(res, i, 1, &w.deleted) != BERTH_OK ||
+            pgwire_get_text(res, i, 2, &s, &len) != BERTH_OK || (w.topic = mem_strdup(s)) == NULL)
+            return false;
+        if (!w.deleted) {
+            if (pgwire_get_bool(res, i, 3, &w.terminal) != BERTH_OK)
+                goto bad;
+            if (!pgwire_isnull(res, i, 4) && pgwire_get_text(res, i, 4, &s, &len) == BERTH_OK &&
+                (w.worker = mem_strdup(s)) == NULL)
+                goto bad;
+            w.has_lock = !pgwire_isnull(res, i, 5) && !pgwire_isnull(res, i, 6);
+            if (w.has_lock && (pgwire_get_uuid(res, i, 5, w.token) != BERTH_OK ||
+                               pgwire_get_int8(res, i, 6, &w.lock_expires_at) != BERTH_OK))
+                goto bad;
+        }
+        if (VEC_PUSH(&t->rows, w))
+            continue;
+    bad:
+        free(w.topic);
+        free(w.worker);
+        return false;
+    }
+    return true;
+}
+
+void pgguard_fast_answer(pgops_turn *t)
+{
+    t->now_ms = (uint64_t)t->t.now_ms;
+    bool read = read_fast_rows(t, t->stmts[t->s_fast].result);
+    for (size_t i = 0; i < t->guards.n; i++) {
+        guard_item *g = &t->guards.v[i];
+        const trow *w = read ? pgguard_row(t, g->id) : NULL;
+        if (w != NULL && w->deleted)
+            continue; /* completed */
+        rules_lock lk = {.found = w != NULL && w->found,
+                         .terminal = w != NULL && w->terminal,
+                         .has_lock = w != NULL && w->has_lock,
+                         .lock_token = w ? w->token : NULL,
+                         .worker_id = w ? w->worker : NULL,
+                         .lock_expires_at_ms = w ? (uint64_t)w->lock_expires_at : 0};
+        if (!read)
+            reply_status(g->st, ENGINE_CODE_INTERNAL, "complete_fast's rows did not decode");
+        else if (rules_guard(&lk, g->g, g->token, t->now_ms, g->st)) /* (BR001 forbids) */
+            reply_status(g->st, ENGINE_CODE_INTERNAL, "task %s: kept, not completed",
+                         g->g->task_id);
+    }
+}
+
 void pgguard_events(pgops_turn *t)
 {
     for (size_t i = 0; i < t->guards.n; i++) {

@@ -5,6 +5,14 @@
  * the rounds: engine/rules.c's verdicts and outcomes on those rows, each
  * request seeing the rows as the ones before it left them. Round two: one
  * delete, one update, one incident insert for the whole turn.
+ *
+ * ONE ROUND: a turn whose guarded requests are all completions without a
+ * result, each task named once, sends `complete_fast` instead: the
+ * completions that hold their task's live lock delete it, the others get
+ * their verdict from the lock state it returns, after COMMIT. One that
+ * needs the rules' second look (a call's task) fails the turn with
+ * SQLSTATE BR001 (PGGUARD_UNDECIDED), and the caller runs it again the
+ * two-round way.
  */
 #ifndef BERTH_PG_PGGUARD_H
 #define BERTH_PG_PGGUARD_H
@@ -30,6 +38,13 @@ bool pgguard_between(pgops_turn *t, pgturn *pt);
 trow *pgguard_row(pgops_turn *t, const uint8_t id[BERTH_ID_LEN]);
 /* The outcome statements (delete, update, incidents). */
 bool pgguard_stmt_outcomes(pgops_turn *t);
+/* SQLSTATE of a one-round turn to run again in two. */
+#define PGGUARD_UNDECIDED "BR001"
+/* The one-round statement, when the turn's guarded items allow it
+ * (planned); false: out of memory. */
+bool pgguard_stmt_fast(pgops_turn *t, bool *planned);
+/* After COMMIT: the one round's statuses (and rows, for the events). */
+void pgguard_fast_answer(pgops_turn *t);
 /* After COMMIT: task.completed, .refused, .failed, .terminal. */
 void pgguard_events(pgops_turn *t);
 

@@ -1,6 +1,7 @@
 /* pglisten.c — see pglisten.h. */
 #include "pg/pglisten.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,14 @@ int pglisten_open(pglisten *l, const char *uri, uint64_t wait_ms, char *err, siz
     if (rv == BERTH_OK)
         rv = pgconn_exec(c, "SET synchronous_commit = off; LISTEN " PGLISTEN_CHANNEL, "LISTEN", err,
                          errlen);
+    if (rv == BERTH_OK) { /* the doorbell, prepared: a transaction each under load */
+        PGresult *r = PQprepare(c, "bell", "SELECT pg_notify('" PGLISTEN_CHANNEL "', $1)", 1, NULL);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            snprintf(err, errlen, "preparing the doorbell: %s", PQerrorMessage(c));
+            rv = BERTH_EIO;
+        }
+        PQclear(r);
+    }
     if (rv == BERTH_OK && PQsetnonblocking(c, 1) != 0)
         rv = BERTH_EIO;
     if (rv != BERTH_OK) {
@@ -50,17 +59,24 @@ static void gather(pglisten *l, const char *payload)
     l->bells_len += n;
 }
 
+uint64_t pglisten_send_at(const pglisten *l)
+{
+    if (l->flying != NULL || l->bells_len == 0)
+        return UINT64_MAX;
+    return l->sent_mono_ms == 0 ? 0 : l->sent_mono_ms + PGLISTEN_GAP_MS;
+}
+
 static void send_gathered(pglisten *l)
 {
-    if (l->conn == NULL || l->flying != NULL || l->bells_len == 0)
+    uint64_t now = pgturn_mono_ms();
+    if (l->conn == NULL || now < pglisten_send_at(l))
         return;
     const char *params[1] = {l->bells};
-    if (PQsendQueryParams(l->conn, "SELECT pg_notify('" PGLISTEN_CHANNEL "', $1)", 1, NULL, params,
-                          NULL, NULL, 0) != 1)
+    if (PQsendQueryPrepared(l->conn, "bell", 1, params, NULL, NULL, 0) != 1)
         return; /* the connection is failing: pglisten_drain() will find out */
     (void)PQflush(l->conn);
     l->flying = l->bells;
-    l->sent_mono_ms = pgturn_mono_ms();
+    l->sent_mono_ms = now;
     l->bells = NULL;
     l->bells_len = 0;
 }

@@ -10,7 +10,11 @@
  *   So a committed turn's records are sent here, in a transaction of their
  *   own with asynchronous commit, one at a time, gathered while one is in
  *   flight (past what one notification carries: "p:*", look at
- *   everything). One in flight is kept until its result is read: a
+ *   everything), and at most one every PGLISTEN_GAP_MS: the first after a
+ *   quiet spell leaves at once, the ones behind it wait out the gap
+ *   together. Under load each doorbell is a transaction here and a wake-up
+ *   of every replica's listener; gathered, a long poll on another replica
+ *   waits at most the gap longer. One in flight is kept until its result is read: a
  *   connection that dies, or leaves it unanswered for
  *   PGACTOR_LISTENER_SILENT_MS, is given up on and the doorbell goes out
  *   again on the next one.
@@ -32,12 +36,15 @@
  * up on (reopened, the doorbell sent again on the new one). */
 #define PGLISTEN_SILENT_MS 2000
 
+/* Doorbells leave at most one per this (see OUT, AFTER COMMIT). */
+#define PGLISTEN_GAP_MS 5
+
 typedef struct pglisten {
     PGconn *conn; /* NULL while down */
     char *bells;  /* gathered, not sent yet */
     size_t bells_len;
-    char *flying; /* the one sent, its result not read yet */
-    uint64_t sent_mono_ms;
+    char *flying;          /* the one sent, its result not read yet */
+    uint64_t sent_mono_ms; /* the last one's (0: none yet) */
 } pglisten;
 
 /* Connects (waiting up to wait_ms) and listens. */
@@ -52,6 +59,9 @@ bool pglisten_drain(pglisten *l, bool (*ours)(void *ctx, int pid),
 /* The instant (monotonic ms) a doorbell in flight is given up on, or
  * UINT64_MAX. */
 uint64_t pglisten_deadline(const pglisten *l);
+/* The instant (monotonic ms) the gathered doorbells may leave (call
+ * pglisten_drain() then), or UINT64_MAX: none gathered, or one in flight. */
+uint64_t pglisten_send_at(const pglisten *l);
 /* Closes the connection (what was gathered or in flight stays, for the
  * next one). */
 void pglisten_lost(pglisten *l);

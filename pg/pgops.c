@@ -99,9 +99,19 @@ static void plan_one(pgops_turn *t, pgreq *p)
     }
 }
 
+/* The guarded items' statement: complete_fast when one round may do,
+ * else guard_read. */
+static bool plan_guards(pgops_turn *t, bool one_round)
+{
+    bool planned = false;
+    if (one_round && !pgguard_stmt_fast(t, &planned))
+        return false;
+    return planned || pgguard_stmt_read(t);
+}
+
 int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list, uint64_t now_ms,
-               bool manual, bool fail, bool notify_in_turn, bool housekeeping, PGconn *conn,
-               pgops_turn **out)
+               bool manual, bool fail, bool notify_in_turn, bool housekeeping, bool one_round,
+               PGconn *conn, pgops_turn **out)
 {
     *out = NULL;
     pgops_turn *t = mem_calloc(1, sizeof(*t));
@@ -110,7 +120,7 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     t->o = o;
     t->list = list;
     t->now_ms = now_ms;
-    t->s_submit = t->s_guard = t->s_topics_due = t->s_stats = -1;
+    t->s_submit = t->s_guard = t->s_fast = t->s_topics_due = t->s_stats = -1;
     t->s_calls_stats = t->s_call = t->s_ilock = t->s_timers = t->s_drop = t->s_expire =
         t->s_redrive = t->s_await = t->s_hk_next = -1;
     t->housekeeping = housekeeping;
@@ -145,7 +155,8 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     /* Housekeeping first: a key it drops is free for a submit or call of
      * the same turn. */
     if ((housekeeping && !pgcall_stmt_housekeeping(t)) || (t->subs.n > 0 && !pgsubmit_stmt(t)) ||
-        (t->calls.n > 0 && !pgcall_stmt_call(t)) || (t->guards.n > 0 && !pgguard_stmt_read(t))) {
+        (t->calls.n > 0 && !pgcall_stmt_call(t)) ||
+        (t->guards.n > 0 && !plan_guards(t, one_round && !fail && !housekeeping))) {
         pgops_free(t);
         return BERTH_ENOMEM;
     }
@@ -154,7 +165,7 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
         if (s >= 0)
             pgwire_int4(&t->params[s], 0);
     }
-    if (t->guards.n > 0 || housekeeping) {
+    if ((t->guards.n > 0 && t->s_fast < 0) || housekeeping) {
         t->t.n_first = t->t.n;
     } else if (!between(&t->t, t)) {
         pgops_free(t);
@@ -177,11 +188,12 @@ bool pgops_empty(const pgops_turn *t)
 static bool between(pgturn *pt, void *arg)
 {
     pgops_turn *t = arg;
-    if ((t->guards.n > 0 && !pgguard_between(t, pt)) || (t->housekeeping && !pgcall_timers(t, pt)))
+    bool two = t->guards.n > 0 && t->s_fast < 0; /* guard_read's rows are in */
+    if ((two && !pgguard_between(t, pt)) || (t->housekeeping && !pgcall_timers(t, pt)))
         return false;
     /* The calls' writes before the tasks' (a result read from a task the
      * turn deletes), the awaits' read after both. */
-    if (!pgcall_stmt_writes(t) || (t->guards.n > 0 && !pgguard_stmt_outcomes(t)))
+    if (!pgcall_stmt_writes(t) || (two && !pgguard_stmt_outcomes(t)))
         return false;
     pgsubmit_notify(t);
     if (!pgclaim_stmts(t) || !pgcall_stmt_after(t))
@@ -192,6 +204,8 @@ static bool between(pgturn *pt, void *arg)
 
 void pgops_answer(pgops_turn *t, void (*bells)(void *ctx, const char *payload), void *ctx)
 {
+    if (t->s_fast >= 0)
+        pgguard_fast_answer(t);
     if (t->s_submit >= 0)
         pgsubmit_answer(t);
     for (pgreq *p = t->list; p != NULL; p = p->next)

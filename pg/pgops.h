@@ -48,10 +48,12 @@ bool pgops_fetch_check(const engine_options *o, pgreq *p);
  * doorbell is its last statement; else the caller sends it after COMMIT
  * (pgops_notify). housekeeping: the turn also fires the calls' timers
  * that came, drops ended calls past their retention and keys past the
- * dedup horizon (pgcall.h). BERTH_ENOMEM: nothing planned. */
+ * dedup horizon (pgcall.h). one_round: completions may take pgguard.h's
+ * one round (a turn that fails with PGGUARD_UNDECIDED is planned again
+ * without it). BERTH_ENOMEM: nothing planned. */
 int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list, uint64_t now_ms,
-               bool manual, bool fail, bool notify_in_turn, bool housekeeping, PGconn *conn,
-               pgops_turn **out);
+               bool manual, bool fail, bool notify_in_turn, bool housekeeping, bool one_round,
+               PGconn *conn, pgops_turn **out);
 /* The doorbell a committed turn left for the caller to send, or NULL. */
 const char *pgops_notify(const pgops_turn *t);
 /* The turn to drive (pgturn_start/advance or pgturn_run). */

@@ -90,8 +90,8 @@ typedef struct trow {
     const engine_error *err; /* set_err: the fail's */
 } trow;
 
-/* submit, guard_read, delete, update, incidents, topics_due, stats, turn_fail; call,
- * instances_lock, timers_due, instances_drop, keys_expire, tasks_withdraw, redrive_insert,
+/* submit, guard_read or complete_fast, delete, update, incidents, topics_due, stats, turn_fail;
+ * call, instances_lock, timers_due, instances_drop, keys_expire, tasks_withdraw, redrive_insert,
  * instances_write, await_read, housekeeping_next, calls_stats */
 #define STMTS_MAX_FIXED 19
 
@@ -110,7 +110,7 @@ struct pgops_turn {
     VEC(call_item) calls;
     VEC(irow) irows;
     VEC(await_item) awaits;
-    int s_submit, s_guard, s_topics_due, s_stats;
+    int s_submit, s_guard, s_fast, s_topics_due, s_stats;
     int s_calls_stats, s_call, s_ilock, s_timers, s_drop, s_expire, s_redrive, s_await, s_hk_next;
     bool housekeeping;           /* this turn fires timers, drops, expires keys */
     bool hk_more;                /* ... and left timers due that a reply of the turn held */

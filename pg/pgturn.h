@@ -151,8 +151,9 @@ int pgturn_run(pgturn *t, uint64_t deadline_ms);
  * its caller's deadline): LOST_BEFORE_COMMIT or IN_DOUBT, broken. */
 void pgturn_give_up(pgturn *t, const char *why);
 
-/* The monotonic clock pgturn_run()'s deadline is on, ms. */
+/* The monotonic clock pgturn_run()'s deadline is on, ms; and in us. */
 uint64_t pgturn_mono_ms(void);
+uint64_t pgturn_mono_us(void);
 
 /* In the between hook: stmts[i]'s result (i < n_first), else NULL. */
 const PGresult *pgturn_first_result(const pgturn *t, size_t i);

@@ -208,6 +208,47 @@ SELECT id, topic, terminal, worker_id, lock_token, lock_expires_at, claims, fail
        err_code, err_message, err_details
   FROM berth.tasks WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE;
 
+-- name: complete_fast
+-- A turn whose guarded requests are all completions without a result
+-- (S1's and S2's workers) in one round (pgguard.h, ONE ROUND): the tasks
+-- whose live lock the completion holds are deleted here; every other id
+-- that names a task is returned with its lock state as this statement's
+-- snapshot saw it, from which C gives the verdict (R8: lock state only).
+-- A completion the rules must look at twice fails the statement through
+-- berth.guard_undecided() (SQLSTATE BR001), so the turn keeps nothing and
+-- is run again the two-round way: a call's task (its call is correlated),
+-- or a lock that passes in the snapshot but that a turn which committed
+-- since has changed (the delete's re-check dropped it).
+-- Written so that no plan depends on the table's statistics (S1 leaves
+-- tasks nearly empty of live rows and full of dead ones): both scans are
+-- `id = ANY` on the primary key, the lock is matched through a hashed
+-- subplan, and the second scan reads only the ids not deleted (usually
+-- none). `terminal IS NOT TRUE`, not `NOT terminal`: the partial indexes'
+-- predicate would draw the delete to scan one of them whole.
+--   $1 uuid[] ids (distinct), $2 uuid[] lock tokens, $3 text[] worker ids,
+--   one element per completion.
+-- Result, one row per id that names a task: id uuid, deleted bool, topic
+--   text, then (not deleted) terminal bool, worker_id text, lock_token
+--   uuid, lock_expires_at int8 (NULL when never claimed).
+WITH g AS (SELECT u.id, u.token, u.worker
+             FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS u(id, token, worker)),
+     d AS (DELETE FROM berth.tasks t
+            WHERE t.id = ANY($1::uuid[]) AND t.terminal IS NOT TRUE
+              AND t.lock_expires_at > berth.now_ms() AND t.instance_id IS NULL
+              AND ((t.id, t.lock_token, t.worker_id) IN (SELECT id, token, worker FROM g)) IS TRUE
+            RETURNING t.id, t.topic)
+SELECT id, true AS deleted, topic, NULL::boolean AS terminal, NULL::text AS worker_id,
+       NULL::uuid AS lock_token, NULL::int8 AS lock_expires_at, NULL::boolean AS undecided
+  FROM d
+UNION ALL
+SELECT t.id, false, t.topic, t.terminal, t.worker_id, t.lock_token, t.lock_expires_at,
+       CASE WHEN NOT t.terminal AND t.lock_expires_at > berth.now_ms()
+                 AND ((t.id, t.lock_token, t.worker_id) IN (SELECT id, token, worker FROM g)) IS TRUE
+            THEN berth.guard_undecided() END
+  FROM berth.tasks t
+ WHERE t.id = ANY (ARRAY(SELECT x FROM unnest($1::uuid[]) AS x
+                          WHERE (x IN (SELECT id FROM d)) IS NOT TRUE));
+
 -- name: tasks_delete
 -- R9: the tasks a turn completed (dispatched) or refused away; ids not
 -- there are no error. $1 uuid[] ids. No rows (a command).

@@ -1248,6 +1248,213 @@ Test(guard_read, answers_in_id_order_and_locks_the_rows_until_commit)
     pgconn_close(c);
 }
 
+/* ---- complete_fast (pgguard.h, ONE ROUND) ---- */
+
+typedef struct fast_item {
+    int k;
+    const uint8_t *token;
+    const char *worker;
+} fast_item;
+
+static void fast_params(pgwire_params *p, uint8_t *buf, size_t cap, const fast_item *it, size_t n)
+{
+    uint8_t ids[MAXI][16], tokens[MAXI][16];
+    const char *workers[MAXI];
+    for (size_t i = 0; i < n; i++) {
+        id_of(ids[i], it[i].k);
+        memcpy(tokens[i], it[i].token, 16);
+        workers[i] = it[i].worker;
+    }
+    pgwire_params_init(p, buf, cap);
+    pgwire_uuid_array(p, (const uint8_t(*)[16])ids, NULL, n);
+    pgwire_uuid_array(p, (const uint8_t(*)[16])tokens, NULL, n);
+    pgwire_text_array(p, workers, n);
+}
+
+static const colspec fast_cols[] = {
+    {"id", PGWIRE_UUID},
+    {"deleted", PGWIRE_BOOL},
+    {"topic", PGWIRE_TEXT},
+    {"terminal", PGWIRE_BOOL},
+    {"worker_id", PGWIRE_TEXT},
+    {"lock_token", PGWIRE_UUID},
+    {"lock_expires_at", PGWIRE_INT8},
+    {"undecided", PGWIRE_BOOL},
+};
+
+/* complete_fast's rows as "k:D|S:topic:terminal:worker:token:expires"
+ * (D deleted, S its lock state), ' '-joined in k order. */
+static const char *fast_rows(const PGresult *r, const uint8_t *const *tokens)
+{
+    static char out[MAXI * 129];
+    char rows[MAXI][128];
+    int n = PQntuples(r);
+    cr_assert_leq(n, MAXI);
+    for (int i = 0; i < n; i++) {
+        uint8_t id[16], tok[16];
+        bool deleted, terminal = false;
+        const char *s;
+        size_t len;
+        cr_assert_eq(pgwire_get_uuid(r, i, 0, id), BERTH_OK);
+        cr_assert_eq(pgwire_get_bool(r, i, 1, &deleted), BERTH_OK);
+        cr_assert_eq(pgwire_get_text(r, i, 2, &s, &len), BERTH_OK);
+        int k = k_of(id);
+        int used =
+            snprintf(rows[i], sizeof rows[i], "%d:%s:%.*s", k, deleted ? "D" : "S", (int)len, s);
+        if (!deleted) {
+            cr_assert_eq(pgwire_get_bool(r, i, 3, &terminal), BERTH_OK);
+            const char *w = "-";
+            size_t wl = 1;
+            if (!pgwire_isnull(r, i, 4))
+                cr_assert_eq(pgwire_get_text(r, i, 4, &w, &wl), BERTH_OK);
+            const char *tk = "-";
+            if (!pgwire_isnull(r, i, 5)) {
+                cr_assert_eq(pgwire_get_uuid(r, i, 5, tok), BERTH_OK);
+                tk = "other";
+                for (int j = 0; tokens[j] != NULL; j++)
+                    if (memcmp(tok, tokens[j], 16) == 0)
+                        tk = j == 0 ? "t0" : j == 1 ? "t1" : j == 2 ? "t2" : "tN";
+            }
+            int64_t lx = -1;
+            if (!pgwire_isnull(r, i, 6))
+                cr_assert_eq(pgwire_get_int8(r, i, 6, &lx), BERTH_OK);
+            snprintf(rows[i] + used, sizeof rows[i] - (size_t)used, ":%s:%.*s:%s:%lld",
+                     terminal ? "T" : "F", (int)wl, w, tk, (long long)lx);
+        }
+    }
+    out[0] = '\0';
+    for (int k = 0; k < 256; k++)
+        for (int i = 0; i < n; i++)
+            if (atoi(rows[i]) == k)
+                snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s", out[0] ? " " : "",
+                         rows[i]);
+    return out;
+}
+
+Test(complete_fast, deletes_what_its_live_lock_holds_and_answers_the_rest_their_lock_state)
+{
+    char uri[256];
+    PGconn *c = ops_db("complete_fast", uri, sizeof uri), *look = pgtmp_connect(uri);
+    plain_tasks(c, 1000, "t", 1, 5);
+    claimed x[4];
+    cr_assert_eq(claim1(c, 2000, "t", 4, 30000, "w", BIG, x, 4), 4); /* 1..4; 5 never */
+    /* 3's lock ends at 2500 */
+    update1(c, 2000, 3, false, 2500, 1000, 0, 0, false, NULL, NULL, NULL, false);
+    uint8_t stranger[16] = {7};
+    const fast_item it[] = {
+        {.k = 1, .token = x[0].token, .worker = "w"}, /* holds it: deleted */
+        {.k = 2, .token = x[3].token, .worker = "w"}, /* 4's token: held by another */
+        {.k = 3, .token = x[2].token, .worker = "w"}, /* its lock expired at 2500 */
+        {.k = 4, .token = x[3].token, .worker = "v"}, /* another worker's name */
+        {.k = 5, .token = stranger, .worker = "w"},   /* never claimed */
+        {.k = 9, .token = stranger, .worker = "w"},   /* no such task */
+    };
+    cr_assert(x[0].id == 1 && x[1].id == 2 && x[2].id == 3 && x[3].id == 4);
+    uint8_t buf[1024];
+    pgwire_params p;
+    fast_params(&p, buf, sizeof buf, it, 6);
+    PGresult *r = turn1(c, 3000, "complete_fast", &p);
+    assert_columns(r, fast_cols, 8, "complete_fast");
+    const uint8_t *tokens[] = {x[1].token, x[2].token, x[3].token, NULL};
+    cr_assert_str_eq(fast_rows(r, tokens),
+                     "1:D:t 2:S:t:F:w:t0:32000 3:S:t:F:w:t1:2500 4:S:t:F:w:t2:32000 5:S:t:F:-:-:-1",
+                     "the absent id is no row");
+    PQclear(r);
+    cr_assert_str_eq(task_ks(look), "2,3,4,5", "only the held lock's task is gone");
+    pgconn_close(look);
+    pgconn_close(c);
+}
+
+/* A turn of complete_fast on c at now: its outcome; SQLSTATE in state. */
+static pgturn_outcome fast_turn(PGconn *c, int64_t now, const pgwire_params *p, char state[6])
+{
+    pgturn_stmt s = {.name = "complete_fast", .params = p};
+    pgturn t = {.conn = c, .clock_set = true, .clock_ms = now, .stmts = &s, .n = 1};
+    cr_assert_eq(pgturn_run(&t, pgturn_mono_ms() + 20000), BERTH_OK);
+    memcpy(state, t.sqlstate, 6);
+    pgturn_clear_results(&t);
+    return t.outcome;
+}
+
+Test(complete_fast, a_calls_task_fails_the_turn_with_BR001_and_nothing_is_kept)
+{
+    char uri[256];
+    PGconn *c = ops_db("complete_fast_call", uri, sizeof uri), *look = pgtmp_connect(uri);
+    plain_tasks(c, 1000, "t", 1, 2);
+    claimed x[2];
+    cr_assert_eq(claim1(c, 2000, "t", 2, 30000, "w", BIG, x, 2), 2);
+    pgtmp_exec(look, "UPDATE berth.tasks SET instance_id = gen_random_uuid(), call_attempt = 1 "
+                     "WHERE get_byte(uuid_send(id), 15) = 2");
+    const fast_item it[] = {{.k = 1, .token = x[0].token, .worker = "w"},
+                            {.k = 2, .token = x[1].token, .worker = "w"}};
+    uint8_t buf[512];
+    pgwire_params p;
+    fast_params(&p, buf, sizeof buf, it, 2);
+    char state[6];
+    cr_assert_eq(fast_turn(c, 3000, &p, state), PGTURN_ABORTED);
+    cr_assert_str_eq(state, "BR001");
+    cr_assert_str_eq(task_ks(look), "1,2", "the turn kept nothing: 1 is not deleted either");
+    /* A call's task whose lock is not the caller's is a verdict, not BR001. */
+    const fast_item other[] = {{.k = 2, .token = x[0].token, .worker = "w"}};
+    fast_params(&p, buf, sizeof buf, other, 1);
+    PGresult *r = turn1(c, 3000, "complete_fast", &p);
+    cr_assert_eq(PQntuples(r), 1);
+    PQclear(r);
+    pgconn_close(look);
+    pgconn_close(c);
+}
+
+Test(complete_fast, a_lock_released_after_its_snapshot_fails_the_turn_with_BR001)
+{
+    char uri[256];
+    PGconn *c = ops_db("complete_fast_epq", uri, sizeof uri), *look = pgtmp_connect(uri);
+    PGconn *holder = pgtmp_connect(uri);
+    /* now_ms() waits for advisory lock 42 once per transaction that sets
+     * t.stall (as in the claim's test above). */
+    pgtmp_exec(look, "CREATE OR REPLACE FUNCTION berth.now_ms() RETURNS bigint LANGUAGE plpgsql "
+                     "STABLE AS $$ BEGIN "
+                     "IF current_setting('t.stall', true) = 'on' THEN "
+                     "PERFORM set_config('t.stall', 'off', true); "
+                     "PERFORM pg_advisory_xact_lock(42); END IF; "
+                     "RETURN coalesce(nullif(current_setting('berth.clock_ms', true), '')::bigint, "
+                     "(extract(epoch FROM transaction_timestamp()) * 1000)::bigint); END $$");
+    plain_tasks(c, 1000, "t", 1, 1);
+    claimed x[1];
+    cr_assert_eq(claim1(c, 2000, "t", 1, 30000, "w", BIG, x, 1), 1);
+    PGconn *b = plain_conn(uri);
+    pgtmp_exec(b, "SET plan_cache_mode = force_generic_plan");
+    const fast_item it[] = {{.k = 1, .token = x[0].token, .worker = "w"}};
+    uint8_t buf[512];
+    pgwire_params p;
+    fast_params(&p, buf, sizeof buf, it, 1);
+    pgtmp_exec(b, "BEGIN"); /* the plan, made before the stall */
+    PQclear(plain_exec(b, "complete_fast", &p));
+    pgtmp_exec(b, "ROLLBACK");
+
+    pgtmp_exec(holder, "SELECT pg_advisory_lock(42)");
+    stalled s = {.c = b, .p = &p, .name = "complete_fast"};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, stalled_main, &s), 0);
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) > 0 FROM pg_locks WHERE pid = %d AND locktype = 'advisory' "
+             "AND NOT granted",
+             PQbackendPID(b));
+    bool stalled_seen = wait_for(look, sql);
+    if (stalled_seen) /* released meanwhile: fetchable from 2000 */
+        update1(c, 2000, 1, false, 2000, 1000, 0, 0, false, NULL, NULL, NULL, false);
+    pgtmp_exec(holder, "SELECT pg_advisory_unlock(42)");
+    pthread_join(th, NULL);
+    cr_assert(stalled_seen, "the statement never stalled");
+    cr_assert_eq(s.rows, -1, "answered from its snapshot as if it held the lock");
+    cr_assert(strstr(s.message, "two-round") != NULL, "%s", s.message);
+    cr_assert_str_eq(task_ks(look), "1");
+    pgconn_close(b);
+    pgconn_close(holder);
+    pgconn_close(look);
+    pgconn_close(c);
+}
+
 Test(tasks_delete, removes_the_tasks_named)
 {
     char uri[256];

@@ -16,6 +16,8 @@
 
 #include "engine/engine.h"
 #include "store/err.h"
+#include "pg/pgconn.h"
+#include "pg/pglisten.h"
 #include "tests/support/pgtmp.h"
 #include "tests/support/pgtmp_hooks.h"
 
@@ -165,5 +167,55 @@ Test(waits, a_delayed_task_on_a_topic_known_empty_is_fetched_at_its_instant)
     cr_assert_gt(turns(b), t0);
     engine_reply_free(p.r);
     engine_close(b);
+    engine_close(a);
+}
+
+/* pglisten.h: doorbells leave at most one per PGLISTEN_GAP_MS, the ones
+ * behind gathered into it, none lost. A burst of turns through one engine,
+ * each parking work on one of 20 topics, heard on a LISTEN of the test's
+ * own: at most one notification per gap (plus the first and the last), and
+ * every topic rung. */
+Test(waits, a_burst_of_turns_rings_at_most_one_doorbell_per_gap_and_every_topic)
+{
+    char uri[256];
+    pgtmp_createdb("waits_gap", uri, sizeof uri);
+    engine *a = open_on(uri);
+    PGconn *l = pgtmp_connect(uri);
+    pgtmp_exec(l, "LISTEN berth");
+    enum { TURNS = 200, TOPICS = 20 };
+    char topics[TOPICS][16];
+    for (int i = 0; i < TOPICS; i++)
+        snprintf(topics[i], sizeof topics[i], "gap%02d", i);
+    uint64_t t0 = mono_ms();
+    for (int i = 0; i < TURNS; i++)
+        submit(a, topics[i % TOPICS], 0); /* one turn each: the calls wait for their answer */
+    uint64_t elapsed = mono_ms() - t0;
+    bool rung[TOPICS] = {false};
+    int heard = 0;
+    for (uint64_t until = mono_ms() + 1000; mono_ms() < until;) {
+        sleep_ms(20);
+        cr_assert_eq(PQconsumeInput(l), 1);
+        PGnotify *n;
+        while ((n = PQnotifies(l)) != NULL) {
+            heard++;
+            for (int i = 0; i < TOPICS; i++) {
+                char rec[sizeof topics[0] + 8];
+                snprintf(rec, sizeof rec, "p:%.15s", topics[i]);
+                for (const char *at = strstr(n->extra, rec); at != NULL; at = strstr(at + 1, rec))
+                    if (at[strlen(rec)] == '\0' || at[strlen(rec)] == ';')
+                        rung[i] = true;
+            }
+            PQfreemem(n);
+        }
+    }
+    for (int i = 0; i < TOPICS; i++)
+        cr_assert(rung[i], "no doorbell rang %s", topics[i]);
+    uint64_t most = elapsed / PGLISTEN_GAP_MS + 2;
+    cr_assert_leq((uint64_t)heard, most,
+                  "%d doorbells for %d turns in %llu ms: more than one per %d ms", heard, TURNS,
+                  (unsigned long long)elapsed, PGLISTEN_GAP_MS);
+    fprintf(stderr, "waits: %d turns in %llu ms rang %d doorbells\n", TURNS,
+            (unsigned long long)elapsed, heard);
+    pgconn_close(l);
     engine_close(a);
 }
