@@ -561,9 +561,15 @@ static void turn_start(pgactor *a, lane *l)
      * or the periodic look, which would take it from the requests'. */
     bool fail = a->fp_write > 0 && (l->list != NULL || (l->housekeeping && a->hk_known));
     pgops_turn *t;
-    bool one_round = l->attempt == 0 && pgturn_mono_ms() >= a->two_rounds_until_ms;
-    if (pgops_plan(&a->o, &a->counters, l->list, l->now_ms, a->manual, fail, a->listen.conn == NULL,
-                   l->housekeeping, one_round, l->conn, &t) != BERTH_OK) {
+    pgops_how how = {.now_ms = l->now_ms,
+                     .manual = a->manual,
+                     .fail = fail,
+                     .notify_in_turn = a->listen.conn == NULL,
+                     .housekeeping = l->housekeeping,
+                     .one_round = l->attempt == 0 && pgturn_mono_ms() >= a->two_rounds_until_ms,
+                     /* one turn in flight per lane: the budget shared out */
+                     .fetch_budget = a->o.fetch_inflight_max_bytes / PGACTOR_LANES};
+    if (pgops_plan(&a->o, &a->counters, l->list, &how, l->conn, &t) != BERTH_OK) {
         engine_status st;
         reply_no_memory(&st);
         turn_failed(a, l->list, &st);
@@ -644,9 +650,10 @@ static void committed(pgactor *a, lane *l)
     l->list = NULL;
     for (pgreq *p = list, *next; p != NULL; p = next) {
         next = p->next;
-        if ((p->req.op == ENGINE_OP_FETCH || p->req.op == ENGINE_OP_AWAIT_CALL) && !p->settled)
+        if ((p->req.op == ENGINE_OP_FETCH || p->req.op == ENGINE_OP_AWAIT_CALL) && !p->settled) {
+            p->rung |= p->deferred; /* it claims in the next turn, if it may wait */
             park_or_answer(a, p, at);
-        else
+        } else
             answer(p);
     }
 }

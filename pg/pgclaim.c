@@ -16,7 +16,37 @@
 
 static bool one_topic_fetch(const pgreq *p)
 {
-    return !p->settled && p->req.op == ENGINE_OP_FETCH && p->req.u.fetch.n_topics == 1;
+    return !p->settled && !p->deferred && p->req.op == ENGINE_OP_FETCH &&
+           p->req.u.fetch.n_topics == 1;
+}
+
+uint64_t pgclaim_task_max(const engine_options *o)
+{
+    /* pgsubmit_body_bytes(): 16, the payload, the topic, the content type,
+     * 2 + name + value a header */
+    return 16 + (uint64_t)o->payload_max_bytes + BERTH_TOPIC_MAX + ENGINE_CONTENT_TYPE_MAX +
+           (uint64_t)ENGINE_HEADERS_MAX * (2 + ENGINE_HEADER_NAME_MAX + ENGINE_HEADER_VALUE_MAX);
+}
+
+/* THE FETCH BUDGET: which fetches claim in this turn. */
+static void budget(pgops_turn *t)
+{
+    uint64_t task_max = pgclaim_task_max(t->o), left = t->fetch_budget;
+    uint64_t most = t->o->fetch_max_bytes > task_max ? t->o->fetch_max_bytes : task_max;
+    bool first = true;
+    for (pgreq *p = t->list; p != NULL; p = p->next) {
+        if (p->settled || p->req.op != ENGINE_OP_FETCH || p->claim >= 0)
+            continue;
+        uint64_t need = p->f.max_tasks * task_max;
+        if (need > most)
+            need = most;
+        if (!first && need > left) {
+            p->deferred = true;
+            continue;
+        }
+        left = need > left ? 0 : left - need;
+        first = false;
+    }
 }
 
 /* Every fetch of the turn naming topic alone (from p on), in one claim_many. */
@@ -59,8 +89,9 @@ static int stmt_claim_many(pgops_turn *t, pgreq *first)
 
 bool pgclaim_stmts(pgops_turn *t)
 {
+    budget(t);
     for (pgreq *p = t->list; p != NULL; p = p->next) {
-        if (p->settled || p->req.op != ENGINE_OP_FETCH || p->claim >= 0)
+        if (p->settled || p->deferred || p->req.op != ENGINE_OP_FETCH || p->claim >= 0)
             continue;
         const engine_fetch_args *a = &p->req.u.fetch;
         bool many = false;
@@ -91,7 +122,7 @@ bool pgclaim_stmts(pgops_turn *t)
         }
     }
     for (pgreq *p = t->list; p != NULL; p = p->next) {
-        if (p->settled || p->req.op != ENGINE_OP_FETCH || !p->may_wait)
+        if (p->settled || p->deferred || p->req.op != ENGINE_OP_FETCH || !p->may_wait)
             continue;
         for (size_t i = 0; i < p->req.u.fetch.n_topics; i++) {
             const char *topic = p->req.u.fetch.topics[i];

@@ -109,10 +109,11 @@ static bool plan_guards(pgops_turn *t, bool one_round)
     return planned || pgguard_stmt_read(t);
 }
 
-int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list, uint64_t now_ms,
-               bool manual, bool fail, bool notify_in_turn, bool housekeeping, bool one_round,
-               PGconn *conn, pgops_turn **out)
+int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list,
+               const pgops_how *how, PGconn *conn, pgops_turn **out)
 {
+    uint64_t now_ms = how->now_ms;
+    bool housekeeping = how->housekeeping, fail = how->fail;
     *out = NULL;
     pgops_turn *t = mem_calloc(1, sizeof(*t));
     if (t == NULL)
@@ -127,11 +128,13 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     t->hk_next_in_ms = UINT64_MAX;
     t->notify_i = UINT64_MAX;
     t->replica = replica;
-    t->notify_in_turn = notify_in_turn;
+    t->notify_in_turn = how->notify_in_turn;
+    t->fetch_budget = how->fetch_budget;
     size_t fetches = 0;
     for (pgreq *p = list; p != NULL; p = p->next) {
         p->claim = -1;
         p->claim_i = 0;
+        p->deferred = false;
         fetches += p->req.op == ENGINE_OP_FETCH || p->req.op == ENGINE_OP_GET_TASK ||
                    p->req.op == ENGINE_OP_LIST_INCIDENTS;
     }
@@ -144,7 +147,7 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
         return BERTH_ENOMEM;
     }
     t->t = (pgturn){.conn = conn,
-                    .clock_set = manual,
+                    .clock_set = how->manual,
                     .clock_ms = (int64_t)now_ms,
                     .stmts = t->stmts,
                     .between = between,
@@ -156,7 +159,7 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
      * the same turn. */
     if ((housekeeping && !pgcall_stmt_housekeeping(t)) || (t->subs.n > 0 && !pgsubmit_stmt(t)) ||
         (t->calls.n > 0 && !pgcall_stmt_call(t)) ||
-        (t->guards.n > 0 && !plan_guards(t, one_round && !fail && !housekeeping))) {
+        (t->guards.n > 0 && !plan_guards(t, how->one_round && !fail && !housekeeping))) {
         pgops_free(t);
         return BERTH_ENOMEM;
     }

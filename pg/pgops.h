@@ -39,21 +39,29 @@
  * set; false: refused in p->reply->status. */
 bool pgops_fetch_check(const engine_options *o, pgreq *p);
 
+/* How a turn is to be planned (pgops_plan). */
+typedef struct pgops_how {
+    uint64_t now_ms;       /* the replica's clock, for the checks */
+    bool manual;           /* the clock is a test's, and the database takes it */
+    bool fail;             /* the turn is made to fail (ENGINE_FP_STORE_WRITE) */
+    bool notify_in_turn;   /* the doorbell is the turn's last statement; else the
+                            * caller sends it after COMMIT (pgops_notify) */
+    bool housekeeping;     /* the turn also fires the calls' timers that came,
+                            * drops ended calls past their retention and keys
+                            * past the dedup horizon (pgcall.h) */
+    bool one_round;        /* completions may take pgguard.h's one round (a
+                            * turn that fails with PGGUARD_UNDECIDED is planned
+                            * again without it) */
+    uint64_t fetch_budget; /* the task bytes its claims may answer at most
+                            * (pgclaim.h: a fetch past it waits a turn) */
+} pgops_how;
+
 /* Plans the turn over list (linked by next): the checks, then the
  * statements of its first round (and the hook that builds the second).
- * now_ms is the replica's clock, for the checks; manual: the clock is a
- * test's, and the database takes it. replica: this replica's counters,
- * which STATS answers beside the database's counts. fail: the turn is
- * made to fail (ENGINE_FP_STORE_WRITE). notify_in_turn: the turn's
- * doorbell is its last statement; else the caller sends it after COMMIT
- * (pgops_notify). housekeeping: the turn also fires the calls' timers
- * that came, drops ended calls past their retention and keys past the
- * dedup horizon (pgcall.h). one_round: completions may take pgguard.h's
- * one round (a turn that fails with PGGUARD_UNDECIDED is planned again
- * without it). BERTH_ENOMEM: nothing planned. */
-int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list, uint64_t now_ms,
-               bool manual, bool fail, bool notify_in_turn, bool housekeeping, bool one_round,
-               PGconn *conn, pgops_turn **out);
+ * replica: this replica's counters, which STATS answers beside the
+ * database's counts. BERTH_ENOMEM: nothing planned. */
+int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list,
+               const pgops_how *how, PGconn *conn, pgops_turn **out);
 /* The doorbell a committed turn left for the caller to send, or NULL. */
 const char *pgops_notify(const pgops_turn *t);
 /* The turn to drive (pgturn_start/advance or pgturn_run). */

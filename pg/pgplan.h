@@ -126,6 +126,7 @@ struct pgops_turn {
     bool notify_over;      /* past one notification's size: "p:*" (and the earliest i:) */
     uint64_t notify_i;     /* the earliest i: record's ms, UINT64_MAX: none */
     bool notify_in_turn;
+    uint64_t fetch_budget; /* pgops_how's */
 };
 
 /* Appends *val (n bytes) to a VEC: false when out of memory. */

@@ -27,6 +27,7 @@ typedef struct pgreq {
     /* a fetch */
     rules_fetch f;
     bool completes_done; /* its completions were applied by an earlier turn */
+    bool deferred;       /* this turn: past the replica's fetch budget, it claimed nothing */
     bool may_wait;       /* it may wait: wait_ms > 0 */
     uint64_t wait_ms;    /* a fetch's or an await's, checked */
     bool rung;           /* waiting: a doorbell rang one of its topics since its last claim */
