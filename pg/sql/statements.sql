@@ -126,6 +126,7 @@ WITH c AS (SELECT id, priority, fetchable_at, seq, body_bytes FROM berth.tasks
 UPDATE berth.tasks t SET lock_expires_at = berth.now_ms() + $3::int8, worker_id = $4::text,
        lock_token = gen_random_uuid(), claims = t.claims + 1
   FROM w WHERE t.id = w.id AND (w.k = 1 OR w.run <= $5::int8)
+    AND t.id = ANY (ARRAY(SELECT id FROM w)) -- (the rows by their key, whatever the statistics)
 RETURNING w.k, t.id, t.topic, t.lock_token, t.lock_expires_at, t.claims, t.retries_left,
           t.available_at, t.created_at, t.priority, t.instance_id, t.call_attempt,
           t.content_type, t.headers, t.body_bytes, t.payload;
@@ -156,6 +157,7 @@ WITH f AS (SELECT f.n, f.lock_ms, f.worker, f.i::int4 AS i,
 UPDATE berth.tasks t SET lock_expires_at = berth.now_ms() + w.lock_ms, worker_id = w.worker,
        lock_token = gen_random_uuid(), claims = t.claims + 1
   FROM w WHERE t.id = w.id AND (w.k = 1 OR w.run <= $5::int8)
+    AND t.id = ANY (ARRAY(SELECT id FROM w)) -- (the rows by their key, whatever the statistics)
 RETURNING w.i, w.k, t.id, t.topic, t.lock_token, t.lock_expires_at, t.claims, t.retries_left,
           t.available_at, t.created_at, t.priority, t.instance_id, t.call_attempt,
           t.content_type, t.headers, t.body_bytes, t.payload;
@@ -178,7 +180,7 @@ WITH cand AS (SELECT x.id FROM unnest($1::text[]) AS tp(name) CROSS JOIN LATERAL
                  ORDER BY priority, fetchable_at, seq LIMIT $2::int4) x
               ORDER BY x.priority, x.fetchable_at, x.seq LIMIT $2::int4 * 2),
      c AS (SELECT id, priority, fetchable_at, seq, body_bytes FROM berth.tasks
-            WHERE id IN (SELECT id FROM cand) AND NOT terminal
+            WHERE id = ANY (ARRAY(SELECT id FROM cand)) AND NOT terminal
               AND fetchable_at <= berth.now_ms()
             ORDER BY priority, fetchable_at, seq LIMIT $2::int4 FOR UPDATE SKIP LOCKED),
      w AS (SELECT c.*, sum(body_bytes) OVER (ORDER BY priority, fetchable_at, seq) AS run,
@@ -186,6 +188,7 @@ WITH cand AS (SELECT x.id FROM unnest($1::text[]) AS tp(name) CROSS JOIN LATERAL
 UPDATE berth.tasks t SET lock_expires_at = berth.now_ms() + $3::int8, worker_id = $4::text,
        lock_token = gen_random_uuid(), claims = t.claims + 1
   FROM w WHERE t.id = w.id AND (w.k = 1 OR w.run <= $5::int8)
+    AND t.id = ANY (ARRAY(SELECT id FROM w)) -- (the rows by their key, whatever the statistics)
 RETURNING w.k, t.id, t.topic, t.lock_token, t.lock_expires_at, t.claims, t.retries_left,
           t.available_at, t.created_at, t.priority, t.instance_id, t.call_attempt,
           t.content_type, t.headers, t.body_bytes, t.payload;
@@ -535,9 +538,9 @@ SELECT id, state::int4, attempt, created_at, ended_at, result_payload, result_co
 -- Retention (§3.6): ended calls older than $1 ms, the oldest first, at
 -- most $2, with their key when it still names them.
 -- Result: one row, dropped int8.
-WITH d AS (DELETE FROM berth.instances WHERE id IN (
+WITH d AS (DELETE FROM berth.instances WHERE id = ANY (ARRAY(
              SELECT id FROM berth.instances WHERE ended_at <= berth.now_ms() - $1::int8
-              ORDER BY ended_at LIMIT $2::int4 FOR UPDATE SKIP LOCKED)
+              ORDER BY ended_at LIMIT $2::int4 FOR UPDATE SKIP LOCKED))
            RETURNING id, key_topic, key),
      k AS (DELETE FROM berth.submit_keys s USING d
             WHERE s.kind = 'c' AND s.topic = d.key_topic AND s.key = d.key AND s.id = d.id
@@ -548,9 +551,9 @@ SELECT count(*)::int8 AS dropped FROM d;
 -- Dedup expiry (§3.6): keys past the horizon ($1 ms), which readers
 -- already treat as absent, go; at most $2, the oldest first.
 -- Result: one row, expired int8.
-WITH d AS (DELETE FROM berth.submit_keys WHERE (kind, topic, key) IN (
-             SELECT kind, topic, key FROM berth.submit_keys WHERE at <= berth.now_ms() - $1::int8
-              ORDER BY at LIMIT $2::int4 FOR UPDATE SKIP LOCKED)
+WITH d AS (DELETE FROM berth.submit_keys WHERE ctid = ANY (ARRAY( -- (locked: they stay put)
+             SELECT ctid FROM berth.submit_keys WHERE at <= berth.now_ms() - $1::int8
+              ORDER BY at LIMIT $2::int4 FOR UPDATE SKIP LOCKED))
            RETURNING 1)
 SELECT count(*)::int8 AS expired FROM d;
 

@@ -1682,3 +1682,62 @@ Test(plans, indexes_serve_the_reads_never_a_sequential_scan)
     pgconn_close(look);
     pgconn_close(c);
 }
+
+/* Every statement's generic plan (the one berthd runs: force_generic_plan)
+ * on tables with rows enough that a hash join over a whole table looks
+ * cheap to the planner: none reads tasks, instances or submit_keys whole,
+ * but the counts the operator asks for. A claim that joined its locked
+ * rows back to tasks by a hash of the whole table cost 20 ms a call with
+ * 50,000 tasks waiting (S2 fell to a third over ten minutes). */
+Test(plans, no_statement_reads_a_whole_table_whatever_the_statistics)
+{
+    char uri[256], plan[32768], sql[1024];
+    PGconn *c = ops_db("plans_all", uri, sizeof uri), *look = plain_conn(uri);
+    pgtmp_exec(look, "INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, "
+                     "lock_expires_at, retries_left, body_bytes, payload) "
+                     "SELECT gen_random_uuid(), 't' || (g % 3), 0, 1000, 1000 + g, "
+                     "CASE WHEN g % 7 = 0 THEN 900000 END, 3, 100, '\\x00' "
+                     "FROM generate_series(1, 50000) g");
+    pgtmp_exec(look, "INSERT INTO berth.instances (id, topic, state, created_at, timer_at, "
+                     "ended_at, key_topic, key) SELECT gen_random_uuid(), 't', 1 + g % 4, 0, "
+                     "CASE WHEN g % 3 = 0 THEN g END, CASE WHEN g % 4 >= 2 THEN g END, 't', "
+                     "'k' || g FROM generate_series(1, 20000) g");
+    pgtmp_exec(look, "INSERT INTO berth.submit_keys SELECT 's', 't', 'k' || g, "
+                     "gen_random_uuid(), g FROM generate_series(1, 20000) g");
+    pgtmp_exec(look, "INSERT INTO berth.incidents (at, kind, ref, topic, code, message) "
+                     "SELECT g, 1, gen_random_uuid(), 't', 'E', 'm' "
+                     "FROM generate_series(1, 20000) g");
+    pgtmp_exec(look, "ANALYZE");
+    pgtmp_exec(look, "SET plan_cache_mode = force_generic_plan");
+    static const char *const whole[] = {
+        "turn_begin",  /* berth.meta: a handful of rows */
+        "tasks_count", /* the tests' own count */
+        "stats",       /* STATS counts every task by state (the operator's view) */
+        "calls_stats", /* ... and every live call */
+    };
+    size_t checked = 0;
+    for (size_t i = 0; i < tab.n; i++) {
+        bool exempt = false;
+        for (size_t k = 0; k < sizeof whole / sizeof whole[0]; k++)
+            exempt |= strcmp(tab.v[i].name, whole[k]) == 0;
+        if (exempt)
+            continue;
+        PGresult *d = PQdescribePrepared(look, tab.v[i].name);
+        cr_assert_eq(PQresultStatus(d), PGRES_COMMAND_OK, "%s", tab.v[i].name);
+        int np = PQnparams(d);
+        PQclear(d);
+        size_t used = (size_t)snprintf(sql, sizeof sql, "EXPLAIN EXECUTE %s", tab.v[i].name);
+        for (int k = 0; k < np; k++)
+            used += (size_t)snprintf(sql + used, sizeof sql - used, "%sNULL", k ? ", " : "(");
+        snprintf(sql + used, sizeof sql - used, "%s", np ? ")" : "");
+        pgtmp_exec(look, "BEGIN"); /* (EXPLAIN of a write runs nothing; rolled back anyway) */
+        explain(look, sql, plan, sizeof plan);
+        pgtmp_exec(look, "ROLLBACK");
+        cr_assert(strstr(plan, "Seq Scan on") == NULL, "%s reads a table whole:\n%s", tab.v[i].name,
+                  plan);
+        checked++;
+    }
+    cr_assert_geq(checked, 25, "every statement: %zu", checked);
+    pgconn_close(look);
+    pgconn_close(c);
+}
