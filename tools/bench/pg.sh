@@ -148,6 +148,11 @@ printf '\n%-12s %14s %14s   (medians of %d interleaved rounds; jobs/s)\n' system
 for k in berth1 berth3 $systems; do
   printf '%-12s %14.1f %14.1f\n' "$k" "$(med "${k}_s1")" "$(med "${k}_s2")"
 done
+echo
+echo "each round (jobs/s):"
+for k in berth1 berth3 $systems; do
+  printf '%-12s S1: %s  S2: %s\n' "$k" "${tput[${k}_s1]:-}" "${tput[${k}_s2]:-}"
+done
 best() { # shape: the best PostgreSQL queue's median (not the floor, not Redis)
   for s in graphile pgboss; do [[ " $systems " == *" $s "* ]] && med "${s}_$1"; done | sort -g | tail -1
 }
