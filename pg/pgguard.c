@@ -114,17 +114,23 @@ trow *pgguard_row(pgops_turn *t, const uint8_t id[BERTH_ID_LEN])
     return NULL;
 }
 
+/* What R8 looks at in a row (NULL: no such task; deleted by this turn). */
+static rules_lock lock_of(const trow *w)
+{
+    return (rules_lock){.found = w != NULL && w->found && !w->deleted,
+                        .terminal = w != NULL && w->terminal,
+                        .has_lock = w != NULL && w->has_lock,
+                        .lock_token = w ? w->token : NULL,
+                        .worker_id = w ? w->worker : NULL,
+                        .lock_expires_at_ms = w ? (uint64_t)w->lock_expires_at : 0};
+}
+
 /* One guarded item against its row as the turn has left it so far. */
 static void apply(pgops_turn *t, guard_item *g)
 {
     uint64_t now = t->now_ms;
     trow *w = pgguard_row(t, g->id);
-    rules_lock lk = {.found = w != NULL && !w->deleted,
-                     .terminal = w != NULL && w->terminal,
-                     .has_lock = w != NULL && w->has_lock,
-                     .lock_token = w ? w->token : NULL,
-                     .worker_id = w ? w->worker : NULL,
-                     .lock_expires_at_ms = w ? (uint64_t)w->lock_expires_at : 0};
+    rules_lock lk = lock_of(w);
     if (!rules_guard(&lk, g->g, g->token, now, g->st))
         return;
     switch (g->kind) {
@@ -468,12 +474,7 @@ void pgguard_fast_answer(pgops_turn *t)
         const trow *w = read ? pgguard_row(t, g->id) : NULL;
         if (w != NULL && w->deleted)
             continue; /* completed */
-        rules_lock lk = {.found = w != NULL && w->found,
-                         .terminal = w != NULL && w->terminal,
-                         .has_lock = w != NULL && w->has_lock,
-                         .lock_token = w ? w->token : NULL,
-                         .worker_id = w ? w->worker : NULL,
-                         .lock_expires_at_ms = w ? (uint64_t)w->lock_expires_at : 0};
+        rules_lock lk = lock_of(w);
         if (!read)
             reply_status(g->st, ENGINE_CODE_INTERNAL, "complete_fast's rows did not decode");
         else if (rules_guard(&lk, g->g, g->token, t->now_ms, g->st)) /* (BR001 forbids) */

@@ -867,6 +867,20 @@ typedef struct stalled {
     char message[512];
 } stalled;
 
+/* berth.now_ms() waits, once per transaction that sets t.stall, for
+ * advisory lock 42: a statement stalled there has its snapshot and has
+ * not begun its scan. */
+static void stall_now_ms(PGconn *look)
+{
+    pgtmp_exec(look, "CREATE OR REPLACE FUNCTION berth.now_ms() RETURNS bigint LANGUAGE plpgsql "
+                     "STABLE AS $$ BEGIN "
+                     "IF current_setting('t.stall', true) = 'on' THEN "
+                     "PERFORM set_config('t.stall', 'off', true); "
+                     "PERFORM pg_advisory_xact_lock(42); END IF; "
+                     "RETURN coalesce(nullif(current_setting('berth.clock_ms', true), '')::bigint, "
+                     "(extract(epoch FROM transaction_timestamp()) * 1000)::bigint); END $$");
+}
+
 /* On a plain connection: a turn whose statement stalls in its first
  * now_ms() (see the test below), then commits. */
 static void *stalled_main(void *arg)
@@ -919,15 +933,7 @@ Test(claim1, a_task_claimed_and_committed_after_its_snapshot_is_not_taken_again)
     char uri[256];
     PGconn *c = ops_db("claim_epq", uri, sizeof uri), *look = pgtmp_connect(uri);
     PGconn *holder = pgtmp_connect(uri);
-    /* now_ms() waits, once per transaction that sets t.stall, for advisory
-     * lock 42: the statement has its snapshot, its scan has not begun. */
-    pgtmp_exec(look, "CREATE OR REPLACE FUNCTION berth.now_ms() RETURNS bigint LANGUAGE plpgsql "
-                     "STABLE AS $$ BEGIN "
-                     "IF current_setting('t.stall', true) = 'on' THEN "
-                     "PERFORM set_config('t.stall', 'off', true); "
-                     "PERFORM pg_advisory_xact_lock(42); END IF; "
-                     "RETURN coalesce(nullif(current_setting('berth.clock_ms', true), '')::bigint, "
-                     "(extract(epoch FROM transaction_timestamp()) * 1000)::bigint); END $$");
+    stall_now_ms(look);
     PGconn *b = plain_conn(uri);
     PGresult *r = PQprepare(b, "t_peek",
                             "SELECT id FROM berth.tasks WHERE topic = $1::text AND NOT terminal "
@@ -1409,15 +1415,7 @@ Test(complete_fast, a_lock_released_after_its_snapshot_fails_the_turn_with_BR001
     char uri[256];
     PGconn *c = ops_db("complete_fast_epq", uri, sizeof uri), *look = pgtmp_connect(uri);
     PGconn *holder = pgtmp_connect(uri);
-    /* now_ms() waits for advisory lock 42 once per transaction that sets
-     * t.stall (as in the claim's test above). */
-    pgtmp_exec(look, "CREATE OR REPLACE FUNCTION berth.now_ms() RETURNS bigint LANGUAGE plpgsql "
-                     "STABLE AS $$ BEGIN "
-                     "IF current_setting('t.stall', true) = 'on' THEN "
-                     "PERFORM set_config('t.stall', 'off', true); "
-                     "PERFORM pg_advisory_xact_lock(42); END IF; "
-                     "RETURN coalesce(nullif(current_setting('berth.clock_ms', true), '')::bigint, "
-                     "(extract(epoch FROM transaction_timestamp()) * 1000)::bigint); END $$");
+    stall_now_ms(look);
     plain_tasks(c, 1000, "t", 1, 1);
     claimed x[1];
     cr_assert_eq(claim1(c, 2000, "t", 1, 30000, "w", BIG, x, 1), 1);
