@@ -141,6 +141,7 @@ typedef struct pgactor {
     hist task_latency, fetch_wait, commit_batch, fsync; /* METRICS' histograms */
     _Atomic uint64_t turns, committed;
     _Atomic int fp_write; /* ENGINE_FP_STORE_WRITE: turns left to fail */
+    _Atomic int fp_sync;  /* ENGINE_FP_STORE_SYNC: turns left to lose at COMMIT */
 } pgactor;
 
 static const engine_backend pgactor_backend;
@@ -585,6 +586,10 @@ static void turn_start(pgactor *a, lane *l)
     a->turns++;
     if (fail)
         a->fp_write--;
+    if (!fail && a->fp_sync > 0 && l->list != NULL) {
+        a->fp_sync--;
+        pt->cut_after_commit = true;
+    }
     l->deadline_mono_ms = pgturn_mono_ms() + TURN_TIMEOUT_MS;
     if (pgturn_start(pt) != BERTH_OK && pt->outcome == PGTURN_PENDING) {
         pt->outcome = PGTURN_ABORTED;
@@ -1054,13 +1059,18 @@ static void pgactor_free(engine *e)
 }
 
 /* ENGINE_FP_STORE_WRITE: the next n turns that write fail in the
- * database (a statement that divides by zero), keeping nothing. The
- * others are not mapped on PostgreSQL yet (pg/README.md §6.2). */
+ * database (a statement that divides by zero), keeping nothing.
+ * ENGINE_FP_STORE_SYNC: the next n turns with requests lose their
+ * connection once COMMIT is on the wire (pgturn's cut_after_commit): kept,
+ * answered as in doubt, the lane reconnects. The others have no meaning
+ * on PostgreSQL (the embedded store's reads, syncs held, parks). */
 static void pgactor_failpoint_set(engine *e, engine_failpoint fp, int n)
 {
     pgactor *a = (pgactor *)(void *)e;
     if (fp == ENGINE_FP_STORE_WRITE)
         a->fp_write = n;
+    else if (fp == ENGINE_FP_STORE_SYNC)
+        a->fp_sync = n;
 }
 
 static void pgactor_hold(engine *e, bool hold)

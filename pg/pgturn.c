@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "store/err.h"
@@ -203,6 +204,10 @@ static void flush(pgturn *t)
     if (f < 0)
         lost(t, NULL);
     t->want_write = f == 1;
+    if (f == 0 && t->cut_after_commit && t->commit_sent && t->syncs > 0) {
+        t->cut_after_commit = false;
+        (void)shutdown(PQsocket(t->conn), SHUT_RDWR);
+    }
 }
 
 int pgturn_start(pgturn *t)

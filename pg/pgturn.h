@@ -87,6 +87,10 @@ typedef struct pgturn {
     size_t n;
     size_t n_first;     /* 0: one round trip; else stmts[0, n_first) first (§3.5) */
     const char *notify; /* the pg_notify payload, or NULL: none */
+    /* A failpoint (tests): once COMMIT and its Sync are on the wire, the
+     * socket is shut down both ways, as a network that dies then would:
+     * the server commits, the answer never comes (IN_DOUBT, in fact kept). */
+    bool cut_after_commit;
     /* n_first > 0: called once the first round's results are in and none
      * failed, before the rest is sent. It reads them (pgturn_first_result)
      * and may set what follows: t->n and t->stmts[n_first, n) (the array

@@ -1,5 +1,6 @@
 /* R1 durable accept, submit validation, R18 bounded payloads. */
 #include <string.h>
+#include <time.h>
 
 #include "tests/support/harness.h"
 
@@ -48,6 +49,46 @@ Test(r1_durable_accept, the_write_after_a_failed_one_is_kept)
     engine_reply *f = h_fetch("w1", "orders", 10, 0);
     cr_assert_eq(f->n_tasks, 1);
     cr_assert_str_eq(f->tasks[0].id, id);
+    engine_reply_free(f);
+}
+
+/* A write whose outcome is unknown (a sync that failed; on PostgreSQL the
+ * connection lost with COMMIT on the wire) is never answered OK: it is
+ * UNAVAILABLE, "may or may not", with no id; the store serves again by
+ * itself, and the producer's retry under its key leaves the task there
+ * once, whichever way it went. */
+Test(r1_durable_accept, a_write_in_doubt_answers_unavailable_and_its_retry_by_key_keeps_it_once)
+{
+    char kept[ENGINE_ID_STR];
+    h_submit("orders", "kept", kept);
+    engine_failpoint_set(H.e, ENGINE_FP_STORE_SYNC, 1);
+    engine_reply *r = h_submit_key("orders", "doubt", "k1");
+    h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+    cr_assert(r->status.retryable);
+    cr_assert(strstr(r->status.message, "may or may not have been kept"), "%s", r->status.message);
+    cr_assert_eq(r->n_submitted, 0, "no id for a submit that may not exist");
+    engine_reply_free(r);
+
+    /* The embedded store reopens on its clock, a replica reconnects on
+     * real time: retry as a producer would. */
+    for (int i = 0;; i++) {
+        h_advance(ENGINE_REOPEN_BACKOFF_MIN_MS);
+        r = h_submit_key("orders", "doubt", "k1");
+        if (r->status.code == ENGINE_CODE_OK)
+            break;
+        h_expect_code(r, ENGINE_CODE_UNAVAILABLE);
+        cr_assert(i < 250, "the store never served again: %s", r->status.message);
+        engine_reply_free(r);
+        nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
+    }
+    cr_assert_eq(r->n_submitted, 1);
+    engine_reply_free(r);
+    cr_assert_eq(h_stats().tasks, 2, "the submit in doubt is there once");
+    h_reopen();
+    cr_assert_eq(h_stats().tasks, 2);
+    engine_reply *f = h_fetch("w1", "orders", 10, 0);
+    cr_assert_eq(f->n_tasks, 2);
+    cr_assert(strcmp(f->tasks[0].id, kept) == 0 || strcmp(f->tasks[1].id, kept) == 0);
     engine_reply_free(f);
 }
 

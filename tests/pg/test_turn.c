@@ -641,3 +641,27 @@ Test(turn, lost_during_commit_is_in_doubt)
     cr_assert_null(s[0].result);
     pgconn_close(c);
 }
+
+Test(turn, a_commit_kept_whose_answer_is_lost_is_in_doubt)
+{
+    char uri[256];
+    PGconn *c = turn_conn("turn_cut", uri, sizeof uri);
+    PGconn *look = pgtmp_connect(uri);
+    uint8_t b0[256];
+    pgwire_params p0;
+    insert_params(&p0, b0, sizeof b0, 1, "cut");
+    pgturn_stmt s[1] = {{.name = "tasks_insert", .params = &p0}};
+    /* The server reads COMMIT before the end of the stream, so it keeps
+     * the turn; the client never hears so. */
+    pgturn t = {.conn = c, .stmts = s, .n = 1, .cut_after_commit = true};
+    run(&t);
+    cr_assert_eq(t.outcome, PGTURN_IN_DOUBT, "%s: %s", pgturn_outcome_name(t.outcome), t.message);
+    cr_assert(t.broken);
+    cr_assert_null(s[0].result, "no result is handed over for a turn in doubt");
+    long kept = 0;
+    for (int i = 0; i < 100 && (kept = pgtmp_one_long(look, "SELECT count(*) FROM berth.tasks")) == 0; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
+    cr_assert_eq(kept, 1, "the server committed what was in doubt");
+    pgconn_close(c);
+    pgconn_close(look);
+}
