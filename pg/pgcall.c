@@ -408,7 +408,7 @@ bool pgcall_timers(pgops_turn *t, pgturn *pt)
             return false;
     }
     /* (the rows no longer move: messages may point into them) */
-    for (int i = 0, k = 0; i < n; i++) {
+    for (int i = 0; i < n; i++) {
         uint8_t id[BERTH_ID_LEN];
         if (pgwire_get_uuid(res, i, 0, id) != BERTH_OK)
             continue;
@@ -419,7 +419,6 @@ bool pgcall_timers(pgops_turn *t, pgturn *pt)
         fire(t, w, &pol);
         if (w->err.code != NULL)
             w->err.message = w->msg;
-        k++;
     }
     t->hk_fired = (size_t)n;
     return true;
