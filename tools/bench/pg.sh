@@ -16,7 +16,8 @@
 #          when run as root) with the durable defaults (fsync,
 #          synchronous_commit on), shared_buffers 512MB and
 #          autovacuum_naptime 1s, and removes it at the end.
-# SYSTEMS  competitors (default: floor graphile pgboss bullmq)
+# SYSTEMS  competitors (default: floor floor-lock graphile pgboss bullmq;
+#          floor-lock is the at-least-once floor, floor.js --lock)
 # S1_TASKS / S2_TASKS   berth's and the fast competitors' counts (20000 /
 #          200000); pg-boss runs a quarter of them (it is that much slower).
 set -euo pipefail
@@ -24,7 +25,7 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 runs=${1:-3}
 b=$root/build
-systems=${SYSTEMS:-floor graphile pgboss bullmq}
+systems=${SYSTEMS:-floor floor-lock graphile pgboss bullmq}
 s1_tasks=${S1_TASKS:-20000}
 s2_tasks=${S2_TASKS:-200000}
 pgbin=/usr/lib/postgresql/15/bin
@@ -116,6 +117,7 @@ rival_run() { # system shape
   n=$([ "$shape" = s1 ] && echo "$s1_tasks" || echo "$s2_tasks")
   case $sys in
     floor) cmd="node floor.js" ;;
+    floor-lock) cmd="node floor.js --lock" ;;
     graphile) cmd="node graphile.js" ;;
     pgboss) cmd="node pgboss.js --mode fetch"; n=$((n / 4)) ;;
     bullmq) cmd="node bullmq.js --backend redis" ;;
@@ -162,5 +164,7 @@ echo "berth S1 (1 replica) / best PostgreSQL queue S1:   $(ratio "$(med berth1_s
 [[ " $systems " != *" bullmq "* ]] ||
   echo "berth S1 (1 replica) / BullMQ on Redis S1:        $(ratio "$(med berth1_s1)" "$(med bullmq_s1)")   (target >= 1)"
 echo "berth S2 (1 replica) / best PostgreSQL queue S2:   $(ratio "$(med berth1_s2)" "$(best s2)")   (target >= 5)"
+[[ " $systems " != *" floor-lock "* ]] ||
+  echo "berth S2 (1 replica) / at-least-once floor S2:     $(ratio "$(med berth1_s2)" "$(med floor-lock_s2)");   best PostgreSQL queue S2 / it: $(ratio "$(best s2)" "$(med floor-lock_s2)")"
 echo "3 replicas / 1, S1: $(ratio "$(med berth3_s1)" "$(med berth1_s1)"); S2: $(ratio "$(med berth3_s2)" "$(med berth1_s2)")   (target >= 0.9)"
 echo "berth S2 database commits per task (1 replica): $(tr ' ' '\n' <<<"${commits[berth1_s2]}" | grep . | median)   (target <= 0.05)"

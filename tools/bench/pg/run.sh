@@ -12,7 +12,7 @@
 #          throwaway redis-server (appendonly yes, appendfsync always) on a
 #          free port in a temp dir and stops it at the end.
 # SYSTEMS  which to run, in order (default: all):
-#          floor graphile pgboss pgboss-work bullmq bullmq-pg
+#          floor floor-lock graphile pgboss pgboss-work bullmq bullmq-pg
 # SHAPES   default "s1 s2"
 # JOBS_S1 / JOBS_S2            jobs per run (default 20000 / 200000, as
 #                              berth's own compare.sh)
@@ -31,7 +31,7 @@ cd "$here"
 : "${PGURI:?set PGURI=postgresql://user@host:port/db}"
 export PGURI
 redis_port=${1:-${REDIS_PORT:-}}
-systems=${SYSTEMS:-floor graphile pgboss pgboss-work bullmq bullmq-pg}
+systems=${SYSTEMS:-floor floor-lock graphile pgboss pgboss-work bullmq bullmq-pg}
 shapes=${SHAPES:-s1 s2}
 timeout_s=${TIMEOUT:-900}
 lock=${BENCH_LOCK-/tmp/berth-cpu.lock}
@@ -83,6 +83,7 @@ jobs_for() { # system shape
 cmd_for() { # system
   case "$1" in
     floor) echo "node floor.js" ;;
+    floor-lock) echo "node floor.js --lock" ;;
     graphile) echo "node graphile.js" ;;
     pgboss) echo "node pgboss.js --mode fetch" ;;
     pgboss-work) echo "node pgboss.js --mode work" ;;
