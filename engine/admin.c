@@ -19,6 +19,7 @@
 #include "engine/instance.h"
 #include "engine/listing.h"
 #include "engine/reply.h"
+#include "engine/rules.h"
 #include "engine/state.h"
 #include "engine/turn.h"
 #include "store/err.h"
@@ -83,32 +84,19 @@ int admin_get_task(engine *e, pending *p)
     return read_outcome(r, oom || rv == BERTH_ENOMEM, rv, "reading the task failed");
 }
 
-/* A page looks at no more entries than this many times its limit, and
- * says where it stopped. */
-#define LIST_SCAN_FACTOR 64
-
 int admin_list_tasks(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
     const char *want_topic = p->req.u.list_tasks.topic;
     engine_task_state want = p->req.u.list_tasks.state;
-    uint64_t limit;
-    uint32_t asked = p->req.u.list_tasks.limit;
-    if (!check_bound(asked != 0, asked, e->o.batch_default, e->o.batch_max, false, "limit", &limit,
-                     &r->status) ||
-        (want_topic != NULL && !check_topic(want_topic, "topic", &r->status)))
+    rules_list l;
+    if (!rules_list_check(&e->o, want_topic, want, p->req.u.list_tasks.limit,
+                          p->req.u.list_tasks.after, &l, &r->status))
         return BERTH_OK;
-    if ((int)want < 0 || want > ENGINE_TASK_DELAYED) {
-        reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT, "state: %d is not a task state",
-                     (int)want);
-        snprintf(r->status.field, sizeof(r->status.field), "state");
-        return BERTH_OK;
-    }
+    uint64_t limit = l.limit;
     size_t pos;
-    if (listing_seek(e, p->req.u.list_tasks.after, &pos) != BERTH_OK) {
-        reply_status(&r->status, ENGINE_CODE_INVALID_ARGUMENT,
-                     "after_id: neither a page's next_after_id nor a task that is there");
-        snprintf(r->status.field, sizeof(r->status.field), "after_id");
+    if (listing_seek(e, &l, &pos) != BERTH_OK) {
+        rules_list_after_unknown(&r->status);
         return BERTH_OK;
     }
     const topic *only = want_topic ? state_topic(e, want_topic, strlen(want_topic), false) : NULL;
@@ -118,7 +106,7 @@ int admin_list_tasks(engine *e, pending *p)
     }
     bool oom = false;
     int rv = BERTH_OK;
-    uint64_t seq = 0, budget = limit * LIST_SCAN_FACTOR;
+    uint64_t seq = 0, budget = limit * RULES_LIST_SCAN_FACTOR;
     task *t;
     bool more = true;
     while (rv == BERTH_OK && r->n_infos < limit && budget-- > 0 &&
@@ -134,7 +122,7 @@ int admin_list_tasks(engine *e, pending *p)
     task *unused;
     uint64_t unused_seq;
     if (more && listing_next(e, &peek, &unused, &unused_seq))
-        listing_token(seq, r->next);
+        rules_list_token(seq, r->next);
     return read_outcome(r, oom || rv == BERTH_ENOMEM, rv, "reading a task failed");
 }
 
@@ -142,8 +130,7 @@ static task *find_terminal(engine *e, const char *id, engine_status *st, const c
 {
     task *t = state_task_find(e, id, "id", st);
     if (t != NULL && !t->terminal) {
-        reply_status(st, ENGINE_CODE_FAILED_PRECONDITION, "task %s is not terminal: only %s", id,
-                     verb);
+        rules_not_terminal(st, id, verb);
         return NULL;
     }
     return t;
@@ -221,7 +208,7 @@ int admin_discard_terminal(engine *e, pending *p)
     if (i == NULL)
         return BERTH_OK;
     engine_error err = {.code = ENGINE_EC_DISCARDED,
-                        .message = "an operator discarded the call's terminal task"};
+                        .message = RULES_DISCARDED_MESSAGE};
     return instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, &err);
 }
 

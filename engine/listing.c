@@ -154,21 +154,15 @@ void listing_tidy(engine *e)
     tidy_step(e, TIDY_MIN_STEP + e->listing.n / 10);
 }
 
-int listing_seek(engine *e, const char *after, size_t *pos)
+int listing_seek(engine *e, const rules_list *l, size_t *pos)
 {
     *pos = 0;
-    if (after == NULL || after[0] == '\0')
+    uint64_t seq = l->seq;
+    if (l->after == RULES_AFTER_NONE)
         return BERTH_OK;
-    uint64_t seq;
-    char *end;
-    if (after[0] == 's' && strlen(after) == 17) {
-        seq = strtoull(after + 1, &end, 16);
-        if (*end != '\0')
-            return BERTH_EINVAL;
-    } else {
-        uint8_t id[BERTH_ID_LEN];
-        task *t;
-        if (store_id_parse(after, id) != BERTH_OK || (t = idtab_get(&e->tasks, id)) == NULL)
+    if (l->after == RULES_AFTER_ID) {
+        task *t = idtab_get(&e->tasks, l->id);
+        if (t == NULL)
             return BERTH_EINVAL;
         seq = t->ready.seq;
     }
@@ -186,7 +180,3 @@ bool listing_next(engine *e, size_t *pos, task **t, uint64_t *seq)
     return true;
 }
 
-void listing_token(uint64_t seq, char out[24])
-{
-    snprintf(out, 24, "s%016" PRIx64, seq);
-}

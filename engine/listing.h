@@ -6,6 +6,7 @@
 #define BERTH_ENGINE_LISTING_H
 
 #include "engine/core.h"
+#include "engine/rules.h"
 
 /* t was parked (or loaded): it joins the order. BERTH_ENOMEM: it did
  * not, and nothing changed. */
@@ -18,14 +19,12 @@ void listing_clear(engine *e);
  * a time, once they outnumber the live ones. */
 void listing_tidy(engine *e);
 
-/* Where a page starts: after `after` (NULL: the start), which is a
- * page's next token or the id of a task still there. BERTH_EINVAL when
- * it is neither. */
-int listing_seek(engine *e, const char *after, size_t *pos);
+/* Where a page starts (rules_list_check() has read the request's after:
+ * nothing, a page's next token or the id of a task). BERTH_EINVAL when it
+ * names a task that is not there. */
+int listing_seek(engine *e, const rules_list *l, size_t *pos);
 /* The task of the entry at *pos, NULL if that task is gone; *seq is the
  * entry's. Advances *pos. False at the end. */
 bool listing_next(engine *e, size_t *pos, task **t, uint64_t *seq);
-/* A page's next token: where the page after the entry of seq starts. */
-void listing_token(uint64_t seq, char out[24]);
 
 #endif

@@ -38,6 +38,62 @@ void rules_not_found(engine_status *st, const char *id_str)
     st->verdict = ENGINE_VERDICT_NOT_FOUND;
 }
 
+/* ---- The operator's pages and terminal tasks ----------------------------- */
+
+void rules_list_after_unknown(engine_status *st)
+{
+    reply_status(st, ENGINE_CODE_INVALID_ARGUMENT,
+                 "after_id: neither a page's next_after_id nor a task that is there");
+    snprintf(st->field, sizeof(st->field), "after_id");
+}
+
+bool rules_list_check(const engine_options *o, const char *topic, engine_task_state state,
+                      uint32_t limit, const char *after, rules_list *out, engine_status *st)
+{
+    *out = (rules_list){0};
+    if (!check_bound(limit != 0, limit, o->batch_default, o->batch_max, false, "limit",
+                     &out->limit, st) ||
+        (topic != NULL && !check_topic(topic, "topic", st)))
+        return false;
+    if ((int)state < 0 || state > ENGINE_TASK_DELAYED) {
+        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "state: %d is not a task state", (int)state);
+        snprintf(st->field, sizeof(st->field), "state");
+        return false;
+    }
+    if (after == NULL || after[0] == '\0')
+        return true;
+    if (after[0] == 's' && strlen(after) == 17) {
+        out->seq = 0;
+        for (const char *c = after + 1; *c != '\0'; c++) {
+            int v = *c >= '0' && *c <= '9' ? *c - '0' : *c >= 'a' && *c <= 'f' ? *c - 'a' + 10 : -1;
+            if (v < 0) {
+                rules_list_after_unknown(st);
+                return false;
+            }
+            out->seq = out->seq << 4 | (uint64_t)v;
+        }
+        out->after = RULES_AFTER_SEQ;
+        return true;
+    }
+    if (store_id_parse(after, out->id) != BERTH_OK) {
+        rules_list_after_unknown(st);
+        return false;
+    }
+    out->after = RULES_AFTER_ID;
+    return true;
+}
+
+void rules_list_token(uint64_t seq, char out[24])
+{
+    snprintf(out, 24, "s%016" PRIx64, seq);
+}
+
+void rules_not_terminal(engine_status *st, const char *id_str, const char *verb)
+{
+    reply_status(st, ENGINE_CODE_FAILED_PRECONDITION, "task %s is not terminal: only %s", id_str,
+                 verb);
+}
+
 /* ---- The guard (R8) ----------------------------------------------------- */
 
 bool rules_guard_parse(const engine_guard *g, uint8_t id[BERTH_ID_LEN], uint8_t token[BERTH_ID_LEN],

@@ -27,6 +27,41 @@ bool rules_task_id(const char *id_str, const char *field, uint8_t id[BERTH_ID_LE
 /* NOT_FOUND, the verdict of an id that names no task. */
 void rules_not_found(engine_status *st, const char *id_str);
 
+/* ---- The operator's pages and terminal tasks ----------------------------- */
+
+/* A LIST_TASKS page looks at no more tasks than this many times its limit,
+ * and says where it stopped. */
+#define RULES_LIST_SCAN_FACTOR 64
+
+/* Where a page starts. */
+typedef enum rules_after {
+    RULES_AFTER_NONE = 0, /* from the first */
+    RULES_AFTER_SEQ,      /* after a page's next token: the entry of sequence seq */
+    RULES_AFTER_ID,       /* after the task of that id, which must be there */
+} rules_after;
+
+typedef struct rules_list {
+    uint64_t limit;
+    rules_after after;
+    uint64_t seq;
+    uint8_t id[BERTH_ID_LEN];
+} rules_list;
+
+/* A LIST_TASKS request's limit, topic, state and after. False:
+ * INVALID_ARGUMENT in st. */
+bool rules_list_check(const engine_options *o, const char *topic, engine_task_state state,
+                      uint32_t limit, const char *after, rules_list *out, engine_status *st);
+/* INVALID_ARGUMENT: after named a task that is not there. */
+void rules_list_after_unknown(engine_status *st);
+/* A page's next token: the page after the entry of sequence seq. */
+void rules_list_token(uint64_t seq, char out[24]);
+/* FAILED_PRECONDITION: retry or discard of a task that is not terminal
+ * (verb: "a terminal task can be retried"). */
+void rules_not_terminal(engine_status *st, const char *id_str, const char *verb);
+/* A call whose attempt in flight an operator discarded ends FAILED with
+ * ENGINE_EC_DISCARDED and this message. */
+#define RULES_DISCARDED_MESSAGE "an operator discarded the call's terminal task"
+
 /* ---- The guard (R8) ----------------------------------------------------- */
 
 /* What R8 looks at, and nothing else. */

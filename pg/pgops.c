@@ -21,6 +21,7 @@
 #include "store/err.h"
 #include "store/keys.h"
 #include "store/records.h"
+#include "pg/pgadmin.h"
 #include "pg/pgcall.h"
 #include "pg/pgclaim.h"
 #include "pg/pgguard.h"
@@ -88,8 +89,13 @@ static void plan_one(pgops_turn *t, pgreq *p)
         return;
     case ENGINE_OP_GET_TASK:
     case ENGINE_OP_LIST_INCIDENTS:
+    case ENGINE_OP_LIST_TASKS:
     case ENGINE_OP_STATS:
         pgread_plan(t, p);
+        return;
+    case ENGINE_OP_RETRY_TERMINAL:
+    case ENGINE_OP_DISCARD_TERMINAL:
+        pgadmin_plan(t, p);
         return;
     default:
         reply_status(&p->reply->status, ENGINE_CODE_UNIMPLEMENTED,
@@ -136,7 +142,9 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
         p->claim_i = 0;
         p->deferred = false;
         fetches += p->req.op == ENGINE_OP_FETCH || p->req.op == ENGINE_OP_GET_TASK ||
-                   p->req.op == ENGINE_OP_LIST_INCIDENTS;
+                   p->req.op == ENGINE_OP_LIST_INCIDENTS || p->req.op == ENGINE_OP_LIST_TASKS ||
+                   p->req.op == ENGINE_OP_RETRY_TERMINAL ||
+                   p->req.op == ENGINE_OP_DISCARD_TERMINAL; /* a statement each */
     }
     t->cap = STMTS_MAX_FIXED + fetches;
     t->stmts = mem_calloc(t->cap, sizeof(*t->stmts));
@@ -168,7 +176,7 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
         if (s >= 0)
             pgwire_int4(&t->params[s], 0);
     }
-    if ((t->guards.n > 0 && t->s_fast < 0) || housekeeping) {
+    if ((t->guards.n > 0 && t->s_fast < 0) || housekeeping || pgadmin_in(t)) {
         t->t.n_first = t->t.n;
     } else if (!between(&t->t, t)) {
         pgops_free(t);
@@ -194,6 +202,8 @@ static bool between(pgturn *pt, void *arg)
     bool two = t->guards.n > 0 && t->s_fast < 0; /* guard_read's rows are in */
     if ((two && !pgguard_between(t, pt)) || (t->housekeeping && !pgcall_timers(t, pt)))
         return false;
+    if (t->t.n_first > 0)
+        pgadmin_between(t, pt);
     /* The calls' writes before the tasks' (a result read from a task the
      * turn deletes), the awaits' read after both. */
     if (!pgcall_stmt_writes(t) || (two && !pgguard_stmt_outcomes(t)))
@@ -217,8 +227,10 @@ void pgops_answer(pgops_turn *t, void (*bells)(void *ctx, const char *payload), 
             pgclaim_answer(t, p);
     pgclaim_dues(t);
     for (pgreq *p = t->list; p != NULL; p = p->next)
-        if (!p->settled)
+        if (!p->settled) {
             pgread_answer(t, p);
+            pgadmin_answer(t, p);
+        }
     pgcall_answer(t, &t->hk_next_in_ms);
     pgsubmit_events(t);
     pgguard_events(t);

@@ -127,6 +127,7 @@ struct pgops_turn {
     uint64_t notify_i;     /* the earliest i: record's ms, UINT64_MAX: none */
     bool notify_in_turn;
     uint64_t fetch_budget; /* pgops_how's */
+    bool admin;            /* an operator's retry or discard: two rounds (pgadmin.h) */
 };
 
 /* Appends *val (n bytes) to a VEC: false when out of memory. */

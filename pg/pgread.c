@@ -68,6 +68,37 @@ static void pgread_answer_stats(pgops_turn *t, engine_reply *r)
     r->stats.instances_backoff = (uint64_t)backoff;
 }
 
+/* A task_get row (its columns from off on) into i, its memory r's. */
+static void info_of_row(engine_reply *r, const PGresult *res, int row, int off, engine_task_info *i)
+{
+    int32_t state = 0, claims = 0, rl = 0, fl = 0, bytes = 0;
+    int64_t lx = 0, av = 0, created = 0, prio = 0;
+    (void)pgwire_get_int4(res, row, off + 1, &state);
+    if (!pgwire_isnull(res, row, off + 3))
+        (void)pgwire_get_int8(res, row, off + 3, &lx);
+    (void)pgwire_get_int8(res, row, off + 4, &av);
+    (void)pgwire_get_int4(res, row, off + 5, &claims);
+    (void)pgwire_get_int4(res, row, off + 6, &rl);
+    (void)pgwire_get_int4(res, row, off + 7, &fl);
+    (void)pgwire_get_int8(res, row, off + 11, &created);
+    (void)pgwire_get_int8(res, row, off + 12, &prio);
+    (void)pgwire_get_int4(res, row, off + 13, &bytes);
+    i->topic = pgplan_copy_text(r, res, row, off);
+    i->state = (engine_task_state)state;
+    i->worker_id = pgplan_copy_text(r, res, row, off + 2);
+    i->lock_expires_at_ms = (uint64_t)lx;
+    i->available_at_ms = (uint64_t)av;
+    i->attempt = (uint32_t)claims;
+    i->retries_left = (uint32_t)rl;
+    i->failures = (uint32_t)fl;
+    i->last_error =
+        (engine_error){pgplan_copy_text(r, res, row, off + 8), pgplan_copy_text(r, res, row, off + 9),
+                       pgplan_copy_text(r, res, row, off + 10)};
+    i->created_at_ms = (uint64_t)created;
+    i->priority = (uint32_t)prio;
+    i->payload_bytes = (size_t)bytes;
+}
+
 static void pgread_answer_task(pgops_turn *t, pgreq *p)
 {
     engine_reply *r = p->reply;
@@ -76,33 +107,43 @@ static void pgread_answer_task(pgops_turn *t, pgreq *p)
         rules_not_found(&r->status, p->req.u.get_task.id);
         return;
     }
-    engine_task_info *i = &r->task;
-    int32_t state = 0, claims = 0, rl = 0, fl = 0, bytes = 0;
-    int64_t lx = 0, av = 0, created = 0, prio = 0;
-    (void)pgwire_get_int4(res, 0, 1, &state);
-    if (!pgwire_isnull(res, 0, 3))
-        (void)pgwire_get_int8(res, 0, 3, &lx);
-    (void)pgwire_get_int8(res, 0, 4, &av);
-    (void)pgwire_get_int4(res, 0, 5, &claims);
-    (void)pgwire_get_int4(res, 0, 6, &rl);
-    (void)pgwire_get_int4(res, 0, 7, &fl);
-    (void)pgwire_get_int8(res, 0, 11, &created);
-    (void)pgwire_get_int8(res, 0, 12, &prio);
-    (void)pgwire_get_int4(res, 0, 13, &bytes);
-    snprintf(i->id, sizeof i->id, "%s", p->req.u.get_task.id);
-    i->topic = pgplan_copy_text(r, res, 0, 0);
-    i->state = (engine_task_state)state;
-    i->worker_id = pgplan_copy_text(r, res, 0, 2);
-    i->lock_expires_at_ms = (uint64_t)lx;
-    i->available_at_ms = (uint64_t)av;
-    i->attempt = (uint32_t)claims;
-    i->retries_left = (uint32_t)rl;
-    i->failures = (uint32_t)fl;
-    i->last_error = (engine_error){pgplan_copy_text(r, res, 0, 8), pgplan_copy_text(r, res, 0, 9),
-                                   pgplan_copy_text(r, res, 0, 10)};
-    i->created_at_ms = (uint64_t)created;
-    i->priority = (uint32_t)prio;
-    i->payload_bytes = (size_t)bytes;
+    snprintf(r->task.id, sizeof r->task.id, "%s", p->req.u.get_task.id);
+    info_of_row(r, res, 0, 0, &r->task);
+}
+
+/* tasks_list's rows: found, last, more, then id and task_get's columns. */
+static void pgread_answer_list(pgops_turn *t, pgreq *p)
+{
+    engine_reply *r = p->reply;
+    const PGresult *res = t->stmts[p->claim].result;
+    int n = res ? PQntuples(res) : 0;
+    bool found = false, more = false;
+    if (n < 1 || pgwire_get_bool(res, 0, 0, &found) != BERTH_OK) {
+        reply_unavailable(&r->status, "reading the tasks failed");
+        return;
+    }
+    if (!found) {
+        rules_list_after_unknown(&r->status);
+        return;
+    }
+    r->infos = reply_mem(r, (size_t)n * sizeof(*r->infos));
+    if (r->infos == NULL) {
+        reply_no_memory(&r->status);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        uint8_t id[BERTH_ID_LEN];
+        if (pgwire_isnull(res, i, 3) || pgwire_get_uuid(res, i, 3, id) != BERTH_OK)
+            continue; /* the first row of a page where none passed */
+        engine_task_info *o = &r->infos[r->n_infos++];
+        memset(o, 0, sizeof *o);
+        store_id_format(id, o->id);
+        info_of_row(r, res, i, 4, o);
+    }
+    int64_t last = 0;
+    if (!pgwire_isnull(res, 0, 1) && pgwire_get_int8(res, 0, 1, &last) == BERTH_OK &&
+        pgwire_get_bool(res, 0, 2, &more) == BERTH_OK && more)
+        rules_list_token((uint64_t)last, r->next);
 }
 
 static void pgread_answer_incidents(pgops_turn *t, pgreq *p)
@@ -181,6 +222,34 @@ void pgread_plan(pgops_turn *t, pgreq *p)
         }
         break;
     }
+    case ENGINE_OP_LIST_TASKS: {
+        rules_list l;
+        const char *topic = p->req.u.list_tasks.topic;
+        engine_task_state state = p->req.u.list_tasks.state;
+        if (!rules_list_check(t->o, topic, state, p->req.u.list_tasks.limit,
+                              p->req.u.list_tasks.after, &l, st)) {
+            p->settled = true;
+            return;
+        }
+        p->claim = pgplan_add_stmt(t, "tasks_list", 96 + pgplan_text_len(topic));
+        ok = p->claim >= 0;
+        if (ok) {
+            pgwire_params *pp = &t->params[p->claim];
+            if (topic != NULL)
+                pgwire_text(pp, topic);
+            else
+                pgwire_null(pp, PGWIRE_TEXT);
+            pgwire_int4(pp, (int32_t)state);
+            pgwire_int8(pp, l.after == RULES_AFTER_SEQ ? (int64_t)l.seq : -1);
+            if (l.after == RULES_AFTER_ID)
+                pgwire_uuid(pp, l.id);
+            else
+                pgwire_null(pp, PGWIRE_UUID);
+            pgwire_int4(pp, (int32_t)(l.limit * RULES_LIST_SCAN_FACTOR));
+            pgwire_int4(pp, (int32_t)l.limit);
+        }
+        break;
+    }
     default: /* ENGINE_OP_STATS */
         if (t->s_stats < 0) {
             t->s_stats = pgplan_add_stmt(t, "stats", 16);
@@ -203,4 +272,6 @@ void pgread_answer(pgops_turn *t, pgreq *p)
         pgread_answer_task(t, p);
     else if (p->req.op == ENGINE_OP_LIST_INCIDENTS)
         pgread_answer_incidents(t, p);
+    else if (p->req.op == ENGINE_OP_LIST_TASKS)
+        pgread_answer_list(t, p);
 }

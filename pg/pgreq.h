@@ -36,6 +36,8 @@ typedef struct pgreq {
     bool checked; /* its checks ran (a waiter reading again) */
     bool live;    /* its last read found the call live */
     uint8_t call_id[BERTH_ID_LEN];
+    /* retry_terminal */
+    uint32_t retries; /* the new failure budget, checked */
 } pgreq;
 
 /* What a committed turn taught about topics: parks to ring here and

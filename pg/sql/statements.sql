@@ -340,23 +340,94 @@ SELECT 1 / $1::int4;
 
 -- name: task_get
 -- One task as the operator sees it (GET_TASK), its state at the turn's now
--- as the embedded engine tells it: 4 terminal, 2 locked, 5 delayed (never
--- claimed, not fetchable yet), 3 backoff, 1 ready.
+-- (berth.task_state(), 005_operator.sql: as the embedded engine tells it).
 --   $1 uuid id.
 -- Result, no row or one: topic text, state int4, worker_id text (NULL:
 -- never claimed), lock_expires_at int8 (NULL), available_at int8, claims
 -- int4, retries_left int4, failures int4, err_code text, err_message text,
 -- err_details text, created_at int8, priority int8, payload_bytes int4.
 SELECT t.topic,
-       (CASE WHEN t.terminal THEN 4
-             WHEN t.lock_expires_at > berth.now_ms() THEN 2
-             WHEN t.available_at > berth.now_ms() AND t.claims = 0 THEN 5
-             WHEN t.available_at > berth.now_ms() THEN 3
-             ELSE 1 END)::int4 AS state,
+       berth.task_state(t.terminal, t.lock_expires_at, t.available_at, t.claims,
+                        berth.now_ms())::int4 AS state,
        t.worker_id, t.lock_expires_at, t.available_at, t.claims, t.retries_left, t.failures,
        t.err_code, t.err_message, t.err_details, t.created_at, t.priority,
        octet_length(t.payload)::int4 AS payload_bytes
   FROM berth.tasks t WHERE t.id = $1::uuid;
+
+-- name: tasks_list
+-- A page of the operator's listing (LIST_TASKS), in sequence order as the
+-- embedded store lists: it looks at the next $5 tasks after where it
+-- starts (the page's bound, RULES_LIST_SCAN_FACTOR times its limit) and
+-- keeps up to $6 of those that pass the filters. It starts after sequence
+-- $3, or after the task $4 (which must be there: `found`).
+--   $1 text topic (NULL: every topic), $2 int4 state (0: every state),
+--   $3 int8 after sequence (-1: from the first), $4 uuid after this task
+--   (NULL: $3), $5 int4 tasks to look at, $6 int4 limit.
+-- Result, one row and more: found bool (where it starts is known), last
+-- int8 (the sequence of the last task looked at: the next page's start;
+-- NULL: none looked at), more bool (tasks after last), then, NULL in the
+-- first row when none passed, the task: id uuid, then task_get's columns.
+WITH a AS (SELECT CASE WHEN $4::uuid IS NULL THEN $3::int8
+                       ELSE (SELECT x.seq FROM berth.tasks x WHERE x.id = $4::uuid) END AS from_seq),
+     s AS MATERIALIZED (
+       SELECT t.id, t.seq, t.topic,
+              berth.task_state(t.terminal, t.lock_expires_at, t.available_at, t.claims,
+                               berth.now_ms())::int4 AS state,
+              t.worker_id, t.lock_expires_at, t.available_at, t.claims, t.retries_left,
+              t.failures, t.err_code, t.err_message, t.err_details, t.created_at, t.priority,
+              octet_length(t.payload)::int4 AS payload_bytes
+         FROM berth.tasks t
+        WHERE t.seq > (SELECT from_seq FROM a)
+        ORDER BY t.seq LIMIT $5::int4),
+     m AS (SELECT * FROM s
+            WHERE ($1::text IS NULL OR s.topic = $1::text) AND ($2::int4 = 0 OR s.state = $2::int4)
+            ORDER BY s.seq LIMIT $6::int4),
+     e AS (SELECT (SELECT from_seq FROM a) IS NOT NULL AS found,
+                  CASE WHEN (SELECT count(*) FROM m) >= $6::int4 THEN (SELECT max(seq) FROM m)
+                       ELSE (SELECT max(seq) FROM s) END AS last)
+SELECT e.found, e.last,
+       (SELECT y.seq FROM berth.tasks y WHERE y.seq > e.last ORDER BY y.seq LIMIT 1) IS NOT NULL
+         AS more,
+       m.id, m.topic, m.state, m.worker_id, m.lock_expires_at, m.available_at, m.claims,
+       m.retries_left, m.failures, m.err_code, m.err_message, m.err_details, m.created_at,
+       m.priority, m.payload_bytes
+  FROM e LEFT JOIN m ON true
+ ORDER BY m.seq;
+
+-- name: tasks_retry
+-- RETRY_TERMINAL: a terminal task fetchable again at the turn's now with
+-- a new failure budget, as the embedded store retries it.
+--   $1 uuid id, $2 int4 retries_left.
+-- Result, one row: topic text (NULL: not retried), was int4 (NULL: no such
+-- task; 0 it is not terminal; 1 it was).
+WITH u AS (UPDATE berth.tasks
+              SET terminal = false, available_at = berth.now_ms(), lock_expires_at = berth.now_ms(),
+                  retries_left = $2::int4
+            WHERE id = $1::uuid AND terminal
+           RETURNING topic)
+SELECT (SELECT topic FROM u) AS topic,
+       (SELECT x.terminal::int4 FROM berth.tasks x WHERE x.id = $1::uuid) AS was;
+
+-- name: tasks_discard
+-- DISCARD_TERMINAL: a terminal task goes. A call's task that is its
+-- call's attempt in flight ends the call FAILED (DISCARDED), as the
+-- embedded store ends it.
+--   $1 uuid id, $2 text the call's error message.
+-- Result, one row: topic text (NULL: not discarded), was int4 (as
+-- tasks_retry's), instance uuid (the call that ended; NULL: none),
+-- instance_topic text.
+WITH d AS (DELETE FROM berth.tasks WHERE id = $1::uuid AND terminal
+           RETURNING topic, instance_id),
+     i AS (UPDATE berth.instances n
+              SET state = 4, ended_at = berth.now_ms(), timer_at = NULL, err_code = 'DISCARDED',
+                  err_message = $2::text, err_details = NULL, request_payload = NULL,
+                  request_headers = NULL
+            WHERE n.id = (SELECT instance_id FROM d) AND n.state = 1 AND n.ended_at IS NULL
+              AND n.current = $1::uuid
+           RETURNING n.id, n.topic)
+SELECT (SELECT topic FROM d) AS topic,
+       (SELECT x.terminal::int4 FROM berth.tasks x WHERE x.id = $1::uuid) AS was,
+       (SELECT id FROM i) AS instance, (SELECT topic FROM i) AS instance_topic;
 
 -- name: incidents_list
 -- The operator's incidents in the order they happened (LIST_INCIDENTS), a

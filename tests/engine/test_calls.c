@@ -585,7 +585,6 @@ Test(calls, a_poisoned_request_fails_the_call)
 
 Test(calls, discarding_a_call_s_terminal_task_fails_the_call)
 {
-    h_skip_on_pg("discard_terminal comes with the operator's view on PostgreSQL");
     char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
     call_ok("t", "q", NULL, id);
     fetch_attempt(id, 1, 0, task, token);
@@ -609,7 +608,6 @@ Test(calls, discarding_a_call_s_terminal_task_fails_the_call)
 
 Test(calls, an_operator_s_retry_of_a_call_s_terminal_task_lets_it_resolve)
 {
-    h_skip_on_pg("retry_terminal comes with the operator's view on PostgreSQL");
     char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
     call_ok("t", "q", NULL, id);
     fetch_attempt(id, 1, 0, task, token);
@@ -962,7 +960,6 @@ Test(calls, a_re_drive_withdraws_the_dead_attempt_s_task_once_nobody_holds_it)
 
 Test(calls, discarding_the_dead_attempt_s_task_in_a_backoff_leaves_the_call_to_re_drive)
 {
-    h_skip_on_pg("discard_terminal comes with the operator's view on PostgreSQL");
     char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
     engine_retry_policy p = policy(1000, 3, 5000);
     call_ok("t", "q", &p, id);

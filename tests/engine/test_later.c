@@ -222,7 +222,6 @@ Test(later, a_call_s_attempt_times_out_from_when_it_is_fetchable)
 
 Test(later, listing_shows_delayed_tasks_as_such)
 {
-    h_skip_on_pg("list_tasks comes with the operator's view on PostgreSQL");
     char id[ENGINE_ID_STR];
     submit_ok("t", "d", DELAY(100), id);
     submit_ok("t", "r", NOW, NULL);

@@ -146,7 +146,6 @@ Test(r11_failure_budget, retries_left_zero_is_terminal_at_once)
 
 Test(r11_failure_budget, an_operator_retry_makes_a_terminal_task_fetchable)
 {
-    h_skip_on_pg("retry_terminal comes with the operator's view on PostgreSQL");
     H.o.retries = 1;
     h_reopen();
     h_submit("t", "p", id);
@@ -169,7 +168,6 @@ Test(r11_failure_budget, an_operator_retry_makes_a_terminal_task_fetchable)
 
 Test(r11_failure_budget, an_operator_may_discard_a_terminal_task)
 {
-    h_skip_on_pg("discard_terminal comes with the operator's view on PostgreSQL");
     H.o.retries = 1;
     h_reopen();
     h_submit("t", "p", id);
@@ -183,8 +181,56 @@ Test(r11_failure_budget, an_operator_may_discard_a_terminal_task)
     r = h_exec(&req);
     h_expect_ok(r);
     engine_reply_free(r);
+    cr_assert_eq(h_events(ENGINE_EVENT_TASK_DISCARDED), 1);
     h_reopen();
     cr_assert_eq(h_stats().tasks, 0);
+}
+
+Test(r11_failure_budget, a_retry_wakes_a_waiting_fetch_and_both_acts_are_published)
+{
+    H.o.retries = 1;
+    h_reopen();
+    h_submit("t", "p", id);
+    cr_assert(fetchable());
+    engine_reply_free(h_fail(id, "w", tok, "E"));
+    static const char *T[] = {"t"};
+    h_async a;
+    h_fetch_async("w2", T, 1, 30000, &a);
+    cr_assert_null(h_async_peek(&a), "nothing fetchable: it waits");
+    engine_request req = {.op = ENGINE_OP_RETRY_TERMINAL};
+    req.u.retry_terminal.id = id;
+    req.u.retry_terminal.has_retries = true;
+    req.u.retry_terminal.retries = 3;
+    engine_reply *r = h_exec(&req);
+    h_expect_ok(r);
+    engine_reply_free(r);
+    r = h_async_wait(&a);
+    h_expect_ok(r);
+    cr_assert_eq(r->n_tasks, 1, "the retry rang the waiting fetch");
+    cr_assert_str_eq(r->tasks[0].id, id);
+    h_async_free(&a);
+    cr_assert_eq(h_events(ENGINE_EVENT_TASK_RETRIED), 1);
+    engine_reply *g = h_get_task(id);
+    cr_assert_eq(g->task.retries_left, 3, "the budget the operator gave");
+    engine_reply_free(g);
+
+    /* Over the ceiling, an id that is none, a task that is not there. */
+    req.u.retry_terminal.retries = H.o.retries_max + 1;
+    r = h_exec(&req);
+    h_expect_code(r, ENGINE_CODE_INVALID_ARGUMENT);
+    cr_assert_str_eq(r->status.field, "retries");
+    engine_reply_free(r);
+    req.u.retry_terminal.has_retries = false;
+    req.u.retry_terminal.id = "nope";
+    r = h_exec(&req);
+    h_expect_code(r, ENGINE_CODE_INVALID_ARGUMENT);
+    engine_reply_free(r);
+    engine_request d = {.op = ENGINE_OP_DISCARD_TERMINAL};
+    d.u.discard_terminal.id = "0123456789abcdef0123456789abcdef";
+    r = h_exec(&d);
+    h_expect_code(r, ENGINE_CODE_NOT_FOUND);
+    engine_reply_free(r);
+    cr_assert_eq(h_events(ENGINE_EVENT_TASK_DISCARDED), 0);
 }
 
 Test(r11_failure_budget, a_failed_worker_loses_its_lock)

@@ -1761,3 +1761,107 @@ RTest(the_timers_of_calls_fire_once_whichever_replica_comes_first)
     for (int i = 0; i < REPLICAS; i++)
         bc_close(c[i]);
 }
+
+/* ---- the operator's requests on any replica ---- */
+
+/* A fail through c that spends the task's budget: terminal. */
+static void fail_terminal(bc *c, const char *id, const char *worker_id, const char *token)
+{
+    Berth__V1__FailRequest f = BERTH__V1__FAIL_REQUEST__INIT;
+    f.task_id = (char *)id;
+    f.worker_id = (char *)worker_id;
+    f.lock_token = (char *)token;
+    f.has_retries_left = 1;
+    f.retries_left = 0;
+    Berth__V1__Request req = BERTH__V1__REQUEST__INIT;
+    req.method_case = BERTH__V1__REQUEST__METHOD_FAIL;
+    req.fail = &f;
+    Berth__V1__Response *r = w_call(c, &req, 0);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    cr_assert(r->fail->terminal);
+    w_free(r);
+}
+
+static Berth__V1__AdminResponse *list_tasks(const daemon_proc *d, Berth__V1__TaskInfo__State state,
+                                            uint32_t limit, const char *after)
+{
+    Berth__V1__ListTasksRequest l = BERTH__V1__LIST_TASKS_REQUEST__INIT;
+    l.has_state = state != 0;
+    l.state = state;
+    l.has_limit = 1;
+    l.limit = limit;
+    l.after_id = (char *)after;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_TASKS;
+    req.list_tasks = &l;
+    return admin(d, &req);
+}
+
+RTest(an_operator_on_any_replica_lists_retries_and_discards_for_the_cluster)
+{
+    fresh_db("operator");
+    start(3, NULL);
+    bc *a = d_client(&R[0]), *b = d_client(&R[1]);
+    char *ids[3];
+    for (int i = 0; i < 3; i++)
+        ids[i] = submitted_id(w_submit(a, i == 0 ? "spent" : "fine", "p", NULL));
+    Berth__V1__Response *keep;
+    Berth__V1__Task *t = fetch_one(a, "wa", "spent", 60000, &keep);
+    fail_terminal(b, t->id, "wa", t->lock_token); /* through another replica */
+    w_free(keep);
+
+    /* Pages through C: every task once, in submission order. */
+    Berth__V1__AdminResponse *r = list_tasks(&R[2], 0, 2, NULL);
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK, "%s", r->status->message);
+    cr_assert_eq(r->list_tasks->n_tasks, 2);
+    cr_assert_str_eq(r->list_tasks->tasks[0]->id, ids[0]);
+    cr_assert_str_eq(r->list_tasks->tasks[1]->id, ids[1]);
+    cr_assert_not_null(r->list_tasks->next_after_id, "not the last page");
+    Berth__V1__AdminResponse *r2 = list_tasks(&R[1], 0, 2, r->list_tasks->next_after_id);
+    cr_assert_eq(r2->list_tasks->n_tasks, 1);
+    cr_assert_str_eq(r2->list_tasks->tasks[0]->id, ids[2]);
+    cr_assert_null(r2->list_tasks->next_after_id, "the last page");
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    berth__v1__admin_response__free_unpacked(r2, NULL);
+    r = list_tasks(&R[0], BERTH__V1__TASK_INFO__STATE__TERMINAL, 10, NULL);
+    cr_assert_eq(r->list_tasks->n_tasks, 1);
+    cr_assert_str_eq(r->list_tasks->tasks[0]->id, ids[0]);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+
+    /* A retry through C wakes a long poll waiting on B. */
+    poller p = {.c = b, .worker = "wb", .topic = "spent", .max = 1, .wait_ms = 10000};
+    poll_start(&p);
+    await_waiting(&R[1], 1);
+    Berth__V1__RetryTerminalRequest rt = BERTH__V1__RETRY_TERMINAL_REQUEST__INIT;
+    rt.id = ids[0];
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_RETRY_TERMINAL;
+    req.retry_terminal = &rt;
+    r = admin(&R[2], &req);
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK, "%s", r->status->message);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    uint64_t retried = mono_us();
+    poll_join(&p);
+    cr_assert_eq(p.r->fetch->n_tasks, 1, "the long poll on B was not woken by the retry");
+    cr_assert_str_eq(p.r->fetch->tasks[0]->id, ids[0]);
+    cr_assert_lt(answered_after_ms(&p, retried), 1000.0);
+
+    /* Terminal again; discarded through A; gone on C. */
+    fail_terminal(b, ids[0], "wb", p.r->fetch->tasks[0]->lock_token);
+    w_free(p.r);
+    Berth__V1__DiscardTerminalRequest dt = BERTH__V1__DISCARD_TERMINAL_REQUEST__INIT;
+    dt.id = ids[0];
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DISCARD_TERMINAL;
+    req.discard_terminal = &dt;
+    r = admin(&R[0], &req);
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK, "%s", r->status->message);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    r = get_task(&R[2], ids[0]);
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__NOT_FOUND);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    cr_assert_eq(pgtmp_one_long(SQL, "SELECT count(*) FROM berth.tasks"), 2);
+    for (int i = 0; i < 3; i++)
+        free(ids[i]);
+    bc_close(a);
+    bc_close(b);
+}
