@@ -97,6 +97,13 @@ static void plan_one(pgops_turn *t, pgreq *p)
     case ENGINE_OP_DISCARD_TERMINAL:
         pgadmin_plan(t, p);
         return;
+    case ENGINE_OP_CHECKPOINT:
+        reply_status(&p->reply->status, ENGINE_CODE_UNIMPLEMENTED,
+                     "checkpoint copies the embedded store; berth's state is the database's "
+                     "here: back it up with pg_basebackup (a physical copy, with the WAL for "
+                     "recovery to a point in time) or pg_dump --schema=berth (a logical one)");
+        p->settled = true;
+        return;
     default:
         reply_status(&p->reply->status, ENGINE_CODE_UNIMPLEMENTED,
                      "this request is not served on the PostgreSQL store yet");

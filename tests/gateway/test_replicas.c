@@ -1797,7 +1797,7 @@ static Berth__V1__AdminResponse *list_tasks(const daemon_proc *d, Berth__V1__Tas
     return admin(d, &req);
 }
 
-RTest(an_operator_on_any_replica_lists_retries_and_discards_for_the_cluster)
+RTest(an_operator_on_any_replica_lists_retries_and_discards_for_the_cluster_and_is_told_how_to_back_up)
 {
     fresh_db("operator");
     start(3, NULL);
@@ -1860,6 +1860,17 @@ RTest(an_operator_on_any_replica_lists_retries_and_discards_for_the_cluster)
     cr_assert_eq(r->status->code, BERTH__V1__CODE__NOT_FOUND);
     berth__v1__admin_response__free_unpacked(r, NULL);
     cr_assert_eq(pgtmp_one_long(SQL, "SELECT count(*) FROM berth.tasks"), 2);
+
+    /* A checkpoint says what to use instead. */
+    Berth__V1__CheckpointRequest cp = BERTH__V1__CHECKPOINT_REQUEST__INIT;
+    cp.dir = "/tmp/never-made";
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_CHECKPOINT;
+    req.checkpoint = &cp;
+    r = admin(&R[1], &req);
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__UNIMPLEMENTED);
+    cr_assert(strstr(r->status->message, "pg_basebackup") && strstr(r->status->message, "pg_dump"),
+              "%s", r->status->message);
+    berth__v1__admin_response__free_unpacked(r, NULL);
     for (int i = 0; i < 3; i++)
         free(ids[i]);
     bc_close(a);
