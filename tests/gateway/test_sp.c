@@ -71,7 +71,9 @@ static void expect_closed(int fd)
     cr_assert(r == 0 || (r < 0 && errno == ECONNRESET), "closed, not timed out");
 }
 
-/* Another client is served normally. */
+/* Another client is served normally; on PostgreSQL, berthd still holds
+ * its two database connections (its engine connection and its listener)
+ * and no more, whatever the peers did. */
 static void still_serving(void)
 {
     bc *c = d_client(&D);
@@ -79,6 +81,9 @@ static void still_serving(void)
     w_expect_code(r, BERTH__V1__CODE__OK);
     w_free(r);
     bc_close(c);
+    int conns = d_store_connections(&D);
+    if (conns >= 0)
+        cr_assert_eq(conns, 2, "berthd holds %d database connections", conns);
 }
 
 /* berthd closes fd (and only fd) after what was written on it. */

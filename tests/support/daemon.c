@@ -101,8 +101,47 @@ static void spawn(daemon_proc *d)
         sscanf(mu, "metrics=%127s", d->metrics);
 }
 
+#ifdef BERTH_WITH_PG
+#include <criterion/hooks.h>
+
+#include "tests/support/pgtmp.h"
+
+/* BERTH_TEST_STORE=pg: d_start() runs berthd on a fresh database of the
+ * binary's throwaway cluster, which the runner starts here (harness.c's
+ * hooks are linked only into a binary that drives the engine itself). */
+static bool store_is_pg(void)
+{
+    const char *s = getenv("BERTH_TEST_STORE");
+    return s != NULL && strcmp(s, "pg") == 0;
+}
+
+ReportHook(PRE_ALL)(struct criterion_test_set *set)
+{
+    (void)set;
+    if (store_is_pg())
+        pgtmp_runner_start();
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats)
+{
+    (void)stats;
+    if (store_is_pg())
+        pgtmp_runner_stop();
+}
+#endif
+
 void d_start(daemon_proc *d, const char *const *extra)
 {
+#ifdef BERTH_WITH_PG
+    if (store_is_pg()) {
+        static int n;
+        char name[48], uri[256];
+        snprintf(name, sizeof name, "d_%d_%d", (int)getpid(), n++);
+        pgtmp_createdb(name, uri, sizeof uri);
+        d_start_store(d, uri, extra);
+        return;
+    }
+#endif
     memset(d, 0, sizeof(*d));
     snprintf(d->dir, sizeof(d->dir), "/tmp/berthd-test-XXXXXX");
     cr_assert_not_null(mkdtemp(d->dir));
@@ -123,6 +162,21 @@ void d_start_store(daemon_proc *d, const char *uri, const char *const *extra)
     for (; extra != NULL && *extra != NULL; extra++)
         d->extra[d->n_extra++] = *extra;
     spawn(d);
+}
+
+int d_store_connections(const daemon_proc *d)
+{
+#ifdef BERTH_WITH_PG
+    if (d->store[0] != '\0') {
+        PGconn *c = pgtmp_connect(d->store);
+        long n = pgtmp_one_long(c, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                   "current_database() AND pid <> pg_backend_pid()");
+        PQfinish(c);
+        return (int)n;
+    }
+#endif
+    (void)d;
+    return -1;
 }
 
 void d_restart(daemon_proc *d)

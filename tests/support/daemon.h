@@ -64,6 +64,10 @@ int d_refused_store(const char *uri, const char *const *flags, char *err, size_t
  * database connections when port is the server's): at most max, written
  * to ports; returns how many. */
 int d_peer_ports(const daemon_proc *d, int port, int *ports, int max);
+/* On a store (d_start_store(), or d_start() with BERTH_TEST_STORE=pg): how
+ * many connections its database has besides the one asking (berthd's
+ * own: a replica holds a fixed number); -1 on the embedded store. */
+int d_store_connections(const daemon_proc *d);
 
 /* A client for the daemon's operate URL. */
 bc *d_client(const daemon_proc *d);

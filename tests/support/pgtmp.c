@@ -207,6 +207,8 @@ static int start_server(void)
 
 int pgtmp_runner_start(void)
 {
+    if (C.started)
+        return 0; /* another hook of the same runner started it */
     unsetenv(PGTMP_ENV_URI);
     unsetenv(PGTMP_ENV_ERROR);
     unsetenv(PGTMP_ENV_DIR);
