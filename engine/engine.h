@@ -522,7 +522,14 @@ typedef struct engine_metrics {
     engine_histogram fetch_wait;   /* a fetch's arrival -> its answer, seconds */
     engine_histogram commit_batch; /* requests one sync made durable */
     engine_histogram fsync;        /* one sync of the store, seconds */
+    /* The gauges of tasks and calls (stats' ready ... terminal, topic
+     * stats, instances) are read from a database other replicas share, at
+     * most ENGINE_GAUGES_MAX_AGE_MS old: the same on every replica. */
+    bool shared;
 } engine_metrics;
+
+/* On a shared store (PostgreSQL), METRICS' gauges are at most this old. */
+#define ENGINE_GAUGES_MAX_AGE_MS 1000
 
 typedef enum engine_deployment_state {
     ENGINE_DEPLOYMENT_LIVE = 1,     /* new submits to its channels go to it */

@@ -139,7 +139,13 @@ static void exposition(FILE *f, const engine_reply *r)
             fprintf(f, "\",outcome=\"%s\"} %" PRIu64 "\n", outcome[k], v[k]);
         }
     }
-    family(f, "berth_tasks", "gauge", "Tasks by topic and state.");
+    /* On a shared store, the gauges of tasks and calls are the cluster's,
+     * the same on every replica: scope="cluster" says not to sum them over
+     * replicas (everything else here is the replica's own). */
+    const char *scope = m->shared ? ",scope=\"cluster\"" : "";
+    family(f, "berth_tasks", "gauge",
+           m->shared ? "Tasks by topic and state, of the whole cluster (at most 1 s old)."
+                     : "Tasks by topic and state.");
     for (size_t i = 0; i < r->n_topic_stats; i++) {
         const engine_topic_stats *t = &r->topic_stats[i];
         static const char *const state[] = {"ready", "locked", "backoff", "terminal", "delayed"};
@@ -147,7 +153,7 @@ static void exposition(FILE *f, const engine_reply *r)
         for (int k = 0; k < 5; k++) {
             fprintf(f, "berth_tasks{topic=\"");
             label(f, t->topic);
-            fprintf(f, "\",state=\"%s\"} %" PRIu64 "\n", state[k], v[k]);
+            fprintf(f, "\",state=\"%s\"%s} %" PRIu64 "\n", state[k], scope, v[k]);
         }
     }
     family(f, "berth_waiting_fetches", "gauge", "Long polls (fetches and awaits) waiting.");
@@ -165,11 +171,13 @@ static void exposition(FILE *f, const engine_reply *r)
             "berth_deployments{state=\"draining\"} %" PRIu64 "\n"
             "berth_deployments{state=\"retired\"} %" PRIu64 "\n",
             s->deployments_live, s->deployments_draining, s->deployments_retired);
-    family(f, "berth_instances", "gauge", "Calls in flight, by state.");
+    family(f, "berth_instances", "gauge",
+           m->shared ? "Calls in flight, by state, of the whole cluster (at most 1 s old)."
+                     : "Calls in flight, by state.");
     fprintf(f,
-            "berth_instances{state=\"waiting\"} %" PRIu64 "\n"
-            "berth_instances{state=\"backoff\"} %" PRIu64 "\n",
-            s->instances_waiting, s->instances_backoff);
+            "berth_instances{state=\"waiting\"%s} %" PRIu64 "\n"
+            "berth_instances{state=\"backoff\"%s} %" PRIu64 "\n",
+            scope, s->instances_waiting, scope, s->instances_backoff);
     histogram(f, "berth_task_latency_seconds", "Submit accepted to completion.", &m->task_latency);
     histogram(f, "berth_fetch_wait_seconds", "A fetch's arrival to its answer.", &m->fetch_wait);
     histogram(f, "berth_commit_batch_requests", "Requests one sync made durable.",

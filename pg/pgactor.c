@@ -139,6 +139,16 @@ typedef struct pgactor {
     engine_recovery recovery;
     engine_stats counters; /* the replica's own: turns, waits, failed commits */
     hist task_latency, fetch_wait, commit_batch, fsync; /* METRICS' histograms */
+    /* METRICS' gauges from the database, as the last STATS-like read left
+     * them (ENGINE_GAUGES_MAX_AGE_MS at most: older, METRICS reads again) */
+    struct {
+        bool valid;
+        uint64_t mono_ms;
+        engine_stats s; /* tasks, ready ... terminal, topics, instances_* */
+        engine_topic_stats *topics;
+        char **names;
+        size_t n;
+    } gauges;
     _Atomic uint64_t turns, committed;
     _Atomic int fp_write; /* ENGINE_FP_STORE_WRITE: turns left to fail */
     _Atomic int fp_sync;  /* ENGINE_FP_STORE_SYNC: turns left to lose at COMMIT */
@@ -614,6 +624,96 @@ static void housekeeping_done(pgactor *a, lane *l, uint64_t next_in_ms)
     }
 }
 
+/* ---- METRICS ---- */
+
+static void gauges_free(pgactor *a)
+{
+    for (size_t i = 0; i < a->gauges.n; i++)
+        free(a->gauges.names[i]);
+    free(a->gauges.names);
+    free(a->gauges.topics);
+    a->gauges.names = NULL;
+    a->gauges.topics = NULL;
+    a->gauges.n = 0;
+    a->gauges.valid = false;
+}
+
+/* The database's counts in r (a STATS or METRICS read of a turn) become
+ * the cache. */
+static void gauges_keep(pgactor *a, const engine_reply *r)
+{
+    gauges_free(a);
+    size_t n = r->n_topic_stats;
+    a->gauges.topics = n ? calloc(n, sizeof(*a->gauges.topics)) : NULL;
+    a->gauges.names = n ? calloc(n, sizeof(*a->gauges.names)) : NULL;
+    if (n && (a->gauges.topics == NULL || a->gauges.names == NULL)) {
+        gauges_free(a);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        a->gauges.topics[i] = r->topic_stats[i];
+        a->gauges.names[i] = strdup(r->topic_stats[i].topic ? r->topic_stats[i].topic : "");
+        if (a->gauges.names[i] == NULL) {
+            a->gauges.n = i;
+            gauges_free(a);
+            return;
+        }
+        a->gauges.topics[i].topic = a->gauges.names[i];
+        a->gauges.n = i + 1;
+    }
+    a->gauges.s = r->stats;
+    a->gauges.mono_ms = pgturn_mono_ms();
+    a->gauges.valid = true;
+}
+
+static bool gauges_fresh(const pgactor *a)
+{
+    return a->gauges.valid && pgturn_mono_ms() - a->gauges.mono_ms <= ENGINE_GAUGES_MAX_AGE_MS;
+}
+
+/* METRICS: the replica's own counters and histograms, and the database's
+ * gauges (read by a turn: from_db; else the cache's, which is fresh). */
+static void metrics(pgactor *a, engine_reply *r, bool from_db)
+{
+    engine_stats db = from_db ? r->stats : a->gauges.s;
+    r->stats = a->counters;
+    r->stats.tasks = db.tasks;
+    r->stats.ready = db.ready;
+    r->stats.locked = db.locked;
+    r->stats.backoff = db.backoff;
+    r->stats.delayed = db.delayed;
+    r->stats.terminal = db.terminal;
+    r->stats.topics = db.topics;
+    r->stats.instances_waiting = db.instances_waiting;
+    r->stats.instances_backoff = db.instances_backoff;
+    r->stats.turns = r->stats.syncs = a->committed;
+    r->stats.waiting_fetches = a->waiters.n;
+    if (!from_db && a->gauges.n > 0) {
+        r->topic_stats = reply_mem(r, a->gauges.n * sizeof(*r->topic_stats));
+        if (r->topic_stats == NULL) {
+            reply_no_memory(&r->status);
+            return;
+        }
+        for (size_t i = 0; i < a->gauges.n; i++) {
+            size_t len = strlen(a->gauges.names[i]) + 1;
+            char *name = reply_mem(r, len);
+            if (name == NULL) {
+                reply_no_memory(&r->status);
+                return;
+            }
+            memcpy(name, a->gauges.names[i], len);
+            r->topic_stats[i] = a->gauges.topics[i];
+            r->topic_stats[i].topic = name;
+        }
+        r->n_topic_stats = a->gauges.n;
+    }
+    r->metrics.shared = true;
+    hist_read(&a->task_latency, &r->metrics.task_latency);
+    hist_read(&a->fetch_wait, &r->metrics.fetch_wait);
+    hist_read(&a->commit_batch, &r->metrics.commit_batch);
+    hist_read(&a->fsync, &r->metrics.fsync);
+}
+
 static void committed(pgactor *a, lane *l)
 {
     pgops_turn *t = l->turn;
@@ -658,8 +758,15 @@ static void committed(pgactor *a, lane *l)
         if ((p->req.op == ENGINE_OP_FETCH || p->req.op == ENGINE_OP_AWAIT_CALL) && !p->settled) {
             p->rung |= p->deferred; /* it claims in the next turn, if it may wait */
             park_or_answer(a, p, at);
-        } else
+        } else {
+            bool counted = p->req.op == ENGINE_OP_METRICS || p->req.op == ENGINE_OP_STATS;
+            if (counted && p->reply->status.code == ENGINE_CODE_OK) {
+                gauges_keep(a, p->reply); /* STATS reads what METRICS' gauges show */
+                if (p->req.op == ENGINE_OP_METRICS)
+                    metrics(a, p->reply, true);
+            }
             answer(p);
+        }
     }
 }
 
@@ -857,18 +964,6 @@ static bool known_empty(pgactor *a, const pgreq *p)
     return true;
 }
 
-/* METRICS: the replica's own counters and histograms (the database's
- * counts are STATS', a scan: not here). */
-static void metrics(pgactor *a, engine_reply *r)
-{
-    r->stats = a->counters;
-    r->stats.turns = r->stats.syncs = a->committed;
-    r->stats.waiting_fetches = a->waiters.n;
-    hist_read(&a->task_latency, &r->metrics.task_latency);
-    hist_read(&a->fetch_wait, &r->metrics.fetch_wait);
-    hist_read(&a->commit_batch, &r->metrics.commit_batch);
-    hist_read(&a->fsync, &r->metrics.fsync);
-}
 
 /* Cancels are applied and ticks set aside; the rest is returned, in order. */
 static pgreq *sort_out(pgactor *a, pgreq *head, uint64_t now, pgreq **ticks, pgreq **tail)
@@ -881,8 +976,8 @@ static pgreq *sort_out(pgactor *a, pgreq *head, uint64_t now, pgreq **ticks, pgr
         if (p->req.op == ENGINE_OP_CANCEL) {
             waits_end(a, now, true, p->req.u.cancel.owner);
             answer(p);
-        } else if (p->req.op == ENGINE_OP_METRICS) {
-            metrics(a, p->reply);
+        } else if (p->req.op == ENGINE_OP_METRICS && gauges_fresh(a)) {
+            metrics(a, p->reply, false);
             answer(p);
         } else if (known_empty(a, p)) {
             if (!pgops_fetch_check(&a->o, p))
@@ -1047,6 +1142,7 @@ static void pgactor_free(engine *e)
         pgconn_close(a->lanes[i].conn);
     pglisten_fini(&a->listen);
     pgstmt_fini(&a->stmts);
+    gauges_free(a);
     for (size_t i = 0; i < a->watches.n; i++)
         free(a->watches.v[i].topic);
     VEC_FREE(&a->watches);

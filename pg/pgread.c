@@ -250,7 +250,7 @@ void pgread_plan(pgops_turn *t, pgreq *p)
         }
         break;
     }
-    default: /* ENGINE_OP_STATS */
+    default: /* ENGINE_OP_STATS, ENGINE_OP_METRICS (its gauges) */
         if (t->s_stats < 0) {
             t->s_stats = pgplan_add_stmt(t, "stats", 16);
             t->s_calls_stats = pgplan_add_stmt(t, "calls_stats", 16);
@@ -266,7 +266,7 @@ void pgread_plan(pgops_turn *t, pgreq *p)
 
 void pgread_answer(pgops_turn *t, pgreq *p)
 {
-    if (p->req.op == ENGINE_OP_STATS)
+    if (p->req.op == ENGINE_OP_STATS || p->req.op == ENGINE_OP_METRICS)
         pgread_answer_stats(t, p->reply);
     else if (p->req.op == ENGINE_OP_GET_TASK)
         pgread_answer_task(t, p);

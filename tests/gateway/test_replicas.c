@@ -1484,7 +1484,7 @@ RTest(a_replica_whose_listener_went_silent_still_rings_the_others)
 
 /* /healthz and /metrics on PostgreSQL: each replica answers from its own
  * counters, without a scan of the database. */
-RTest(each_replica_serves_healthz_and_metrics_of_its_own)
+RTest(each_replica_serves_healthz_and_metrics_of_its_own_and_the_cluster_s_tasks)
 {
     fresh_db("metrics");
     start(2, NULL);
@@ -1496,6 +1496,10 @@ RTest(each_replica_serves_healthz_and_metrics_of_its_own)
         free(body);
         cr_assert_eq(d_http_get(&R[k], "/metrics", &body), 200, "replica %d: %s", k, body);
         cr_assert(strstr(body, "berth_waiting_fetches ") != NULL, "%s", body);
+        /* The cluster's tasks on each, whichever replica took them. */
+        cr_assert(strstr(body, "berth_tasks{topic=\"m\",state=\"ready\",scope=\"cluster\"} 1\n") !=
+                      NULL,
+                  "replica %d: %s", k, body);
         free(body);
     }
     bc_close(a);
