@@ -767,6 +767,10 @@ PTest(a_database_down_for_seconds_is_answered_unavailable_at_once_and_long_polls
         sleep_ms(50);
     }
     alive("while PostgreSQL was down");
+    char *body;
+    int health = d_http_get(&D, "/healthz", &body); /* seconds after its last read */
+    cr_assert_eq(health, 503, "/healthz while PostgreSQL was down: %d %s", health, body);
+    free(body);
     long start_ms = pgtmp_start();
     PG_DOWN = false;
     uint64_t back_us = mono_us(), served_us = 0;
@@ -790,6 +794,9 @@ PTest(a_database_down_for_seconds_is_answered_unavailable_at_once_and_long_polls
             DOWN_MS, stop_ms, start_ms, n, doubt, slowest_us / 1000.0, slowest_at_ms, WAIT_MS,
             ended, waited, served_us ? ms_between(back_us, served_us) : -1.0);
     cr_assert_neq(served_us, 0, "berthd did not serve again within 10 s of PostgreSQL being back");
+    health = d_http_get(&D, "/healthz", &body);
+    cr_assert_eq(health, 200, "/healthz once PostgreSQL was back: %d %s", health, body);
+    free(body);
     cr_assert_lt(ms_between(back_us, served_us), ENGINE_BACKOFF_BOUND_MS);
     cr_assert_leq(waited, (double)(WAIT_MS + LATE_MS), "the long poll ended %.0f ms past its wait",
                   waited - WAIT_MS);
