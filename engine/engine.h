@@ -54,7 +54,7 @@
  *     submit   -> deploy instance rules check state turn reply core
  *     claim    -> deploy guard wait rules state turn reply core
  *     guard    -> intake rules check state turn reply core
- *     admin    -> deploy commit instance listing check state turn reply core
+ *     admin    -> deploy commit instance listing check rules state turn reply core
  *     relay    -> deploy intake instance listing fault check state turn reply core
  *     calls    -> instance wait rules turn reply core
  *     recover  -> deploy instance listing wait state reply core
@@ -64,7 +64,7 @@
  *     instance -> wait rules check state turn reply core
  *     wait     -> rules state turn reply core
  *     state    -> listing rules turn reply core
- *     listing  -> core
+ *     listing  -> rules core
  *     turn     -> reply core
  *     rules    -> check reply engine
  *     options  -> check
