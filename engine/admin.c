@@ -207,8 +207,7 @@ int admin_discard_terminal(engine *e, pending *p)
     state_task_delete(e, t);
     if (i == NULL)
         return BERTH_OK;
-    engine_error err = {.code = ENGINE_EC_DISCARDED,
-                        .message = RULES_DISCARDED_MESSAGE};
+    engine_error err = {.code = ENGINE_EC_DISCARDED, .message = RULES_DISCARDED_MESSAGE};
     return instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, &err);
 }
 

@@ -21,7 +21,6 @@
  * A PAGE (admin.c) is bounded: it looks at most a multiple of its limit
  * of entries, and returns a token for where it stopped.
  */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,4 +178,3 @@ bool listing_next(engine *e, size_t *pos, task **t, uint64_t *seq)
     *t = entry_task(x);
     return true;
 }
-

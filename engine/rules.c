@@ -51,8 +51,8 @@ bool rules_list_check(const engine_options *o, const char *topic, engine_task_st
                       uint32_t limit, const char *after, rules_list *out, engine_status *st)
 {
     *out = (rules_list){0};
-    if (!check_bound(limit != 0, limit, o->batch_default, o->batch_max, false, "limit",
-                     &out->limit, st) ||
+    if (!check_bound(limit != 0, limit, o->batch_default, o->batch_max, false, "limit", &out->limit,
+                     st) ||
         (topic != NULL && !check_topic(topic, "topic", st)))
         return false;
     if ((int)state < 0 || state > ENGINE_TASK_DELAYED) {

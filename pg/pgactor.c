@@ -964,7 +964,6 @@ static bool known_empty(pgactor *a, const pgreq *p)
     return true;
 }
 
-
 /* Cancels are applied and ticks set aside; the rest is returned, in order. */
 static pgreq *sort_out(pgactor *a, pgreq *head, uint64_t now, pgreq **ticks, pgreq **tail)
 {

@@ -101,8 +101,8 @@ void pgadmin_answer(pgops_turn *t, pgreq *p)
     uint8_t id[BERTH_ID_LEN];
     (void)store_id_parse(id_str, id);
     const char *topic = PQgetvalue(res, 0, 0);
-    pgplan_event(t, retry ? ENGINE_EVENT_TASK_RETRIED : ENGINE_EVENT_TASK_DISCARDED, topic, id, NULL,
-                 retry ? p->retries : 0);
+    pgplan_event(t, retry ? ENGINE_EVENT_TASK_RETRIED : ENGINE_EVENT_TASK_DISCARDED, topic, id,
+                 NULL, retry ? p->retries : 0);
     if (retry || pgwire_isnull(res, 0, 2))
         return;
     uint8_t iid[BERTH_ID_LEN];

@@ -91,9 +91,9 @@ static void info_of_row(engine_reply *r, const PGresult *res, int row, int off, 
     i->attempt = (uint32_t)claims;
     i->retries_left = (uint32_t)rl;
     i->failures = (uint32_t)fl;
-    i->last_error =
-        (engine_error){pgplan_copy_text(r, res, row, off + 8), pgplan_copy_text(r, res, row, off + 9),
-                       pgplan_copy_text(r, res, row, off + 10)};
+    i->last_error = (engine_error){pgplan_copy_text(r, res, row, off + 8),
+                                   pgplan_copy_text(r, res, row, off + 9),
+                                   pgplan_copy_text(r, res, row, off + 10)};
     i->created_at_ms = (uint64_t)created;
     i->priority = (uint32_t)prio;
     i->payload_bytes = (size_t)bytes;

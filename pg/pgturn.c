@@ -207,6 +207,10 @@ static void flush(pgturn *t)
     if (f == 0 && t->cut_after_commit && t->commit_sent && t->syncs > 0) {
         t->cut_after_commit = false;
         (void)shutdown(PQsocket(t->conn), SHUT_RDWR);
+        /* Lost from here, whatever is already in the socket: libpq may
+         * have flushed COMMIT itself, and an answer read before the cut
+         * would make the turn committed. */
+        lost(t, "cut after COMMIT was sent");
     }
 }
 

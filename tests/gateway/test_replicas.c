@@ -1801,7 +1801,8 @@ static Berth__V1__AdminResponse *list_tasks(const daemon_proc *d, Berth__V1__Tas
     return admin(d, &req);
 }
 
-RTest(an_operator_on_any_replica_lists_retries_and_discards_for_the_cluster_and_is_told_how_to_back_up)
+RTest(
+    an_operator_on_any_replica_lists_retries_and_discards_for_the_cluster_and_is_told_how_to_back_up)
 {
     fresh_db("operator");
     start(3, NULL);

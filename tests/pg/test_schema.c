@@ -53,7 +53,8 @@ static uint64_t mono_ms(void)
 /* Every relation, view and sequence of pg/README.md §2. */
 static const char expected[] =
     "{berth.meta,berth.migrations,berth.seq,berth.tasks,berth.tasks_claim,berth.tasks_due,"
-    "berth.tasks_dep,berth.tasks_terminal,berth.tasks_seq,berth.outbox,berth.outbox_due,berth.outbox_dep,"
+    "berth.tasks_dep,berth.tasks_terminal,berth.tasks_seq,berth.outbox,berth.outbox_due,berth."
+    "outbox_dep,"
     "berth.instances,berth.instances_timer,berth.instances_ended,berth.instances_dep,"
     "berth.submit_keys,berth.submit_keys_at,berth.inbox,berth.deployments,berth.routes,"
     "berth.incidents,berth.leases}";

@@ -659,7 +659,8 @@ Test(turn, a_commit_kept_whose_answer_is_lost_is_in_doubt)
     cr_assert(t.broken);
     cr_assert_null(s[0].result, "no result is handed over for a turn in doubt");
     long kept = 0;
-    for (int i = 0; i < 100 && (kept = pgtmp_one_long(look, "SELECT count(*) FROM berth.tasks")) == 0; i++)
+    for (int i = 0;
+         i < 100 && (kept = pgtmp_one_long(look, "SELECT count(*) FROM berth.tasks")) == 0; i++)
         nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
     cr_assert_eq(kept, 1, "the server committed what was in doubt");
     pgconn_close(c);
