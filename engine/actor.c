@@ -526,13 +526,7 @@ static void actor_free(engine *e)
     table_fini(&e->owners); /* empty: every wait was answered */
     table_fini(&e->instances);
     heap_fini(&e->timers);
-    i = 0;
-    tcounter *tc;
-    while ((tc = table_next(&e->tcounters, &i)) != NULL) {
-        free(tc->name);
-        free(tc);
-    }
-    table_fini(&e->tcounters);
+    tcounts_fini(&e->tcounts);
     VEC_FREE(&e->t.ended);
     VEC_FREE(&e->calls_poisoned);
     free(e->listing.v);
@@ -604,7 +598,8 @@ int actor_open(const engine_options *o, engine **out, char *err, size_t errlen)
     if (e->o.data_dir == NULL || idtab_init(&e->tasks, offsetof(task, id)) ||
         idtab_init(&e->deliveries, offsetof(delivery, id)) || table_init(&e->topics) ||
         table_init(&e->routes) || table_init(&e->t.keys) || table_init(&e->owners) ||
-        table_init(&e->instances) || table_init(&e->tcounters) || actor_init(e)) {
+        table_init(&e->instances) || tcounts_init(&e->tcounts, e->o.metrics_topics_max) ||
+        actor_init(e)) {
         snprintf(err, errlen, "out of memory");
         actor_free(e);
         return BERTH_ENOMEM;

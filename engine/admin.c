@@ -381,21 +381,10 @@ int admin_metrics(engine *e, pending *p)
     s->instances_waiting = e->instances.n - e->t.ended.n - e->n_backoff;
     count_deployments(e, s);
     engine_metrics *m = &r->metrics;
-    size_t n = e->tcounters.n;
-    if (n > 0 && (m->topics = reply_mem(r, n * sizeof(*m->topics))) == NULL) {
+    if (tcounts_read(&e->tcounts, r) != BERTH_OK) {
+        reply_reset(r);
         reply_no_memory(&r->status);
         return BERTH_OK;
-    }
-    size_t i = 0;
-    tcounter *tc;
-    while ((tc = table_next(&e->tcounters, &i)) != NULL) {
-        engine_topic_counters *c = &m->topics[m->n_topics++];
-        *c = tc->c;
-        if ((c->topic = reply_strdup(r, tc->name)) == NULL) {
-            reply_reset(r);
-            reply_no_memory(&r->status);
-            return BERTH_OK;
-        }
     }
     /* Tasks by topic and state, from the heaps, never a scan of tasks:
      * what lies in the locked and backoff heaps past now, the rest of the
@@ -407,7 +396,7 @@ int admin_metrics(engine *e, pending *p)
         reply_no_memory(&r->status);
         return BERTH_OK;
     }
-    i = 0;
+    size_t i = 0;
     topic *tp;
     while ((tp = table_next(&e->topics, &i)) != NULL) {
         engine_topic_stats *ts = &r->topic_stats[r->n_topic_stats++];

@@ -126,7 +126,7 @@ static int claim_tasks(engine *e, topic *const *topics, size_t n_topics, uint32_
         run->worker_id = wid;
         run->lock_expires_at_ms = now + lock_ms;
         run->claims++;
-        t->topic->tc->c.fetched++;
+        t->topic->tc->fetched++;
         state_task_reindex(e, t);
         if ((rv = state_task_put(e, t)) != BERTH_OK) {
             rv_end = rv;

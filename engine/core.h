@@ -34,6 +34,7 @@
 #include "engine/hist.h"
 #include "engine/idtab.h"
 #include "engine/table.h"
+#include "engine/tcounts.h"
 #include "engine/mem.h"
 #include "store/keys.h"
 #include "store/records.h"
@@ -107,14 +108,6 @@ typedef struct route {
     uint32_t n_draining;
 } route;
 
-/* A topic's counters (metrics): they outlive the topic's struct, which
- * goes when nothing names it; e->tcounters holds them, bounded. */
-typedef struct tcounter {
-    char *name; /* owned; the key */
-    size_t len;
-    engine_topic_counters c;
-} tcounter;
-
 typedef struct wait_link {
     struct waiter *w;
     struct wait_link *prev, *next;
@@ -123,7 +116,7 @@ typedef struct wait_link {
 typedef struct topic {
     char *name; /* owned; the key in e->topics */
     size_t name_len;
-    tcounter *tc; /* its counters (shared past metrics_topics_max) */
+    engine_topic_counters *tc; /* its counters in e->tcounts ("_other"'s past the bound) */
     /* Its non-terminal tasks (R5), each in one of two orders: `ready`,
      * those fetchable when last placed, most urgent first (priority, then
      * fetchable instant, then seq); `later`, the others (delayed, backing
@@ -367,8 +360,7 @@ struct engine {
     heap outbox;        /* pending deliveries by next attempt */
     heap waits;         /* waiting fetches and awaits by deadline */
     table owners;       /* owner id (8 bytes) → its waiting requests (wait.c) */
-    table tcounters;    /* topic name → its counters (tcounter), never shrinking */
-    tcounter *tc_other; /* past metrics_topics_max: the counters the rest share */
+    tcounts tcounts;    /* the topics' counters: they outlive the topics' structs */
     hist task_latency;  /* submit accepted -> completed, seconds */
     hist fetch_wait;    /* a fetch's arrival -> its answer, seconds */
     hist fsync;         /* one store sync, seconds (the commit thread's) */

@@ -70,7 +70,8 @@
  *     options  -> check
  *     check    -> reply utf8 engine
  *     reply    -> mem utf8 engine
- *     core     -> backend heap hist idtab table mem engine
+ *     core     -> backend heap hist idtab tcounts table mem engine
+ *     tcounts  -> reply table mem engine
  *     heap     -> mem
  *     idtab    -> mem
  *     table    -> mem

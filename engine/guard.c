@@ -100,10 +100,10 @@ static int reply_one(engine *e, const engine_guard *g, const engine_result *resu
     /* Dispatched: the delete joins the dispatch's batch. Refusal is final
      * and silent (R12): the row goes, the event tells. */
     if (err != NULL) {
-        t->topic->tc->c.refused++;
+        t->topic->tc->refused++;
         turn_event(e, ENGINE_EVENT_TASK_REFUSED, t->topic, t->id, err, 0);
     } else {
-        t->topic->tc->c.completed++;
+        t->topic->tc->completed++;
         uint64_t now = e->t.now_ms;
         hist_observe(&e->task_latency,
                      now > t->created_at_ms ? (double)(now - t->created_at_ms) / 1000.0 : 0);
@@ -171,11 +171,11 @@ int guard_fail(engine *e, pending *p)
     t->run->failures = f.failures;
     t->run->retries_left = f.retries_left;
     t->run->lock_expires_at_ms = now; /* the claim ends with its failure */
-    t->topic->tc->c.failed++;
+    t->topic->tc->failed++;
     int rv;
     if (f.terminal) {
         t->terminal = true;
-        t->topic->tc->c.terminal++;
+        t->topic->tc->terminal++;
         state_task_unindex(t);
         (void)state_task_gauge(e, t, now); /* out of the gauges: frees, never fails */
         t->topic->n_terminal++;

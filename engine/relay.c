@@ -246,7 +246,7 @@ oom:
 
 static int relay_poison(engine *e, delivery *d, const char *reason)
 {
-    d->topic->tc->c.poisoned++;
+    d->topic->tc->poisoned++;
     d->poisoned = true;
     e->n_poisoned++;
     state_dep(e, d->chan)->n_poisoned++;
@@ -288,7 +288,7 @@ static int note_error(engine *e, delivery *d, const char *reason)
  * ceiling. d is out of the due index. */
 static int relay_retry(engine *e, delivery *d, const char *reason)
 {
-    d->topic->tc->c.retried++;
+    d->topic->tc->retried++;
     d->attempts++;
     int rv = note_error(e, d, reason);
     if (rv != BERTH_OK)
@@ -328,7 +328,7 @@ int relay_run(engine *e)
         }
         switch (sink_for(d->chan)->deliver(e, d, &reason)) {
         case SINK_DELIVERED:
-            d->topic->tc->c.delivered++;
+            d->topic->tc->delivered++;
             state_dep(e, d->chan)->n_deliveries--;
             if (d->fresh)
                 e->t.fresh.v[d->fresh_idx] = NULL;
@@ -451,7 +451,7 @@ static bool non_retryable(const instance *i, const char *code)
 
 static int push_delivered(engine *e, delivery *d, const engine_result *result)
 {
-    d->topic->tc->c.delivered++;
+    d->topic->tc->delivered++;
     if (d->has_instance) {
         engine_status st = {0};
         int rv = call_reply(e, d, result, NULL, &st);
@@ -471,7 +471,7 @@ static int push_delivered(engine *e, delivery *d, const engine_result *result)
 
 static int push_rejected(engine *e, delivery *d, const engine_error *err)
 {
-    d->topic->tc->c.rejected++;
+    d->topic->tc->rejected++;
     if (d->has_instance) {
         instance *i = instance_find(e, d->instance_id);
         int rv;

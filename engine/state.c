@@ -38,37 +38,6 @@
 /* The budget above: grow the task struct only with a reason. */
 _Static_assert(sizeof(void *) != 8 || sizeof(task) <= 112, "a task grew past its memory budget");
 
-static tcounter *tcounter_new(engine *e, const char *name, size_t len)
-{
-    tcounter *c = mem_calloc(1, sizeof(*c));
-    if (c == NULL || (c->name = mem_alloc(len + 1)) == NULL) {
-        free(c);
-        return NULL;
-    }
-    memcpy(c->name, name, len);
-    c->name[len] = '\0';
-    c->len = len;
-    c->c.topic = c->name;
-    if (table_put(&e->tcounters, c->name, len, c) != BERTH_OK) {
-        free(c->name);
-        free(c);
-        return NULL;
-    }
-    return c;
-}
-
-tcounter *state_counters(engine *e, const char *name, size_t len)
-{
-    tcounter *c = table_get(&e->tcounters, name, len);
-    if (c != NULL)
-        return c;
-    if (e->tcounters.n < e->o.metrics_topics_max)
-        return tcounter_new(e, name, len);
-    if (e->tc_other == NULL)
-        e->tc_other = tcounter_new(e, "_other", 6);
-    return e->tc_other;
-}
-
 topic *state_topic(engine *e, const char *name, size_t len, bool create)
 {
     topic *t = table_get(&e->topics, name, len);
@@ -87,7 +56,7 @@ topic *state_topic(engine *e, const char *name, size_t len, bool create)
     t->name_len = len;
     heap_init(&t->locked);
     heap_init(&t->backoff);
-    if ((t->tc = state_counters(e, t->name, len)) == NULL) {
+    if ((t->tc = tcounts_get(&e->tcounts, t->name, len)) == NULL) {
         free(t->name);
         free(t);
         return NULL;

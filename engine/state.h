@@ -25,10 +25,6 @@ static inline deployment *state_dep(engine *e, const channel *c)
 {
     return c != NULL ? c->dep : &e->implicit;
 }
-/* The counters of topic name (made if absent; past metrics_topics_max the
- * shared "_other"); NULL: no memory. */
-tcounter *state_counters(engine *e, const char *name, size_t len);
-
 /* What a task never claimed reads as (its retries_left is the engine's
  * budget: state_task_retries_left). */
 extern const task_run state_run_none;

@@ -195,7 +195,7 @@ static void submit_one(engine *e, const engine_submit_args *a, engine_submitted 
         reply_no_memory(st);
         return;
     }
-    tp->tc->c.submitted++;
+    tp->tc->submitted++;
     store_id_format(d->id, out->id);
     out->duplicate = false;
 }
@@ -356,7 +356,7 @@ int submit_call(engine *e, pending *p)
     if (k != NULL && !key_keep(e, k, i->id)) /* (k is freed) */
         return turn_fail(e, ENGINE_CODE_RESOURCE_EXHAUSTED, "out of memory keeping a call's key");
     e->t.count.calls++;
-    tp->tc->c.submitted++;
+    tp->tc->submitted++;
     store_id_format(i->id, r->submitted->id);
     r->submitted->duplicate = false;
     return BERTH_OK;

@@ -56,6 +56,7 @@
 #include "engine/mem.h"
 #include "engine/reply.h"
 #include "engine/rules.h"
+#include "engine/tcounts.h"
 #include "pg/pgconn.h"
 #include "pg/pgguard.h"
 #include "pg/pglisten.h"
@@ -106,7 +107,8 @@ typedef struct lane {
     uint64_t now_ms;  /* the clock when it was planned */
     uint64_t rings;   /* the replica's rings when it was planned */
     uint64_t deadline_mono_ms;
-    bool housekeeping; /* the turn in flight is one */
+    uint64_t started_us; /* monotonic: its first statement sent */
+    bool housekeeping;   /* the turn in flight is one */
 } lane;
 
 typedef struct pgactor {
@@ -139,6 +141,7 @@ typedef struct pgactor {
     engine_recovery recovery;
     engine_stats counters; /* the replica's own: turns, waits, failed commits */
     hist task_latency, fetch_wait, commit_batch, fsync; /* METRICS' histograms */
+    tcounts topics; /* the replica's counters per topic (its own acts, as the embedded store's) */
     /* METRICS' gauges from the database, as the last STATS-like read left
      * them (ENGINE_GAUGES_MAX_AGE_MS at most: older, METRICS reads again) */
     struct {
@@ -163,19 +166,26 @@ static uint64_t now_ms(const pgactor *a)
 
 /* ---- answering ---- */
 
-static void answer(pgreq *p)
+static void answer(pgactor *a, pgreq *p)
 {
+    /* A fetch's wait, from its arrival to its answer (the embedded
+     * store's, on the engine's clock). */
+    if (p->req.op == ENGINE_OP_FETCH && p->reply->status.code == ENGINE_CODE_OK) {
+        uint64_t now = now_ms(a);
+        hist_observe(&a->fetch_wait,
+                     now > p->arrived_ms ? (double)(now - p->arrived_ms) / 1000.0 : 0);
+    }
     p->done(p->arg, p->reply);
     free(p);
 }
 
 /* Answered st and nothing else (a turn that did not commit). */
-static void answer_status(pgreq *p, const engine_status *st)
+static void answer_status(pgactor *a, pgreq *p, const engine_status *st)
 {
     engine_reply *r = p->reply;
     r->status = *st;
     r->n_submitted = r->n_tasks = r->n_statuses = r->n_topic_stats = 0;
-    answer(p);
+    answer(a, p);
 }
 
 /* ---- doorbells ---- */
@@ -448,7 +458,7 @@ static void waits_end(pgactor *a, uint64_t now, bool cancel, uint64_t owner)
                              "the fetch's connection closed");
                 a->counters.waits_cancelled++;
             }
-            answer(p);
+            answer(a, p);
         } else {
             i++;
         }
@@ -492,7 +502,7 @@ static void park_or_answer(pgactor *a, pgreq *p, uint64_t now)
     bool more = p->req.op == ENGINE_OP_AWAIT_CALL ? p->live : r->n_tasks == 0;
     if (r->status.code != ENGINE_CODE_OK || !more || !p->may_wait ||
         (p->deadline_ms != 0 && p->deadline_ms <= now)) {
-        answer(p);
+        answer(a, p);
         return;
     }
     if (p->deadline_ms == 0) {
@@ -501,7 +511,7 @@ static void park_or_answer(pgactor *a, pgreq *p, uint64_t now)
                             &st)) {
             a->counters.waits_refused++;
             r->status = st;
-            answer(p);
+            answer(a, p);
             return;
         }
         p->deadline_ms = now + p->wait_ms;
@@ -509,7 +519,7 @@ static void park_or_answer(pgactor *a, pgreq *p, uint64_t now)
     p->completes_done = true; /* (rung stays: a ring during its claim sends it back) */
     pgreq **slot = VEC_ADD(&a->waiters);
     if (slot == NULL) {
-        answer(p);
+        answer(a, p);
         return;
     }
     *slot = p;
@@ -530,9 +540,9 @@ static void turn_failed(pgactor *a, pgreq *list, const engine_status *st)
             p->rung = true;
             park_or_answer(a, p, now);
         } else if (p->settled) {
-            answer(p);
+            answer(a, p);
         } else {
-            answer_status(p, st);
+            answer_status(a, p, st);
         }
     }
 }
@@ -579,7 +589,9 @@ static void turn_start(pgactor *a, lane *l)
                      .housekeeping = l->housekeeping,
                      .one_round = l->attempt == 0 && pgturn_mono_ms() >= a->two_rounds_until_ms,
                      /* one turn in flight per lane: the budget shared out */
-                     .fetch_budget = a->o.fetch_inflight_max_bytes / PGACTOR_LANES};
+                     .fetch_budget = a->o.fetch_inflight_max_bytes / PGACTOR_LANES,
+                     .topics = &a->topics,
+                     .task_latency = &a->task_latency};
     if (pgops_plan(&a->o, &a->counters, l->list, &how, l->conn, &t) != BERTH_OK) {
         engine_status st;
         reply_no_memory(&st);
@@ -601,6 +613,7 @@ static void turn_start(pgactor *a, lane *l)
         pt->cut_after_commit = true;
     }
     l->deadline_mono_ms = pgturn_mono_ms() + TURN_TIMEOUT_MS;
+    l->started_us = pgturn_mono_us();
     if (pgturn_start(pt) != BERTH_OK && pt->outcome == PGTURN_PENDING) {
         pt->outcome = PGTURN_ABORTED;
         snprintf(pt->message, sizeof pt->message, "a malformed turn");
@@ -707,6 +720,11 @@ static void metrics(pgactor *a, engine_reply *r, bool from_db)
         }
         r->n_topic_stats = a->gauges.n;
     }
+    if (tcounts_read(&a->topics, r) != BERTH_OK) {
+        reply_reset(r);
+        reply_no_memory(&r->status);
+        return;
+    }
     r->metrics.shared = true;
     hist_read(&a->task_latency, &r->metrics.task_latency);
     hist_read(&a->fetch_wait, &r->metrics.fetch_wait);
@@ -765,7 +783,7 @@ static void committed(pgactor *a, lane *l)
                 if (p->req.op == ENGINE_OP_METRICS)
                     metrics(a, p->reply, true);
             }
-            answer(p);
+            answer(a, p);
         }
     }
 }
@@ -776,6 +794,10 @@ static void turn_end(pgactor *a, lane *l)
 {
     pgturn *pt = pgops_pgturn(l->turn);
     if (pt->outcome == PGTURN_COMMITTED) {
+        /* berth_fsync_seconds: what makes a turn durable here is its
+         * transaction, first statement to COMMIT's answer. */
+        if (!pgops_empty(l->turn))
+            hist_observe(&a->fsync, (double)(pgturn_mono_us() - l->started_us) / 1e6);
         committed(a, l);
         return;
     }
@@ -972,15 +994,16 @@ static pgreq *sort_out(pgactor *a, pgreq *head, uint64_t now, pgreq **ticks, pgr
     for (pgreq *p = head, *next; p != NULL; p = next) {
         next = p->next;
         p->next = NULL;
+        p->arrived_ms = now;
         if (p->req.op == ENGINE_OP_CANCEL) {
             waits_end(a, now, true, p->req.u.cancel.owner);
-            answer(p);
+            answer(a, p);
         } else if (p->req.op == ENGINE_OP_METRICS && gauges_fresh(a)) {
             metrics(a, p->reply, false);
-            answer(p);
+            answer(a, p);
         } else if (known_empty(a, p)) {
             if (!pgops_fetch_check(&a->o, p))
-                answer(p);
+                answer(a, p);
             else
                 park_or_answer(a, p, now);
         } else if (p->req.op == ENGINE_OP_TICK) {
@@ -1008,7 +1031,7 @@ static void closing(pgactor *a, pgreq *rest)
     reply_unavailable(&st, "the engine is closing");
     turn_failed(a, rest, &st);
     for (size_t i = 0; i < a->waiters.n; i++)
-        answer_status(a->waiters.v[i], &st);
+        answer_status(a, a->waiters.v[i], &st);
     a->waiters.n = 0;
 }
 
@@ -1042,7 +1065,7 @@ static void *pgactor_main(void *arg)
             pgreq *rest = sort_out(a, head, now_ms(a), &ticks, &tail);
             for (pgreq *p = ticks, *next; p != NULL; p = next) {
                 next = p->next;
-                answer(p);
+                answer(a, p);
             }
             closing(a, rest);
             return NULL;
@@ -1079,7 +1102,7 @@ static void *pgactor_main(void *arg)
         if (!busy(a) && ticks != NULL) { /* a tick: every turn it caused has run */
             for (pgreq *p = ticks, *next; p != NULL; p = next) {
                 next = p->next;
-                answer(p);
+                answer(a, p);
             }
             ticks = NULL;
             continue;
@@ -1142,6 +1165,7 @@ static void pgactor_free(engine *e)
     pglisten_fini(&a->listen);
     pgstmt_fini(&a->stmts);
     gauges_free(a);
+    tcounts_fini(&a->topics);
     for (size_t i = 0; i < a->watches.n; i++)
         free(a->watches.v[i].topic);
     VEC_FREE(&a->watches);
@@ -1247,7 +1271,9 @@ int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen
     pthread_mutex_init(&a->mu, NULL);
     uint64_t t0 = engine_monotonic_ms();
     PGconn *mig = NULL;
-    int rv = a->uri == NULL || a->efd < 0 ? BERTH_ENOMEM : BERTH_OK;
+    int rv = a->uri == NULL || a->efd < 0 || tcounts_init(&a->topics, a->o.metrics_topics_max)
+                 ? BERTH_ENOMEM
+                 : BERTH_OK;
     if (rv != BERTH_OK)
         snprintf(err, errlen, "out of memory");
     if (rv == BERTH_OK)

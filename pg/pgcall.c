@@ -744,6 +744,9 @@ static void answer_calls(pgops_turn *t)
             continue;
         pgplan_winner(res, ++sent, c->iid, out);
         if (!out->duplicate) {
+            engine_topic_counters *tc = pgplan_counters(t, c->a->request.topic);
+            if (tc != NULL)
+                tc->submitted++;
             t->delta.calls++;
             pgplan_event(t, ENGINE_EVENT_TASK_PARKED, c->a->request.topic, c->tid, NULL, 0);
         }

@@ -237,6 +237,17 @@ void pgclaim_answer(pgops_turn *t, pgreq *p)
         }
     }
     r->n_tasks = (size_t)n;
+    if (one_topic_fetch(p)) {
+        engine_topic_counters *c = pgplan_counters(t, p->req.u.fetch.topics[0]);
+        if (c != NULL)
+            c->fetched += (uint64_t)n;
+        return;
+    }
+    for (size_t i = 0; i < r->n_tasks; i++) {
+        engine_topic_counters *c = pgplan_counters(t, r->tasks[i].topic);
+        if (c != NULL)
+            c->fetched++;
+    }
 }
 
 void pgclaim_dues(pgops_turn *t)

@@ -444,6 +444,8 @@ static bool read_fast_rows(pgops_turn *t, const PGresult *res)
             pgwire_get_bool(res, i, 1, &w.deleted) != BERTH_OK ||
             pgwire_get_text(res, i, 2, &s, &len) != BERTH_OK || (w.topic = mem_strdup(s)) == NULL)
             return false;
+        if (w.deleted && PQnfields(res) > 8 && !pgwire_isnull(res, i, 8))
+            (void)pgwire_get_int8(res, i, 8, &w.created_at); /* (0: no latency) */
         if (!w.deleted) {
             if (pgwire_get_bool(res, i, 3, &w.terminal) != BERTH_OK)
                 goto bad;
@@ -483,6 +485,27 @@ void pgguard_fast_answer(pgops_turn *t)
     }
 }
 
+/* The replica's counters of a verdict kept (the embedded store's:
+ * guard.c), and a completion's latency from its task's creation. */
+static void count(pgops_turn *t, const guard_item *g, const trow *w)
+{
+    engine_topic_counters *c = pgplan_counters(t, w->topic);
+    if (g->kind == G_COMPLETE) {
+        if (c != NULL)
+            c->completed++;
+        if (t->task_latency != NULL && w->created_at > 0)
+            hist_observe(t->task_latency,
+                         t->now_ms > (uint64_t)w->created_at
+                             ? (double)(t->now_ms - (uint64_t)w->created_at) / 1000.0
+                             : 0);
+    } else if (g->kind == G_REFUSE && c != NULL) {
+        c->refused++;
+    } else if (g->kind == G_FAIL && c != NULL) {
+        c->failed++;
+        c->terminal += g->p->reply->terminal;
+    }
+}
+
 void pgguard_events(pgops_turn *t)
 {
     for (size_t i = 0; i < t->guards.n; i++) {
@@ -490,6 +513,7 @@ void pgguard_events(pgops_turn *t)
         if (g->st->code != ENGINE_CODE_OK)
             continue;
         const trow *w = pgguard_row(t, g->id);
+        count(t, g, w);
         if (g->kind == G_COMPLETE)
             pgplan_event(t, ENGINE_EVENT_TASK_COMPLETED, w->topic, g->id, NULL, 0);
         else if (g->kind == G_REFUSE)

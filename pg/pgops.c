@@ -144,6 +144,8 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     t->replica = replica;
     t->notify_in_turn = how->notify_in_turn;
     t->fetch_budget = how->fetch_budget;
+    t->topics = how->topics;
+    t->task_latency = how->task_latency;
     size_t fetches = 0;
     for (pgreq *p = list; p != NULL; p = p->next) {
         p->claim = -1;

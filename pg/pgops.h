@@ -31,7 +31,9 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/hist.h"
 #include "engine/rules.h"
+#include "engine/tcounts.h"
 #include "pg/pgreq.h"
 #include "pg/pgturn.h"
 
@@ -54,6 +56,10 @@ typedef struct pgops_how {
                             * again without it) */
     uint64_t fetch_budget; /* the task bytes its claims may answer at most
                             * (pgclaim.h: a fetch past it waits a turn) */
+    /* Once committed, the turn counts its acts per topic here, and each
+     * completion's latency (NULL: not counted). */
+    tcounts *topics;
+    hist *task_latency;
 } pgops_how;
 
 /* Plans the turn over list (linked by next): the checks, then the

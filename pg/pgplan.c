@@ -173,6 +173,11 @@ void pgplan_notify_add(pgops_turn *t, char kind, const char *topic, uint64_t in_
     t->notify_len += n;
 }
 
+engine_topic_counters *pgplan_counters(pgops_turn *t, const char *topic)
+{
+    return t->topics != NULL && topic != NULL ? tcounts_get(t->topics, topic, strlen(topic)) : NULL;
+}
+
 void pgplan_event(pgops_turn *t, engine_event_kind kind, const char *topic,
                   const uint8_t id[BERTH_ID_LEN], const engine_error *err, uint32_t retries_left)
 {

@@ -13,8 +13,10 @@
 #include <stdint.h>
 
 #include "engine/check.h"
+#include "engine/hist.h"
 #include "engine/mem.h"
 #include "engine/rules.h"
+#include "engine/tcounts.h"
 #include "pg/pgreq.h"
 #include "pg/pgturn.h"
 #include "pg/pgwire.h"
@@ -128,6 +130,8 @@ struct pgops_turn {
     bool notify_in_turn;
     uint64_t fetch_budget; /* pgops_how's */
     bool admin;            /* an operator's retry or discard: two rounds (pgadmin.h) */
+    tcounts *topics;       /* pgops_how's: the acts of the turn, counted once committed */
+    hist *task_latency;
 };
 
 /* Appends *val (n bytes) to a VEC: false when out of memory. */
@@ -162,5 +166,8 @@ void pgplan_notify_add(pgops_turn *t, char kind, const char *topic, uint64_t in_
 /* An event of the turn, published through the options' on_event. */
 void pgplan_event(pgops_turn *t, engine_event_kind kind, const char *topic,
                   const uint8_t id[BERTH_ID_LEN], const engine_error *err, uint32_t retries_left);
+/* The replica's counters of topic, to count what a committed turn did;
+ * NULL when the turn counts nothing, or out of memory. */
+engine_topic_counters *pgplan_counters(pgops_turn *t, const char *topic);
 
 #endif

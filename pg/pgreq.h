@@ -20,6 +20,7 @@ typedef struct pgreq {
     void *arg;
     engine_reply *reply;
     struct pgreq *next;
+    uint64_t arrived_ms; /* the engine's clock when the actor took it */
     /* this turn */
     bool settled; /* answered by the checks: nothing of it goes to the database */
     int claim;    /* a fetch's claim statement (get_task's, list_incidents'), -1 none */

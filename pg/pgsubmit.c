@@ -230,6 +230,9 @@ void pgsubmit_events(pgops_turn *t)
     for (size_t i = 0; i < t->subs.n; i++) {
         const sub_item *s = &t->subs.v[i];
         if (!s->out->duplicate) {
+            engine_topic_counters *c = pgplan_counters(t, s->a->topic);
+            if (c != NULL)
+                c->submitted++;
             uint8_t id[BERTH_ID_LEN];
             memcpy(id, s->id, BERTH_ID_LEN);
             pgplan_event(t, ENGINE_EVENT_TASK_PARKED, s->a->topic, id, NULL, 0);

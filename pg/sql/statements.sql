@@ -232,22 +232,25 @@ SELECT id, topic, terminal, worker_id, lock_token, lock_expires_at, claims, fail
 --   one element per completion.
 -- Result, one row per id that names a task: id uuid, deleted bool, topic
 --   text, then (not deleted) terminal bool, worker_id text, lock_token
---   uuid, lock_expires_at int8 (NULL when never claimed).
+--   uuid, lock_expires_at int8 (NULL when never claimed); undecided; then
+--   (deleted) created_at int8, for the task's latency.
 WITH g AS (SELECT u.id, u.token, u.worker
              FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS u(id, token, worker)),
      d AS (DELETE FROM berth.tasks t
             WHERE t.id = ANY($1::uuid[]) AND t.terminal IS NOT TRUE
               AND t.lock_expires_at > berth.now_ms() AND t.instance_id IS NULL
               AND ((t.id, t.lock_token, t.worker_id) IN (SELECT id, token, worker FROM g)) IS TRUE
-            RETURNING t.id, t.topic)
+            RETURNING t.id, t.topic, t.created_at)
 SELECT id, true AS deleted, topic, NULL::boolean AS terminal, NULL::text AS worker_id,
-       NULL::uuid AS lock_token, NULL::int8 AS lock_expires_at, NULL::boolean AS undecided
+       NULL::uuid AS lock_token, NULL::int8 AS lock_expires_at, NULL::boolean AS undecided,
+       created_at
   FROM d
 UNION ALL
 SELECT t.id, false, t.topic, t.terminal, t.worker_id, t.lock_token, t.lock_expires_at,
        CASE WHEN NOT t.terminal AND t.lock_expires_at > berth.now_ms()
                  AND ((t.id, t.lock_token, t.worker_id) IN (SELECT id, token, worker FROM g)) IS TRUE
-            THEN berth.guard_undecided() END
+            THEN berth.guard_undecided() END,
+       NULL::int8
   FROM berth.tasks t
  WHERE t.id = ANY (ARRAY(SELECT x FROM unnest($1::uuid[]) AS x
                           WHERE (x IN (SELECT id FROM d)) IS NOT TRUE));

@@ -172,6 +172,78 @@ Test(gauges, a_halted_engine_answers_metrics_unavailable_so_healthz_says_503)
     engine_reply_free(r);
 }
 
+static void ok(engine_reply *r)
+{
+    h_expect_ok(r);
+    engine_reply_free(r);
+}
+
+static const engine_topic_counters *counters_of(const engine_reply *r, const char *topic)
+{
+    for (size_t i = 0; i < r->metrics.n_topics; i++)
+        if (strcmp(r->metrics.topics[i].topic, topic) == 0)
+            return &r->metrics.topics[i];
+    cr_assert_fail("no counters for topic %s", topic);
+    return NULL;
+}
+
+/* The counters per topic count what this process did, each act once, the
+ * same on either store (on PostgreSQL: the replica's own acts); past
+ * metrics_topics_max topics the rest share "_other". A completion's
+ * latency and every fetch's wait are observed. */
+Test(gauges, topic_counters_count_each_act_once_within_their_bound)
+{
+    h_close();
+    H.o.metrics_topics_max = 2;
+    h_open();
+    for (int i = 0; i < 3; i++)
+        h_submit("a", "p", NULL);
+    engine_reply_free(h_submit_key("a", "p", "k"));
+    engine_reply_free(h_submit_key("a", "p", "k")); /* a duplicate: not counted */
+    h_submit("b", "p", NULL);
+    h_submit("c", "p", NULL); /* the third topic: "_other" */
+
+    engine_reply *f = h_fetch("w", "a", 10, 60000);
+    cr_assert_eq(f->n_tasks, 4);
+    engine_task *t = f->tasks;
+    ok(h_complete(t[0].id, "w", t[0].lock_token));
+    ok(h_guarded(ENGINE_OP_REFUSE, t[1].id, "w", t[1].lock_token));
+    ok(h_fail(t[2].id, "w", t[2].lock_token, "E"));
+    engine_request last = {.op = ENGINE_OP_FAIL};
+    last.u.fail.guard = (engine_guard){t[3].id, "w", t[3].lock_token};
+    last.u.fail.error = (engine_error){.code = "E", .message = "for good"};
+    last.u.fail.has_retries_left = true; /* retries_left 0: terminal */
+    engine_reply *r = h_exec(&last);
+    h_expect_ok(r);
+    cr_assert(r->terminal);
+    engine_reply_free(r);
+    engine_reply_free(f);
+    f = h_fetch("w", "c", 10, 60000);
+    cr_assert_eq(f->n_tasks, 1);
+    ok(h_complete(f->tasks[0].id, "w", f->tasks[0].lock_token));
+    engine_reply_free(f);
+
+    engine_request m = {.op = ENGINE_OP_METRICS};
+    r = h_exec(&m);
+    h_expect_ok(r);
+    cr_assert_eq(r->metrics.n_topics, 3, "a, b and _other");
+    const engine_topic_counters *a = counters_of(r, "a"), *b = counters_of(r, "b"),
+                                *o = counters_of(r, "_other");
+    cr_assert(
+        a->submitted == 4 && a->fetched == 4 && a->completed == 1 && a->refused == 1 &&
+            a->failed == 2 && a->terminal == 1,
+        "a: submitted %llu fetched %llu completed %llu refused %llu failed %llu terminal %llu",
+        (unsigned long long)a->submitted, (unsigned long long)a->fetched,
+        (unsigned long long)a->completed, (unsigned long long)a->refused,
+        (unsigned long long)a->failed, (unsigned long long)a->terminal);
+    cr_assert(b->submitted == 1 && b->fetched == 0 && b->completed == 0);
+    cr_assert(o->submitted == 1 && o->fetched == 1 && o->completed == 1);
+    cr_assert_eq(r->metrics.task_latency.count, 2, "two completions");
+    cr_assert_eq(r->metrics.fetch_wait.count, 2, "two fetches answered");
+    cr_assert_gt(r->metrics.fsync.count, 0, "what made them durable is timed");
+    engine_reply_free(r);
+}
+
 #ifdef BERTH_WITH_PG
 /* On PostgreSQL the gauges are the cluster's, read from the database: a
  * task another replica submitted shows within a second, and within that

@@ -1286,10 +1286,12 @@ static const colspec fast_cols[] = {
     {"lock_token", PGWIRE_UUID},
     {"lock_expires_at", PGWIRE_INT8},
     {"undecided", PGWIRE_BOOL},
+    {"created_at", PGWIRE_INT8},
 };
 
-/* complete_fast's rows as "k:D|S:topic:terminal:worker:token:expires"
- * (D deleted, S its lock state), ' '-joined in k order. */
+/* complete_fast's rows as "k:D:topic:@created_at" (deleted) or
+ * "k:S:topic:terminal:worker:token:expires" (its lock state), ' '-joined
+ * in k order. */
 static const char *fast_rows(const PGresult *r, const uint8_t *const *tokens)
 {
     static char out[MAXI * 129];
@@ -1307,7 +1309,12 @@ static const char *fast_rows(const PGresult *r, const uint8_t *const *tokens)
         int k = k_of(id);
         int used =
             snprintf(rows[i], sizeof rows[i], "%d:%s:%.*s", k, deleted ? "D" : "S", (int)len, s);
-        if (!deleted) {
+        if (deleted) {
+            int64_t at = -1;
+            cr_assert_eq(pgwire_get_int8(r, i, 8, &at), BERTH_OK);
+            snprintf(rows[i] + used, sizeof rows[i] - (size_t)used, ":@%lld", (long long)at);
+        } else {
+            cr_assert(pgwire_isnull(r, i, 8), "created_at only for a deleted task");
             cr_assert_eq(pgwire_get_bool(r, i, 3, &terminal), BERTH_OK);
             const char *w = "-";
             size_t wl = 1;
@@ -1360,11 +1367,12 @@ Test(complete_fast, deletes_what_its_live_lock_holds_and_answers_the_rest_their_
     pgwire_params p;
     fast_params(&p, buf, sizeof buf, it, 6);
     PGresult *r = turn1(c, 3000, "complete_fast", &p);
-    assert_columns(r, fast_cols, 8, "complete_fast");
+    assert_columns(r, fast_cols, 9, "complete_fast");
     const uint8_t *tokens[] = {x[1].token, x[2].token, x[3].token, NULL};
-    cr_assert_str_eq(fast_rows(r, tokens),
-                     "1:D:t 2:S:t:F:w:t0:32000 3:S:t:F:w:t1:2500 4:S:t:F:w:t2:32000 5:S:t:F:-:-:-1",
-                     "the absent id is no row");
+    cr_assert_str_eq(
+        fast_rows(r, tokens),
+        "1:D:t:@1000 2:S:t:F:w:t0:32000 3:S:t:F:w:t1:2500 4:S:t:F:w:t2:32000 5:S:t:F:-:-:-1",
+        "the absent id is no row");
     PQclear(r);
     cr_assert_str_eq(task_ks(look), "2,3,4,5", "only the held lock's task is gone");
     pgconn_close(look);
