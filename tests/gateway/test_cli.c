@@ -273,3 +273,25 @@ Test(when, instants)
         cr_assert_gt(strlen(err), 0);
     }
 }
+
+/* berth top: one frame as JSON, then a list with a berthd that is not
+ * there (named, skipped), then only such (exit 4) and a bad list (2). */
+DTest(cli, top_shows_one_frame_as_json_and_names_what_it_cannot_reach)
+{
+    char out[4096];
+    cr_assert_eq(run(out, sizeof(out), "submit topjobs one"), 0);
+    cr_assert_eq(run(out, sizeof(out), "top --metrics %s --count 1 --json", D.metrics), 0);
+    cr_assert(strstr(out, "{\"replicas\":1,\"reached\":1,\"unreachable\":[],\"topics\":[{\"topic\":"
+                          "\"topjobs\",\"ready\":1,") != NULL,
+              "%s", out);
+    cr_assert(strstr(out, "\"completed_per_s\":null") != NULL, "no rate from one frame: %s", out);
+    cr_assert_eq(
+        run(out, sizeof(out), "top --metrics %s,http://127.0.0.1:9 --count 1 --json", D.metrics),
+        0);
+    cr_assert(
+        strstr(out, "\"replicas\":2,\"reached\":1,\"unreachable\":[\"http://127.0.0.1:9\"]") !=
+            NULL,
+        "%s", out);
+    cr_assert_eq(run(out, sizeof(out), "top --metrics http://127.0.0.1:9 --count 1"), 4);
+    cr_assert_eq(run(out, sizeof(out), "top --metrics , --count 1"), 2);
+}

@@ -1502,6 +1502,51 @@ RTest(each_replica_serves_healthz_and_metrics_of_its_own_and_the_cluster_s_tasks
                   "replica %d: %s", k, body);
         free(body);
     }
+
+    /* Counters are each replica's own acts: three submits through A, two
+     * fetched through B, one completed through each. */
+    bc *b = d_client(&R[1]);
+    w_free(w_submit(a, "m", "x", NULL));
+    w_free(w_submit(a, "m", "x", NULL));
+    Berth__V1__Response *f = w_fetch(b, "w", "m", 2, 60000, 0);
+    cr_assert_eq(f->fetch->n_tasks, 2);
+    for (int k = 0; k < 2; k++) {
+        Berth__V1__Task *t = f->fetch->tasks[k];
+        Berth__V1__Response *r = w_guarded(k == 0 ? a : b, BERTH__V1__REQUEST__METHOD_COMPLETE,
+                                           t->id, "w", t->lock_token);
+        cr_assert(r->status == NULL || r->status->code == BERTH__V1__CODE__OK);
+        w_free(r);
+    }
+    w_free(f);
+    static const char *const own[2][3] = {{"berth_tasks_submitted_total{topic=\"m\"} 3\n",
+                                           "berth_tasks_completed_total{topic=\"m\"} 1\n",
+                                           "berth_tasks_fetched_total{topic=\"m\"} 0\n"},
+                                          {"berth_tasks_fetched_total{topic=\"m\"} 2\n",
+                                           "berth_tasks_completed_total{topic=\"m\"} 1\n",
+                                           "berth_tasks_submitted_total{topic=\"m\"} 0\n"}};
+    for (int k = 0; k < 2; k++) {
+        char *body;
+        cr_assert_eq(d_http_get(&R[k], "/metrics", &body), 200);
+        for (int i = 0; i < 3; i++)
+            cr_assert(strstr(body, own[k][i]) != NULL, "replica %d lacks %s%s", k, own[k][i], body);
+        free(body);
+    }
+
+    /* berth top over both: the cluster's gauges once, counters summed. */
+    sleep_ms(1100); /* the gauges' cache (a second at most) is past */
+    char cmd[600], out[4096];
+    snprintf(cmd, sizeof cmd, "%s top --metrics %s,%s --count 1 --json", BERTH_CLI_PATH,
+             R[0].metrics, R[1].metrics);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "%s", out);
+    cr_assert(strstr(out, "\"replicas\":2,\"reached\":2") != NULL, "%s", out);
+    cr_assert(strstr(out, "{\"topic\":\"m\",\"ready\":1,\"delayed\":0,\"locked\":0,\"backoff\":0,"
+                          "\"terminal\":0,\"completed\":2,") != NULL,
+              "one ready task (not one per replica), two completions (one per replica): %s", out);
+    bc_close(b);
     bc_close(a);
 }
 

@@ -328,5 +328,6 @@ int cmd_stats(opts *o)
 
 int cmd_top(opts *o)
 {
-    return top_run(o->metrics, o->has_count ? (long)o->count : 0, isatty(STDOUT_FILENO));
+    return top_run(o->metrics, o->has_count ? (long)o->count : 0, isatty(STDOUT_FILENO) && !o->json,
+                   o->json);
 }

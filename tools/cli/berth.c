@@ -101,9 +101,11 @@ static const command commands[] = {
      "berth stats [--admin URL] [--admin-key-file FILE]\n"
      "  Tasks by topic and state, the outbox, waiting fetches.\n"},
     {"top", cmd_top, false,
-     "berth top [--metrics URL] [--count N]\n"
+     "berth top [--metrics URL[,URL...]] [--count N] [--json]\n"
      "  A live view, every second: tasks by topic and state, completions and failures per\n"
-     "  second, waiting fetches, the outbox, the store's fsync p50/p99 (from /metrics).\n"},
+     "  second, waiting fetches, the outbox, the store's fsync p50/p99 (from /metrics).\n"
+     "  Several URLs (replicas on PostgreSQL) are shown as one cluster. --json: one object\n"
+     "  per second, a line each.\n"},
     {"watch", cmd_watch, false,
      "berth watch [SUBJECT_PREFIX...] [--events URL] [--count N]\n"
      "  Prints events (task.parked.<topic>, task.completed.<topic>, ...) as they happen.\n"},

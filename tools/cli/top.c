@@ -1,8 +1,16 @@
 /*
- * top.c — `berth top`: a live view of a berthd from its /metrics, every
+ * top.c — `berth top`: a live view of berthd from its /metrics, every
  * second: tasks by topic and state, completions and failures per second,
  * waiting fetches, the outbox, and the store's fsync time (p50 and p99 of
  * the syncs in the last second, to their histogram bucket).
+ *
+ * Given the /metrics of several replicas (on PostgreSQL), it shows the
+ * cluster: counters, histograms and the replicas' own gauges are summed;
+ * gauges labelled scope="cluster" (read from the shared database, the same
+ * on each) are taken once (the largest). Rates are each replica's change
+ * since its last scrape, summed over the replicas reached both times, so a
+ * replica that cannot be reached for a frame is named and skipped, never
+ * counted as a drop.
  */
 #include "tools/cli/top.h"
 
@@ -17,17 +25,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/cli/cli.h"
+
 #define TOP_TOPICS   64
 #define TOP_BUCKETS  32
 #define TOP_RESPONSE (8u << 20)
+#define TOP_URLS     16
 
 typedef struct top_topic {
     char name[208];
     double state[5]; /* ready, delayed, locked, backoff, terminal */
+    bool cluster;    /* its states are the cluster's (scope="cluster") */
     double completed, failed;
 } top_topic;
 
 typedef struct frame {
+    bool ok; /* the scrape answered */
     top_topic t[TOP_TOPICS];
     size_t n;
     double waiting, outbox, poisoned;
@@ -131,6 +144,7 @@ static top_topic *topic_of(frame *f, const char *name)
 static void parse(const char *text, frame *f)
 {
     memset(f, 0, sizeof(*f));
+    f->ok = true;
     for (const char *line = text; line && *line;) {
         const char *end = strchr(line, '\n');
         size_t n = end ? (size_t)(end - line) : strlen(line);
@@ -145,6 +159,9 @@ static void parse(const char *text, frame *f)
             top_topic *t = has_topic ? topic_of(f, topic) : NULL;
             if (strncmp(l, "berth_tasks{", 12) == 0 && t &&
                 label_of(l, "state", state, sizeof(state))) {
+                char scope[16];
+                t->cluster =
+                    label_of(l, "scope", scope, sizeof(scope)) && strcmp(scope, "cluster") == 0;
                 static const char *const names[] = {"ready", "delayed", "locked", "backoff",
                                                     "terminal"};
                 for (int k = 0; k < 5; k++)
@@ -170,18 +187,34 @@ static void parse(const char *text, frame *f)
     }
 }
 
-/* The bucket bound under which fraction q of the syncs since `prev` fell
- * (ms), or -1 when there was none. */
-static double quantile_ms(const frame *now, const frame *prev, double q)
+/* The fsync buckets' growth since the last frame, summed over the
+ * replicas scraped both times (their bounds are berthd's, the same). */
+typedef struct growth {
+    double le[TOP_BUCKETS], d[TOP_BUCKETS];
+    size_t nb;
+} growth;
+
+static void grow(growth *g, const frame *now, const frame *prev)
 {
-    if (now->nb == 0 || now->nb != prev->nb)
+    if (!now->ok || !prev->ok || now->nb == 0 || now->nb != prev->nb ||
+        (g->nb != 0 && g->nb != now->nb))
+        return;
+    g->nb = now->nb;
+    for (size_t i = 0; i < now->nb; i++) {
+        g->le[i] = now->le[i];
+        g->d[i] += now->cum[i] - prev->cum[i];
+    }
+}
+
+/* The bucket bound under which fraction q of the syncs fell (ms); -1 when
+ * there was none, -2 past the last bound. */
+static double quantile_ms(const growth *g, double q)
+{
+    if (g->nb == 0 || g->d[g->nb - 1] <= 0)
         return -1;
-    double total = now->cum[now->nb - 1] - prev->cum[now->nb - 1];
-    if (total <= 0)
-        return -1;
-    for (size_t i = 0; i < now->nb; i++)
-        if (now->cum[i] - prev->cum[i] >= q * total)
-            return now->le[i] < 0 ? -2 : now->le[i] * 1000;
+    for (size_t i = 0; i < g->nb; i++)
+        if (g->d[i] >= q * g->d[g->nb - 1])
+            return g->le[i] < 0 ? -2 : g->le[i] * 1000;
     return -1;
 }
 
@@ -195,49 +228,188 @@ static void print_ms(const char *what, double ms)
         printf(" %s <=%g ms", what, ms);
 }
 
-int top_run(const char *url, long count, bool tty)
+static void json_ms(const char *what, double ms)
 {
-    static frame now, prev;
+    if (ms >= 0)
+        printf(",\"%s\":%g", what, ms);
+    else
+        printf(",\"%s\":null", what);
+}
+
+static const top_topic *find(const frame *f, const char *name)
+{
+    for (size_t i = 0; f->ok && i < f->n; i++)
+        if (strcmp(f->t[i].name, name) == 0)
+            return &f->t[i];
+    return NULL;
+}
+
+/* One topic over the replicas: its states (the cluster's once, else
+ * summed), its totals, and its rates (-1: no replica scraped twice). */
+typedef struct row {
+    double state[5], completed, failed, done_s, failed_s;
+} row;
+
+static row merge(const frame *now, const frame *prev, size_t n, bool have_prev, const char *name)
+{
+    row r = {.done_s = -1, .failed_s = -1};
+    for (size_t u = 0; u < n; u++) {
+        const top_topic *t = find(&now[u], name);
+        if (t == NULL)
+            continue;
+        for (int k = 0; k < 5; k++)
+            r.state[k] = t->cluster ? (t->state[k] > r.state[k] ? t->state[k] : r.state[k])
+                                    : r.state[k] + t->state[k];
+        r.completed += t->completed;
+        r.failed += t->failed;
+        const top_topic *p = have_prev ? find(&prev[u], name) : NULL;
+        if (p != NULL) { /* (a topic new since the last frame has no rate yet) */
+            r.done_s = (r.done_s < 0 ? 0 : r.done_s) + t->completed - (p ? p->completed : 0);
+            r.failed_s = (r.failed_s < 0 ? 0 : r.failed_s) + t->failed - (p ? p->failed : 0);
+        }
+    }
+    return r;
+}
+
+/* The topics of every replica reached, each once: names into now's frames. */
+static size_t topic_names(const frame *now, size_t n, const char **names, size_t max)
+{
+    size_t k = 0;
+    for (size_t u = 0; u < n; u++)
+        for (size_t i = 0; now[u].ok && i < now[u].n; i++) {
+            bool seen = false;
+            for (size_t j = 0; j < k && !seen; j++)
+                seen = strcmp(names[j], now[u].t[i].name) == 0;
+            if (!seen && k < max)
+                names[k++] = now[u].t[i].name;
+        }
+    return k;
+}
+
+static void show(const char *urls, char *const *url, size_t n, const frame *now, const frame *prev,
+                 bool have_prev, bool tty, bool json)
+{
+    const char *names[TOP_TOPICS * 4];
+    size_t nt = topic_names(now, n, names, sizeof(names) / sizeof(names[0]));
+    double waiting = 0, outbox = 0, poisoned = 0;
+    growth g = {0};
+    size_t reached = 0;
+    for (size_t u = 0; u < n; u++) {
+        if (!now[u].ok)
+            continue;
+        reached++;
+        waiting += now[u].waiting;
+        outbox += now[u].outbox;
+        poisoned += now[u].poisoned;
+        if (have_prev)
+            grow(&g, &now[u], &prev[u]);
+    }
+    if (json) {
+        printf("{\"replicas\":%zu,\"reached\":%zu,\"unreachable\":[", n, reached);
+        for (size_t u = 0, k = 0; u < n; u++)
+            if (!now[u].ok) {
+                printf("%s", k++ ? "," : "");
+                cli_json_cstr(stdout, url[u]);
+            }
+        printf("],\"topics\":[");
+        for (size_t i = 0; i < nt; i++) {
+            row r = merge(now, prev, n, have_prev, names[i]);
+            printf("%s{\"topic\":", i ? "," : "");
+            cli_json_cstr(stdout, names[i]);
+            printf(",\"ready\":%.0f,\"delayed\":%.0f,\"locked\":%.0f,\"backoff\":%.0f,"
+                   "\"terminal\":%.0f,\"completed\":%.0f,\"failed\":%.0f",
+                   r.state[0], r.state[1], r.state[2], r.state[3], r.state[4], r.completed,
+                   r.failed);
+            if (r.done_s >= 0)
+                printf(",\"completed_per_s\":%.1f,\"failed_per_s\":%.1f}", r.done_s, r.failed_s);
+            else
+                printf(",\"completed_per_s\":null,\"failed_per_s\":null}");
+        }
+        printf("],\"waiting_fetches\":%.0f,\"outbox\":%.0f,\"poisoned\":%.0f", waiting, outbox,
+               poisoned);
+        json_ms("fsync_p50_ms", quantile_ms(&g, 0.5));
+        json_ms("fsync_p99_ms", quantile_ms(&g, 0.99));
+        printf("}\n");
+        fflush(stdout);
+        return;
+    }
+    if (tty)
+        printf("\033[H\033[2J");
+    printf("berth top  %s  (every second; Ctrl-C stops)\n", urls);
+    for (size_t u = 0; u < n; u++)
+        if (!now[u].ok)
+            printf("unreachable: %s\n", url[u]);
+    printf("%-32s %9s %9s %9s %9s %9s %10s %10s\n", "topic", "ready", "delayed", "locked",
+           "backoff", "terminal", "done/s", "failed/s");
+    for (size_t i = 0; i < nt; i++) {
+        row r = merge(now, prev, n, have_prev, names[i]);
+        printf("%-32s %9.0f %9.0f %9.0f %9.0f %9.0f", names[i], r.state[0], r.state[1], r.state[2],
+               r.state[3], r.state[4]);
+        if (r.done_s >= 0)
+            printf(" %10.1f %10.1f\n", r.done_s, r.failed_s);
+        else
+            printf(" %10s %10s\n", "-", "-");
+    }
+    printf("waiting fetches %.0f  outbox %.0f  poisoned %.0f  fsync", waiting, outbox, poisoned);
+    print_ms("p50", quantile_ms(&g, 0.5));
+    print_ms("p99", quantile_ms(&g, 0.99));
+    printf("\n");
+    fflush(stdout);
+}
+
+int top_run(const char *urls, long count, bool tty, bool json)
+{
+    static frame now[TOP_URLS], prev[TOP_URLS];
+    char *list = strdup(urls), *url[TOP_URLS], *save = NULL;
+    size_t n = 0;
+    if (list == NULL) {
+        fprintf(stderr, "berth top: out of memory\n");
+        return 4;
+    }
+    for (char *u = strtok_r(list, ",", &save); u != NULL; u = strtok_r(NULL, ",", &save)) {
+        if (n == TOP_URLS) {
+            fprintf(stderr, "berth top: at most %d --metrics URLs\n", TOP_URLS);
+            free(list);
+            return 2;
+        }
+        url[n++] = u;
+    }
+    if (n == 0) {
+        fprintf(stderr, "berth top: --metrics names no URL\n");
+        free(list);
+        return 2;
+    }
     bool have_prev = false;
     char err[256];
+    int rv = 0;
     for (long shown = 0; count <= 0 || shown < count; shown++) {
-        char *text = get_metrics(url, err, sizeof(err));
-        if (text == NULL) {
-            fprintf(stderr, "berth top: %s\n", err);
-            return 4;
+        size_t reached = 0;
+        for (size_t u = 0; u < n; u++) {
+            char *text = get_metrics(url[u], err, sizeof(err));
+            if (text == NULL) {
+                now[u].ok = false;
+                if (n == 1)
+                    fprintf(stderr, "berth top: %s\n", err);
+                continue;
+            }
+            parse(text, &now[u]);
+            free(text);
+            reached++;
         }
-        parse(text, &now);
-        free(text);
-        if (tty)
-            printf("\033[H\033[2J");
-        printf("berth top  %s  (every second; Ctrl-C stops)\n", url);
-        printf("%-32s %9s %9s %9s %9s %9s %10s %10s\n", "topic", "ready", "delayed", "locked",
-               "backoff", "terminal", "done/s", "failed/s");
-        for (size_t i = 0; i < now.n; i++) {
-            const top_topic *t = &now.t[i];
-            const top_topic *p = NULL;
-            for (size_t k = 0; have_prev && k < prev.n && p == NULL; k++)
-                if (strcmp(prev.t[k].name, t->name) == 0)
-                    p = &prev.t[k];
-            printf("%-32s %9.0f %9.0f %9.0f %9.0f %9.0f", t->name, t->state[0], t->state[1],
-                   t->state[2], t->state[3], t->state[4]);
-            if (p != NULL)
-                printf(" %10.1f %10.1f\n", t->completed - p->completed, t->failed - p->failed);
-            else
-                printf(" %10s %10s\n", "-", "-");
+        if (reached == 0) { /* nothing to show: as berthd down */
+            if (n > 1)
+                fprintf(stderr, "berth top: no replica answered (%s)\n", err);
+            rv = 4;
+            break;
         }
-        printf("waiting fetches %.0f  outbox %.0f  poisoned %.0f  fsync", now.waiting, now.outbox,
-               now.poisoned);
-        print_ms("p50", have_prev ? quantile_ms(&now, &prev, 0.5) : -1);
-        print_ms("p99", have_prev ? quantile_ms(&now, &prev, 0.99) : -1);
-        printf("\n");
-        fflush(stdout);
-        prev = now;
+        show(urls, url, n, now, prev, have_prev, tty, json);
+        memcpy(prev, now, sizeof(frame) * n);
         have_prev = true;
         if (count <= 0 || shown + 1 < count) {
             struct timespec one = {1, 0};
             nanosleep(&one, NULL);
         }
     }
-    return 0;
+    free(list);
+    return rv;
 }

@@ -4,9 +4,11 @@
 
 #include <stdbool.h>
 
-/* Shows url's /metrics every second, count times (<= 0: until stopped);
- * tty: clear the screen between frames. Returns an exit code of berth's
- * (0, or 4 when berthd cannot be reached). */
-int top_run(const char *url, long count, bool tty);
+/* Shows the /metrics of urls (one, or several replicas' separated by
+ * commas, shown as one cluster) every second, count times (<= 0: until
+ * stopped); tty: clear the screen between frames; json: one object per
+ * frame, a line each. Returns an exit code of berth's (0; 2 for a bad
+ * list; 4 when no berthd can be reached). */
+int top_run(const char *urls, long count, bool tty, bool json);
 
 #endif
