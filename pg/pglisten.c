@@ -35,20 +35,47 @@ int pglisten_open(pglisten *l, const char *uri, uint64_t wait_ms, char *err, siz
     return BERTH_OK;
 }
 
+/* The earliest "i:+ms" record of payload (UINT64_MAX: none). */
+static uint64_t earliest_timer(const char *payload)
+{
+    uint64_t min = UINT64_MAX;
+    for (const char *p = payload; p != NULL && (p = strstr(p, "i:+")) != NULL; p += 3)
+        if (p == payload || p[-1] == ';') {
+            uint64_t v = strtoull(p + 3, NULL, 10);
+            min = v < min ? v : min;
+        }
+    return min;
+}
+
+/* Past what one notification carries, or told to: "look at everything"
+ * (p:*, which rings every topic and await), and the earliest timer of
+ * what it replaces, which only an i: record announces to the other
+ * replicas' housekeeping. */
+static void gather_all(pglisten *l, const char *payload)
+{
+    uint64_t a = earliest_timer(l->bells), b = earliest_timer(payload);
+    uint64_t i = a < b ? a : b;
+    char all[48];
+    if (i != UINT64_MAX)
+        snprintf(all, sizeof all, "p:*;i:+%llu", (unsigned long long)i);
+    else
+        snprintf(all, sizeof all, "p:*");
+    free(l->bells);
+    l->bells = mem_strdup(all);
+    l->bells_len = l->bells ? strlen(all) : 0;
+}
+
 /* Gathered with what waits already. */
 static void gather(pglisten *l, const char *payload)
 {
     size_t n = strlen(payload);
     if (n == 0)
         return;
-    if (l->bells_len + n + 2 > 7000 || strcmp(payload, "p:*") == 0) {
-        free(l->bells);
-        l->bells = mem_strdup("p:*");
-        l->bells_len = l->bells ? 3 : 0;
+    if (l->bells_len + n + 2 > 7000 || strncmp(payload, "p:*", 3) == 0 ||
+        (l->bells != NULL && strncmp(l->bells, "p:*", 3) == 0)) {
+        gather_all(l, payload);
         return;
     }
-    if (l->bells != NULL && strcmp(l->bells, "p:*") == 0)
-        return;
     char *b = mem_realloc(l->bells, l->bells_len + n + 2);
     if (b == NULL)
         return;

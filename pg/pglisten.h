@@ -10,7 +10,7 @@
  *   So a committed turn's records are sent here, in a transaction of their
  *   own with asynchronous commit, one at a time, gathered while one is in
  *   flight (past what one notification carries: "p:*", look at
- *   everything), and at most one every PGLISTEN_GAP_MS: the first after a
+ *   everything, and the earliest "i:" timer of what it replaced), and at most one every PGLISTEN_GAP_MS: the first after a
  *   quiet spell leaves at once, the ones behind it wait out the gap
  *   together. Under load each doorbell is a transaction here and a wake-up
  *   of every replica's listener; gathered, a long poll on another replica

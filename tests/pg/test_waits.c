@@ -219,3 +219,33 @@ Test(waits, a_burst_of_turns_rings_at_most_one_doorbell_per_gap_and_every_topic)
     pgconn_close(l);
     engine_close(a);
 }
+
+/* Gathered past what one notification carries, the doorbells become
+ * "p:*" (every topic and await looks again) and keep the earliest timer
+ * they held: another replica's housekeeping learns of it from nothing
+ * else. (No connection: nothing leaves, what gathers is all there is.) */
+Test(waits, doorbells_gathered_past_one_notification_keep_their_earliest_timer)
+{
+    pglisten l = {0};
+    pglisten_ring(&l, "p:a;i:+500");
+    cr_assert_str_eq(l.bells, "p:a;i:+500");
+    char big[7200];
+    size_t n = 0;
+    for (int k = 0; n + 12 < sizeof big - 1; k++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "%sp:t%05d", k ? ";" : "", k);
+    pglisten_ring(&l, big);
+    cr_assert_str_eq(l.bells, "p:*;i:+500", "past the size: look at everything, the timer kept");
+    pglisten_ring(&l, "r:abc;t:x+40");
+    cr_assert_str_eq(l.bells, "p:*;i:+500", "p:* rings awaits and topics already");
+    pglisten_ring(&l, "p:b;i:+200");
+    cr_assert_str_eq(l.bells, "p:*;i:+200", "an earlier timer replaces it");
+    pglisten_ring(&l, "i:+900");
+    cr_assert_str_eq(l.bells, "p:*;i:+200", "a later one does not");
+    pglisten_fini(&l);
+
+    pglisten m = {0};
+    pglisten_ring(&m, "p:c");
+    pglisten_ring(&m, "p:*");
+    cr_assert_str_eq(m.bells, "p:*", "no timer, none made up");
+    pglisten_fini(&m);
+}
