@@ -159,8 +159,7 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     t->cap = STMTS_MAX_FIXED + fetches;
     t->stmts = mem_calloc(t->cap, sizeof(*t->stmts));
     t->params = mem_calloc(t->cap, sizeof(*t->params));
-    t->bufs = mem_calloc(t->cap, sizeof(*t->bufs));
-    if (t->stmts == NULL || t->params == NULL || t->bufs == NULL) {
+    if (t->stmts == NULL || t->params == NULL) {
         pgops_free(t);
         return BERTH_ENOMEM;
     }
@@ -275,8 +274,8 @@ void pgops_free(pgops_turn *t)
     if (t == NULL)
         return;
     pgturn_clear_results(&t->t);
-    for (size_t i = 0; i < t->t.n; i++)
-        free(t->bufs[i]);
+    for (size_t i = 0; i < t->cap && t->params != NULL; i++)
+        pgwire_params_free(&t->params[i]);
     for (size_t i = 0; i < t->rows.n; i++) {
         free(t->rows.v[i].topic);
         free(t->rows.v[i].worker);
@@ -291,7 +290,6 @@ void pgops_free(pgops_turn *t)
     VEC_FREE(&t->guards);
     VEC_FREE(&t->due_topics);
     VEC_FREE(&t->dues);
-    free(t->bufs);
     free(t->params);
     free(t->stmts);
     free(t->notify);

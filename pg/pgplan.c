@@ -27,12 +27,10 @@ int pgplan_add_stmt(pgops_turn *t, const char *name, size_t bytes)
     if (t->t.n == t->cap)
         return -1;
     size_t i = t->t.n++;
-    t->bufs[i] = mem_alloc(bytes);
-    if (t->bufs[i] == NULL) {
+    if (pgwire_params_init_own(&t->params[i], bytes) != BERTH_OK) {
         t->t.n--;
         return -1;
     }
-    pgwire_params_init(&t->params[i], t->bufs[i], bytes);
     t->stmts[i] = (pgturn_stmt){.name = name, .params = &t->params[i]};
     return (int)i;
 }

@@ -104,8 +104,7 @@ struct pgops_turn {
     pgturn t;
     pgturn_stmt *stmts;
     size_t cap;
-    pgwire_params *params; /* one per statement */
-    uint8_t **bufs;        /* their buffers */
+    pgwire_params *params; /* one per statement, each with a buffer of its own */
     VEC(sub_item) subs;
     VEC(guard_item) guards;
     VEC(trow) rows;

@@ -273,7 +273,9 @@ static bool second_round(pgturn *t)
         if (t->stmts[i].name == NULL ||
             (t->stmts[i].params != NULL && pgwire_params_status(t->stmts[i].params) != BERTH_OK)) {
             snprintf(t->message, sizeof t->message,
-                     "statement %zu of the turn's second round is malformed", i);
+                     "statement %zu (%s) of the turn's second round is malformed: %s", i,
+                     t->stmts[i].name ? t->stmts[i].name : "unnamed",
+                     t->stmts[i].params ? t->stmts[i].params->err : "no name");
             return false;
         }
     }

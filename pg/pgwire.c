@@ -8,8 +8,10 @@
 #include "pg/pgwire.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "engine/mem.h"
 #include "store/err.h"
 
 static void put32(uint8_t *b, uint32_t v)
@@ -75,6 +77,44 @@ void pgwire_params_init(pgwire_params *p, void *buf, size_t cap)
     p->cap = buf != NULL ? cap : 0;
 }
 
+int pgwire_params_init_own(pgwire_params *p, size_t cap)
+{
+    memset(p, 0, sizeof *p);
+    p->buf = mem_alloc(cap ? cap : 1);
+    if (p->buf == NULL)
+        return BERTH_ENOMEM;
+    p->cap = cap ? cap : 1;
+    p->grows = true;
+    return BERTH_OK;
+}
+
+void pgwire_params_free(pgwire_params *p)
+{
+    if (p->grows)
+        free(p->buf);
+    p->buf = NULL;
+    p->cap = p->used = 0;
+    p->grows = false;
+}
+
+/* Room for need more bytes in a buffer of its own: the values already
+ * added move with it. */
+static bool grow(pgwire_params *p, size_t need)
+{
+    if (!p->grows || need > INT32_MAX)
+        return false;
+    size_t cap = p->cap * 2 > p->used + need ? p->cap * 2 : p->used + need;
+    uint8_t *b = mem_realloc(p->buf, cap);
+    if (b == NULL)
+        return false;
+    for (int i = 0; i < p->n; i++)
+        if (p->values[i] != NULL)
+            p->values[i] = (const char *)b + ((const uint8_t *)p->values[i] - p->buf);
+    p->buf = b;
+    p->cap = cap;
+    return true;
+}
+
 int pgwire_params_status(const pgwire_params *p)
 {
     return p->rv;
@@ -98,7 +138,8 @@ static uint8_t *take(pgwire_params *p, Oid type, size_t need)
 {
     if (p->rv != BERTH_OK)
         return NULL;
-    if (p->n >= PGWIRE_MAX_PARAMS || need > p->cap - p->used || need > INT32_MAX) {
+    if (p->n >= PGWIRE_MAX_PARAMS || need > INT32_MAX ||
+        (need > p->cap - p->used && !grow(p, need))) {
         fail(p, type, need);
         return NULL;
     }

@@ -51,14 +51,20 @@ typedef struct pgwire_params {
     int lengths[PGWIRE_MAX_PARAMS];        /* bytes of each value */
     int formats[PGWIRE_MAX_PARAMS];        /* all 1 (binary) */
     Oid types[PGWIRE_MAX_PARAMS];          /* for PQexecParams/PQprepare if wanted */
-    uint8_t *buf;                          /* the caller's, cap bytes */
+    uint8_t *buf;                          /* the caller's, or its own (grows) */
     size_t cap, used;                      /* bytes of buf; bytes taken */
+    bool grows;                            /* buf is its own, made larger as needed */
     int rv;                                /* the first error (sticky), 0 if none */
     char err[128];                         /* what it was */
 } pgwire_params;
 
 /* Starts empty over buf[cap] (the caller's, outliving the params' use). */
 void pgwire_params_init(pgwire_params *p, void *buf, size_t cap);
+/* Starts empty over a buffer of its own, cap bytes to begin with, made
+ * larger when a parameter needs it (a guess of the size only saves
+ * copies). BERTH_ENOMEM: p holds nothing. pgwire_params_free() ends it. */
+int pgwire_params_init_own(pgwire_params *p, size_t cap);
+void pgwire_params_free(pgwire_params *p);
 /* 0, or the first error: BERTH_EINVAL ("parameter 3 (int8[] of 5000):
  * needs 84020 bytes, 100 left"), with p->err. */
 int pgwire_params_status(const pgwire_params *p);

@@ -1,4 +1,5 @@
 /* R11 the failure budget: backoff, explicit pauses and budgets, terminal. */
+#include <stdio.h>
 #include <string.h>
 
 #include "tests/support/harness.h"
@@ -258,4 +259,47 @@ Test(r11_failure_budget, error_fields_are_bounded)
     h_expect_code(r, ENGINE_CODE_INVALID_ARGUMENT);
     cr_assert_str_eq(r->status.field, "error.details");
     engine_reply_free(r);
+}
+
+/* Many failures in one turn (a hundred workers giving up at once, or a
+ * gateway releasing what it could not hand over) are all kept, each with
+ * its error: the turn's statement of them grows as it must. */
+Test(r11_failure_budget, a_hundred_failures_in_one_turn_are_all_kept)
+{
+    enum { N = 100 };
+    static char ids[N][ENGINE_ID_STR], toks[N][ENGINE_ID_STR];
+    for (int i = 0; i < N; i++)
+        h_submit("many", "p", NULL);
+    int got = 0;
+    while (got < N) {
+        engine_reply *f = h_fetch("w", "many", 100, 60000);
+        cr_assert_gt(f->n_tasks, 0);
+        for (size_t k = 0; k < f->n_tasks; k++, got++) {
+            memcpy(ids[got], f->tasks[k].id, ENGINE_ID_STR);
+            memcpy(toks[got], f->tasks[k].lock_token, ENGINE_ID_STR);
+        }
+        engine_reply_free(f);
+    }
+    static engine_request reqs[N];
+    static h_async a[N];
+    static char messages[N][96];
+    engine_hold(H.e, true);
+    for (int i = 0; i < N; i++) {
+        snprintf(messages[i], sizeof messages[i], "worker %d gave up on this one for a reason", i);
+        reqs[i] = (engine_request){.op = ENGINE_OP_FAIL};
+        reqs[i].u.fail.guard = (engine_guard){ids[i], "w", toks[i]};
+        reqs[i].u.fail.error = (engine_error){.code = "E_GAVE_UP", .message = messages[i]};
+        h_exec_async(&reqs[i], &a[i]);
+    }
+    engine_hold(H.e, false);
+    for (int i = 0; i < N; i++) {
+        engine_reply *r = h_async_wait(&a[i]);
+        h_expect_ok(r);
+        h_async_free(&a[i]);
+    }
+    cr_assert_eq(h_stats().backoff, N, "every failure kept");
+    engine_reply *t = h_get_task(ids[N - 1]);
+    h_expect_ok(t);
+    cr_assert_str_eq(t->task.last_error.message, messages[N - 1]);
+    engine_reply_free(t);
 }
