@@ -98,6 +98,9 @@ typedef struct watch {
 } watch;
 
 /* An engine connection and the turn in flight on it. */
+/* Owners cancelled lately that the actor remembers (a power of two). */
+#define PGACTOR_CLOSED_SLOTS 4096
+
 typedef struct lane {
     PGconn *conn; /* NULL while down */
     uint64_t reconnect_at_ms, reconnect_backoff_ms;
@@ -128,6 +131,16 @@ typedef struct pgactor {
     int efd;
     pgreq *q_head, *q_tail;
     bool stopping, joined, held;
+    /* Owners cancelled lately (engine_cancel: a connection that closed),
+     * by a hash of the owner, a newer one taking an older one's slot, each
+     * with its cancel's place in the queue: the fetches it queued before
+     * are answered CANCELLED when taken, and claim nothing. Without it a
+     * peer that pipelines long polls and hangs up takes, turn after turn,
+     * the work honest workers wait for (it comes back only when released). */
+    struct {
+        uint64_t owner, seq;
+    } closed[PGACTOR_CLOSED_SLOTS];
+    uint64_t seq; /* requests queued, ever */
 
     VEC(pgreq *) waiters;
     VEC(watch) watches;
@@ -946,6 +959,24 @@ static void refuse_all(pgactor *a, pgreq *list)
 
 /* Up to turn_max_requests queued requests, in order: taken only while a
  * lane is free (or none is up: they are refused at once). */
+static size_t closed_slot(uint64_t owner)
+{
+    owner ^= owner >> 33;
+    owner *= 0xff51afd7ed558ccdULL;
+    owner ^= owner >> 33;
+    return (size_t)(owner & (PGACTOR_CLOSED_SLOTS - 1));
+}
+
+/* A fetch its owner's cancel came after (under a->mu). Its completions
+ * are kept all the same: only a fetch that carries none is dropped. */
+static bool closed_fetch(const pgactor *a, const pgreq *p)
+{
+    if (p->req.op != ENGINE_OP_FETCH || p->req.u.fetch.n_completes > 0 || p->req.owner == 0)
+        return false;
+    size_t k = closed_slot(p->req.owner);
+    return a->closed[k].owner == p->req.owner && p->seq < a->closed[k].seq;
+}
+
 static pgreq *take_queue(pgactor *a, bool *stopping)
 {
     pgreq *head = NULL, *tail = NULL;
@@ -957,6 +988,7 @@ static pgreq *take_queue(pgactor *a, bool *stopping)
             pgreq *p = a->q_head;
             a->q_head = p->next;
             p->next = NULL;
+            p->closed = closed_fetch(a, p);
             if (tail)
                 tail->next = p;
             else
@@ -995,7 +1027,11 @@ static pgreq *sort_out(pgactor *a, pgreq *head, uint64_t now, pgreq **ticks, pgr
         next = p->next;
         p->next = NULL;
         p->arrived_ms = now;
-        if (p->req.op == ENGINE_OP_CANCEL) {
+        if (p->closed) {
+            reply_status(&p->reply->status, ENGINE_CODE_CANCELLED, "the fetch's connection closed");
+            a->counters.waits_cancelled++;
+            answer(a, p);
+        } else if (p->req.op == ENGINE_OP_CANCEL) {
             waits_end(a, now, true, p->req.u.cancel.owner);
             answer(a, p);
         } else if (p->req.op == ENGINE_OP_METRICS && gauges_fresh(a)) {
@@ -1131,6 +1167,12 @@ static int pgactor_enqueue(engine *e, const engine_request *req, engine_done_fn 
         engine_reply_free(p->reply);
         free(p);
         return BERTH_ECLOSED;
+    }
+    p->seq = ++a->seq;
+    if (req->op == ENGINE_OP_CANCEL && req->u.cancel.owner != 0) {
+        size_t k = closed_slot(req->u.cancel.owner);
+        a->closed[k].owner = req->u.cancel.owner;
+        a->closed[k].seq = p->seq;
     }
     if (a->q_tail)
         a->q_tail->next = p;

@@ -21,6 +21,8 @@ typedef struct pgreq {
     engine_reply *reply;
     struct pgreq *next;
     uint64_t arrived_ms; /* the engine's clock when the actor took it */
+    uint64_t seq;        /* its place in the queue, ever */
+    bool closed;         /* a fetch its owner's cancel came after: answered CANCELLED */
     /* this turn */
     bool settled; /* answered by the checks: nothing of it goes to the database */
     int claim;    /* a fetch's claim statement (get_task's, list_incidents'), -1 none */

@@ -355,3 +355,32 @@ Test(r7_longpoll, answers_in_flight_are_bounded_and_a_waiter_goes_on_when_they_l
     h_async_free(&b);
     h_async_free(&c);
 }
+
+/* On PostgreSQL a fetch queued before its connection's cancel, and taken
+ * after it, claims nothing: it is answered CANCELLED and its task stays
+ * for a worker who will read it (a peer that pipelines long polls and
+ * hangs up must not take, turn after turn, the work others wait for). A
+ * fetch of the same owner queued after the cancel is served. */
+Test(r7_longpoll, a_fetch_taken_after_its_connection_was_cancelled_claims_nothing)
+{
+    if (!h_store_is_pg())
+        cr_skip_test("the embedded actor runs each request before the next is queued");
+    h_submit("t", "p", NULL);
+    engine_request req = {.op = ENGINE_OP_FETCH, .owner = 77};
+    req.u.fetch = (engine_fetch_args){.worker_id = "gone", .topics = T, .n_topics = 1};
+    h_async a, b;
+    engine_hold(H.e, true);
+    h_exec_async(&req, &a);
+    cr_assert_eq(engine_cancel(H.e, 77), 0);
+    req.u.fetch.worker_id = "after"; /* the same owner, after its cancel */
+    h_exec_async(&req, &b);
+    engine_hold(H.e, false);
+    engine_reply *r = h_async_wait(&a);
+    h_expect_code(r, ENGINE_CODE_CANCELLED);
+    cr_assert_eq(r->n_tasks, 0);
+    h_async_free(&a);
+    r = h_async_wait(&b);
+    h_expect_ok(r);
+    cr_assert_eq(r->n_tasks, 1, "queued after the cancel: served");
+    h_async_free(&b);
+}
