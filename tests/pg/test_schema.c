@@ -7,11 +7,14 @@
  * PRE_ALL hook, stopped by POST_ALL); each test makes its own database.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -264,6 +267,67 @@ Test(schema, an_unreachable_server_fails_after_the_bounded_wait)
     cr_assert_eq(rv, BERTH_EINVAL, "%s", err);
     cr_assert_lt(mono_ms() - t0, 100);
     cr_assert(strstr(err, "s3cret") == NULL, "the password leaked: %s", err);
+}
+
+/* A listener whose queue is full: connects to it neither succeed nor are
+ * refused, they wait, as for a host that vanished. Its descriptors in fds
+ * (3), to close. */
+static int silent_port(int fds[3])
+{
+    int port = pgtmp_free_port(), one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fds[0], 0);
+    cr_assert_eq(setsockopt(fds[0], SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), 0);
+    cr_assert_eq(bind(fds[0], (struct sockaddr *)&a, sizeof a), 0, "port %d", port);
+    cr_assert_eq(listen(fds[0], 0), 0);
+    for (int i = 1; i < 3; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        (void)connect(fds[i], (struct sockaddr *)&a, sizeof a);
+    }
+    return port;
+}
+
+/* libpq leaves a host that does not answer only at connect_timeout, which
+ * its non-blocking connect does not enforce: a primary's host gone silent
+ * first in the list would hold every attempt, and the standby promoted
+ * after it would never be reached (pgconn.c, THE HOSTS OF A MULTI-HOST
+ * URI). */
+Test(schema, a_silent_first_host_is_passed_over)
+{
+    char uri[256], multi[512];
+    int fds[3];
+    PGconn *c = fresh("silent", uri, sizeof uri), *c2 = NULL;
+    pgconn_close(c);
+    int hole = silent_port(fds), refused = pgtmp_free_port();
+    const char *at = strstr(uri, "@127.0.0.1:");
+    cr_assert_not_null(at, "%s", uri);
+    int port = atoi(at + 11);
+    const char *db = strchr(at + 11, '/');
+    cr_assert_not_null(db, "%s", uri);
+    snprintf(multi, sizeof multi,
+             "postgresql://berth@127.0.0.1:%d,127.0.0.1:%d%s?target_session_attrs=read-write", hole,
+             port, db);
+    uint64_t t0 = mono_ms();
+    cr_assert_eq(pgconn_open(multi, "berth-tests", 3000, &c2, err, sizeof err), BERTH_OK, "%s",
+                 err);
+    /* (not a speed check: short of the wait, so not by waiting it out) */
+    cr_assert_lt(mono_ms() - t0, 2500, "took %llu ms", (unsigned long long)(mono_ms() - t0));
+    cr_assert_str_eq(one(c2, "SELECT 7"), "7");
+    pgconn_close(c2);
+
+    /* Every host failing: each one named with what it did. */
+    snprintf(multi, sizeof multi, "postgresql://berth@127.0.0.1:%d,127.0.0.1:%d%s", refused, hole,
+             db);
+    cr_assert_eq(pgconn_open(multi, "berth-tests", 300, &c2, err, sizeof err), BERTH_EIO);
+    char want[64];
+    snprintf(want, sizeof want, "127.0.0.1:%d: no answer within the wait", hole);
+    cr_assert(strstr(err, want) != NULL, "%s", err);
+    snprintf(want, sizeof want, "127.0.0.1:%d: connection to server", refused);
+    cr_assert(strstr(err, want) != NULL, "%s", err);
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
 }
 
 Test(schema, the_application_name_is_set_unless_the_uri_sets_one)
