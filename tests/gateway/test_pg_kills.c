@@ -39,7 +39,7 @@ enum {
     CALLERS = 1,
     ANSWERERS = 1,
     MAX_TASKS = 1 << 21,
-    MAX_CALLS = 1 << 17,
+    MAX_CALLS = 1 << 19,
     LOCK_MS = 3000,
 };
 

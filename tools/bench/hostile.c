@@ -67,7 +67,8 @@
  *
  * --spawn starts the berthd found beside this binary on a temp directory
  * and free ports (arguments after "--" are passed to it, e.g.
- * --operate-nng), and stops it afterwards. With --operate and --pid the
+ * --operate-nng, or --store URI for a replica on PostgreSQL, which then
+ * takes no data directory), and stops it afterwards. With --operate and --pid the
  * berthd is someone else's: the big tasks unread-answers preloaded are
  * fetched and completed at the end.
  *

@@ -5,6 +5,7 @@
 #include <libgen.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +44,17 @@ int spawn_berthd(spawned_berthd *b, const char *who, const char *const *extra)
         free(args);
         return -1;
     }
+    /* On --store (PostgreSQL) the directory only holds what berthd
+     * prints: --data would be refused beside it. */
+    bool on_store = false;
+    for (size_t i = 0; i < n_extra; i++)
+        on_store |= strcmp(extra[i], "--store") == 0 || strncmp(extra[i], "--store=", 8) == 0;
     size_t a = 0;
     args[a++] = berthd;
-    args[a++] = "--data";
-    args[a++] = b->dir;
+    if (!on_store) {
+        args[a++] = "--data";
+        args[a++] = b->dir;
+    }
     args[a++] = "--operate";
     args[a++] = "tcp://127.0.0.1:0";
     args[a++] = "--events";
