@@ -33,6 +33,15 @@
 
 #include "store/err.h"
 
+/* What the server says aside (a notice; a FATAL as it ends a session)
+ * is not written to stderr raw by libpq: berthd says in its own words
+ * what it does about it (the database unreachable, reconnecting). */
+static void quiet(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
 static uint64_t mono_ms(void)
 {
     struct timespec ts;
@@ -385,6 +394,7 @@ int pgconn_open(const char *uri, const char *app_name, uint64_t wait_ms, PGconn 
         }
         if (got == 1) {
             free(h);
+            PQsetNoticeProcessor(c, quiet, NULL);
             *out = c;
             return BERTH_OK;
         }
