@@ -487,9 +487,35 @@ static void ring_due(pgactor *a, uint64_t now)
         }
 }
 
-/* The waiters rung since their last claim join the turn (appended to *tail). */
+static size_t closed_slot(uint64_t owner)
+{
+    owner ^= owner >> 33;
+    owner *= 0xff51afd7ed558ccdULL;
+    owner ^= owner >> 33;
+    return (size_t)(owner & (PGACTOR_CLOSED_SLOTS - 1));
+}
+
+/* A fetch its owner's cancel came after (under a->mu). Its completions
+ * are kept all the same: only a fetch that carries none, or whose
+ * completions a turn applied already (a waiter), is dropped. */
+static bool closed_fetch(const pgactor *a, const pgreq *p)
+{
+    if (p->req.op != ENGINE_OP_FETCH || p->req.owner == 0 ||
+        (p->req.u.fetch.n_completes > 0 && !p->completes_done))
+        return false;
+    size_t k = closed_slot(p->req.owner);
+    return a->closed[k].owner == p->req.owner && p->seq < a->closed[k].seq;
+}
+
+/* The waiters rung since their last claim join the turn (appended to
+ * *tail), but for those whose connection's cancel is queued already:
+ * answered CANCELLED, they claim nothing (a flood of long polls from
+ * peers that hang up would otherwise be rung, oldest first, by every
+ * task honest workers wait for). */
 static void take_rung(pgactor *a, pgreq **head, pgreq **tail)
 {
+    pgreq *gone = NULL;
+    pthread_mutex_lock(&a->mu);
     for (size_t i = 0; i < a->waiters.n;) {
         pgreq *p = a->waiters.v[i];
         if (!p->rung) {
@@ -499,11 +525,23 @@ static void take_rung(pgactor *a, pgreq **head, pgreq **tail)
         wait_remove(a, i);
         p->rung = false;
         p->next = NULL;
+        if (closed_fetch(a, p)) {
+            p->next = gone;
+            gone = p;
+            continue;
+        }
         if (*tail)
             (*tail)->next = p;
         else
             *head = p;
         *tail = p;
+    }
+    pthread_mutex_unlock(&a->mu);
+    for (pgreq *p = gone, *next; p != NULL; p = next) {
+        next = p->next;
+        reply_status(&p->reply->status, ENGINE_CODE_CANCELLED, "the fetch's connection closed");
+        a->counters.waits_cancelled++;
+        answer(a, p);
     }
 }
 
@@ -959,24 +997,6 @@ static void refuse_all(pgactor *a, pgreq *list)
 
 /* Up to turn_max_requests queued requests, in order: taken only while a
  * lane is free (or none is up: they are refused at once). */
-static size_t closed_slot(uint64_t owner)
-{
-    owner ^= owner >> 33;
-    owner *= 0xff51afd7ed558ccdULL;
-    owner ^= owner >> 33;
-    return (size_t)(owner & (PGACTOR_CLOSED_SLOTS - 1));
-}
-
-/* A fetch its owner's cancel came after (under a->mu). Its completions
- * are kept all the same: only a fetch that carries none is dropped. */
-static bool closed_fetch(const pgactor *a, const pgreq *p)
-{
-    if (p->req.op != ENGINE_OP_FETCH || p->req.u.fetch.n_completes > 0 || p->req.owner == 0)
-        return false;
-    size_t k = closed_slot(p->req.owner);
-    return a->closed[k].owner == p->req.owner && p->seq < a->closed[k].seq;
-}
-
 static pgreq *take_queue(pgactor *a, bool *stopping)
 {
     pgreq *head = NULL, *tail = NULL;

@@ -1,7 +1,11 @@
 /* R7 the long poll wakes and cannot miss; a waiting fetch holds no thread. */
 #include <string.h>
+#include <time.h>
 
 #include "tests/support/harness.h"
+#ifdef BERTH_WITH_PG
+#include "tests/support/pgtmp.h"
+#endif
 
 TestSuite(r7_longpoll, .init = h_setup, .fini = h_teardown);
 
@@ -384,3 +388,44 @@ Test(r7_longpoll, a_fetch_taken_after_its_connection_was_cancelled_claims_nothin
     cr_assert_eq(r->n_tasks, 1, "queued after the cancel: served");
     h_async_free(&b);
 }
+
+#ifdef BERTH_WITH_PG
+/* On PostgreSQL a long poll rung (here by another replica's submit) after
+ * its connection's cancel was queued, and before the cancel was applied,
+ * claims nothing: a flood of long polls from peers that hang up would
+ * otherwise be rung, oldest first, by every task honest workers wait for. */
+Test(r7_longpoll, a_waiter_rung_after_its_connection_was_cancelled_claims_nothing)
+{
+    if (!h_store_is_pg())
+        cr_skip_test("the embedded actor applies a cancel before it rings anyone again");
+    /* The test's clock past the database's own, which stamps the SQL
+     * submit below: that task is fetchable at once. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t real_ms = (uint64_t)now.tv_sec * 1000 + 60000;
+    if (h_now() < real_ms)
+        h_advance(real_ms - h_now());
+    engine_request req = {.op = ENGINE_OP_FETCH, .owner = 88};
+    req.u.fetch = (engine_fetch_args){
+        .worker_id = "gone", .topics = T, .n_topics = 1, .has_wait_ms = true, .wait_ms = 30000};
+    h_async a;
+    h_exec_async(&req, &a);
+    for (int i = 0; h_stats().waiting_fetches != 1; i++) {
+        cr_assert_lt(i, 500, "the fetch never waited");
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+    }
+    engine_hold(H.e, true); /* the cancel stays queued */
+    cr_assert_eq(engine_cancel(H.e, 88), 0);
+    PGconn *c = pgtmp_connect(H.store_uri);
+    pgtmp_exec(c, "SELECT berth.submit('t', '\\x00'::bytea)");
+    PQfinish(c);
+    engine_reply *r = h_async_wait(&a);
+    h_expect_code(r, ENGINE_CODE_CANCELLED);
+    cr_assert_eq(r->n_tasks, 0);
+    h_async_free(&a);
+    engine_hold(H.e, false);
+    r = h_fetch("w", "t", 1, 60000);
+    cr_assert_eq(r->n_tasks, 1, "the task is there for a worker who reads it");
+    engine_reply_free(r);
+}
+#endif
