@@ -507,22 +507,25 @@ static bool closed_fetch(const pgactor *a, const pgreq *p)
     return a->closed[k].owner == p->req.owner && p->seq < a->closed[k].seq;
 }
 
-/* The waiters rung since their last claim join the turn (appended to
- * *tail), but for those whose connection's cancel is queued already:
+/* The waiters rung since their last claim join the turn, ahead of the
+ * requests new to it (they came first: claims go to a turn's fetches in
+ * their order, and a flood of new fetches must not overtake a worker who
+ * has been waiting), but for those whose connection's cancel is queued
+ * already:
  * answered CANCELLED, they claim nothing (a flood of long polls from
  * peers that hang up would otherwise be rung, oldest first, by every
  * task honest workers wait for). */
 static void take_rung(pgactor *a, pgreq **head, pgreq **tail)
 {
-    pgreq *gone = NULL;
+    pgreq *gone = NULL, *first = NULL, *last = NULL;
+    size_t kept = 0; /* (the others keep their order) */
     pthread_mutex_lock(&a->mu);
-    for (size_t i = 0; i < a->waiters.n;) {
+    for (size_t i = 0; i < a->waiters.n; i++) {
         pgreq *p = a->waiters.v[i];
         if (!p->rung) {
-            i++;
+            a->waiters.v[kept++] = p;
             continue;
         }
-        wait_remove(a, i);
         p->rung = false;
         p->next = NULL;
         if (closed_fetch(a, p)) {
@@ -530,13 +533,20 @@ static void take_rung(pgactor *a, pgreq **head, pgreq **tail)
             gone = p;
             continue;
         }
-        if (*tail)
-            (*tail)->next = p;
+        if (last)
+            last->next = p;
         else
-            *head = p;
-        *tail = p;
+            first = p;
+        last = p;
     }
+    a->waiters.n = kept;
     pthread_mutex_unlock(&a->mu);
+    if (first != NULL) {
+        last->next = *head;
+        *head = first;
+        if (*tail == NULL)
+            *tail = last;
+    }
     for (pgreq *p = gone, *next; p != NULL; p = next) {
         next = p->next;
         reply_status(&p->reply->status, ENGINE_CODE_CANCELLED, "the fetch's connection closed");
