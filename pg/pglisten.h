@@ -10,11 +10,12 @@
  *   So a committed turn's records are sent here, in a transaction of their
  *   own with asynchronous commit, one at a time, gathered while one is in
  *   flight (past what one notification carries: "p:*", look at
- *   everything, and the earliest "i:" timer of what it replaced), and at most one every PGLISTEN_GAP_MS: the first after a
- *   quiet spell leaves at once, the ones behind it wait out the gap
- *   together. Under load each doorbell is a transaction here and a wake-up
- *   of every replica's listener; gathered, a long poll on another replica
- *   waits at most the gap longer. One in flight is kept until its result is read: a
+ *   everything, and the earliest "i:" timer of what it replaced), and at
+ *   most one every PGLISTEN_GAP_MS: the first after a quiet spell leaves
+ *   at once, the ones behind it wait out the gap together. Under load each
+ *   doorbell is a transaction here and a wake-up of every replica's
+ *   listener; gathered, a long poll on another replica waits at most the
+ *   gap longer. One in flight is kept until its result is read: a
  *   connection that dies, or leaves it unanswered for
  *   PGACTOR_LISTENER_SILENT_MS, is given up on and the doorbell goes out
  *   again on the next one.
