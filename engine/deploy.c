@@ -243,15 +243,10 @@ const channel *deploy_route(engine *e, const char *name, engine_status *st)
     const route *r = table_get(&e->routes, name, strlen(name));
     if (r != NULL && r->live != NULL)
         return r->live;
-    if (r != NULL && r->n_draining > 0) {
-        reply_status(st, ENGINE_CODE_FAILED_PRECONDITION,
-                     "channel %s is declared only by draining deployments: it takes no new work",
-                     name);
-        snprintf(st->field, sizeof(st->field), "topic");
-    } else if (e->o.strict_channels) {
-        reply_status(st, ENGINE_CODE_NOT_FOUND, "topic %s is not a declared channel", name);
-        snprintf(st->field, sizeof(st->field), "topic");
-    }
+    if (r != NULL && r->n_draining > 0)
+        rules_route_draining(st, name);
+    else if (e->o.strict_channels)
+        rules_route_undeclared(st, name);
     return NULL;
 }
 
@@ -388,11 +383,6 @@ static void answer_one(pending *p, const deployment *d)
     }
 }
 
-static void name_field(engine_status *st, size_t i, const char *what)
-{
-    snprintf(st->field, sizeof(st->field), "channels[%zu].%s", i, what);
-}
-
 /* The newest version of id, or NULL. */
 static deployment *latest(engine *e, const char *id)
 {
@@ -478,21 +468,14 @@ static int deploy_make(engine *e, const char *id, const engine_channel *cs, size
     for (size_t i = 0; i < n; i++) {
         const route *r = table_get(&e->routes, cs[i].name, strlen(cs[i].name));
         if (r != NULL && r->live != NULL && strcmp(r->live->dep->id, id) != 0) {
-            reply_status(st, ENGINE_CODE_FAILED_PRECONDITION,
-                         "channels[%zu].name: channel %s is declared by live deployment %s "
-                         "(version %u); retire it first",
-                         i, cs[i].name, r->live->dep->id, r->live->dep->version);
-            name_field(st, i, "name");
+            rules_deploy_conflict(st, i, cs[i].name, r->live->dep->id, r->live->dep->version);
             return BERTH_OK;
         }
     }
     if (e->deps.n >= ENGINE_DEPLOYMENTS_MAX)
         forget_some(e);
     if (e->deps.n >= ENGINE_DEPLOYMENTS_MAX) {
-        reply_status(st, ENGINE_CODE_RESOURCE_EXHAUSTED,
-                     "%d deployment versions are kept already, none of them retired and "
-                     "holding nothing",
-                     ENGINE_DEPLOYMENTS_MAX);
+        rules_deploy_full(st);
         return BERTH_OK;
     }
     deployment *d = dep_new(id, cs, n);
@@ -538,8 +521,7 @@ int deploy_retire(engine *e, pending *p)
         return BERTH_OK;
     deployment *d = latest(e, id);
     if (d == NULL) {
-        reply_status(st, ENGINE_CODE_NOT_FOUND, "no deployment %s", id);
-        snprintf(st->field, sizeof(st->field), "id");
+        rules_deploy_unknown(st, id);
         return BERTH_OK;
     }
     for (size_t i = e->deps.n; i-- > 0;) {

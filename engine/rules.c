@@ -602,3 +602,42 @@ bool rules_deploy_check(const engine_options *o, const char *id, const engine_ch
     }
     return true;
 }
+
+/* ---- Routes ------------------------------------------------------------ */
+
+void rules_route_draining(engine_status *st, const char *name)
+{
+    reply_status(st, ENGINE_CODE_FAILED_PRECONDITION,
+                 "channel %s is declared only by draining deployments: it takes no new work", name);
+    snprintf(st->field, sizeof(st->field), "topic");
+}
+
+void rules_route_undeclared(engine_status *st, const char *name)
+{
+    reply_status(st, ENGINE_CODE_NOT_FOUND, "topic %s is not a declared channel", name);
+    snprintf(st->field, sizeof(st->field), "topic");
+}
+
+void rules_deploy_conflict(engine_status *st, size_t i, const char *name, const char *live_id,
+                           uint32_t live_version)
+{
+    reply_status(st, ENGINE_CODE_FAILED_PRECONDITION,
+                 "channels[%zu].name: channel %s is declared by live deployment %s "
+                 "(version %u); retire it first",
+                 i, name, live_id, live_version);
+    name_field(st, i, "name");
+}
+
+void rules_deploy_unknown(engine_status *st, const char *id)
+{
+    reply_status(st, ENGINE_CODE_NOT_FOUND, "no deployment %s", id);
+    snprintf(st->field, sizeof(st->field), "id");
+}
+
+void rules_deploy_full(engine_status *st)
+{
+    reply_status(st, ENGINE_CODE_RESOURCE_EXHAUSTED,
+                 "%d deployment versions are kept already, none of them retired and "
+                 "holding nothing",
+                 ENGINE_DEPLOYMENTS_MAX);
+}

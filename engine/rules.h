@@ -245,5 +245,15 @@ bool rules_wait_may(const engine_options *o, uint64_t waiting, bool has_owner,
  * content types, none twice). */
 bool rules_deploy_check(const engine_options *o, const char *id, const engine_channel *cs, size_t n,
                         engine_status *st);
+/* The refusals of routes and deploys, worded once for both stores: a
+ * channel only draining deployments declare; a topic no deployment
+ * declares (strict channels); a channel another id's live version
+ * declares (channels[i]); no deployment id; the versions kept at the cap. */
+void rules_route_draining(engine_status *st, const char *name);
+void rules_route_undeclared(engine_status *st, const char *name);
+void rules_deploy_conflict(engine_status *st, size_t i, const char *name, const char *live_id,
+                           uint32_t live_version);
+void rules_deploy_unknown(engine_status *st, const char *id);
+void rules_deploy_full(engine_status *st);
 
 #endif

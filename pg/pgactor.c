@@ -58,6 +58,7 @@
 #include "engine/rules.h"
 #include "engine/tcounts.h"
 #include "pg/pgconn.h"
+#include "pg/pgdeploy.h"
 #include "pg/pgguard.h"
 #include "pg/pglisten.h"
 #include "pg/pgops.h"
@@ -112,6 +113,7 @@ typedef struct lane {
     uint64_t deadline_mono_ms;
     uint64_t started_us; /* monotonic: its first statement sent */
     bool housekeeping;   /* the turn in flight is one */
+    bool gate;           /* ... the gate alone (pgdeploy.h, THE GATE) */
 } lane;
 
 typedef struct pgactor {
@@ -152,7 +154,15 @@ typedef struct pgactor {
     bool hk_known; /* ... due for work it knows of (not the boot's, not the periodic one) */
     bool hk_running;
     engine_recovery recovery;
-    engine_stats counters; /* the replica's own: turns, waits, failed commits */
+    /* The deployments as the replica last read them (pgdeploy.h, THE COPY):
+     * read again before the next turn once stale (a d: doorbell, a change
+     * of this replica's, a turn that found the database's epoch newer). */
+    pgdeploys deps;
+    bool deps_stale;
+    bool gate_running;
+    uint64_t gate_due_mono_ms;   /* the next gate-only turn, while one drains */
+    uint64_t deps_retry_mono_ms; /* a read that failed: the next not before */
+    engine_stats counters;       /* the replica's own: turns, waits, failed commits */
     hist task_latency, fetch_wait, commit_batch, fsync; /* METRICS' histograms */
     tcounts topics; /* the replica's counters per topic (its own acts, as the embedded store's) */
     /* METRICS' gauges from the database, as the last STATS-like read left
@@ -311,6 +321,8 @@ static void doorbells(void *ctx, const char *payload)
             ring(a, strcmp(rec + 2, "*") == 0 ? NULL : rec + 2); /* p:*, awaits too */
         } else if (strncmp(rec, "r:", 2) == 0) {
             ring_call(a, rec + 2);
+        } else if (strcmp(rec, "d:") == 0) {
+            a->deps_stale = true; /* another replica changed the deployments */
         } else if (strncmp(rec, "i:+", 3) == 0) {
             timer_in(a, strtoull(rec + 3, NULL, 10));
         } else if (strncmp(rec, "t:", 2) == 0) {
@@ -631,10 +643,45 @@ static void outcome_status(const pgturn *t, engine_status *st)
     reply_unavailable(st, why);
 }
 
+static void housekeeping_done(pgactor *a, lane *l, uint64_t next_in_ms);
+static void gate_done(pgactor *a, lane *l);
+static void refuse_all(pgactor *a, pgreq *list);
+
+/* Reads the deployments again on l's connection, waiting for the answer
+ * (one round trip, after a change of them only). False: not read (the
+ * copy stays stale; a turn routed by it fails BR002 and is answered
+ * UNAVAILABLE). */
+static bool deps_reload(pgactor *a, lane *l)
+{
+    pgturn_stmt st = {.name = "deployments_read"};
+    pgturn t = {.conn = l->conn, .stmts = &st, .n = 1};
+    (void)pgturn_run(&t, pgturn_mono_ms() + TURN_TIMEOUT_MS);
+    bool ok = t.outcome == PGTURN_COMMITTED && st.result != NULL &&
+              pgdeploy_load(&a->deps, st.result) == BERTH_OK;
+    pgturn_clear_results(&t);
+    if (t.broken)
+        down(a, l, t.message);
+    if (ok) {
+        a->deps_stale = false;
+        if (a->deps.n_draining == 0)
+            a->gate_due_mono_ms = 0;
+    }
+    return ok;
+}
+
 /* Plans the lane's requests and puts the turn on the wire. A turn that
  * needs nothing of the database ends at once. */
 static void turn_start(pgactor *a, lane *l)
 {
+    if (a->deps_stale && !deps_reload(a, l) && l->conn == NULL) {
+        refuse_all(a, l->list);
+        l->list = NULL;
+        if (l->housekeeping)
+            housekeeping_done(a, l, HOUSEKEEPING_RETRY_MS);
+        if (l->gate)
+            gate_done(a, l);
+        return;
+    }
     a->counters.turns = a->committed;
     a->counters.waiting_fetches = a->waiters.n;
     /* ENGINE_FP_STORE_WRITE fails a turn that writes: one with requests,
@@ -652,7 +699,9 @@ static void turn_start(pgactor *a, lane *l)
                      /* one turn in flight per lane: the budget shared out */
                      .fetch_budget = a->o.fetch_inflight_max_bytes / PGACTOR_LANES,
                      .topics = &a->topics,
-                     .task_latency = &a->task_latency};
+                     .task_latency = &a->task_latency,
+                     .deps = &a->deps,
+                     .gate_wait = l->gate};
     if (pgops_plan(&a->o, &a->counters, l->list, &how, l->conn, &t) != BERTH_OK) {
         engine_status st;
         reply_no_memory(&st);
@@ -793,6 +842,15 @@ static void metrics(pgactor *a, engine_reply *r, bool from_db)
     hist_read(&a->fsync, &r->metrics.fsync);
 }
 
+/* A gate-only turn ended: the next in PGDEPLOY_GATE_EVERY_MS, while the
+ * copy shows a deployment draining. */
+static void gate_done(pgactor *a, lane *l)
+{
+    l->gate = false;
+    a->gate_running = false;
+    a->gate_due_mono_ms = pgturn_mono_ms() + PGDEPLOY_GATE_EVERY_MS;
+}
+
 static void committed(pgactor *a, lane *l)
 {
     pgops_turn *t = l->turn;
@@ -806,6 +864,13 @@ static void committed(pgactor *a, lane *l)
     if (pgops_notify(t) != NULL)
         pglisten_ring(&a->listen, pgops_notify(t));
     pgops_answer(t, doorbells, a);
+    if (pgops_deploys_changed(t)) { /* read them again; the other replicas too */
+        a->deps_stale = true;
+        if (a->listen.conn != NULL)
+            pglisten_ring(&a->listen, "d:");
+    }
+    if (l->gate)
+        gate_done(a, l);
     const engine_stats *d = pgops_delta(t);
     a->counters.calls += d->calls;
     a->counters.calls_resolved += d->calls_resolved;
@@ -865,11 +930,17 @@ static void turn_end(pgactor *a, lane *l)
     /* A one-round turn a completion could not be decided in (a call's
      * task): again in two rounds, and so for a while (calls are in use). */
     bool undecided = pt->outcome == PGTURN_ABORTED && strcmp(pt->sqlstate, PGGUARD_UNDECIDED) == 0;
+    /* Planned with deployments older than the database's: read them, and
+     * plan the same requests anew (pgdeploy.h, THE COPY). */
+    bool stale = pt->outcome == PGTURN_ABORTED && strcmp(pt->sqlstate, PGDEPLOY_STALE) == 0;
     if (undecided)
         a->two_rounds_until_ms = pgturn_mono_ms() + PGACTOR_TWO_ROUNDS_MS;
+    else if (stale)
+        a->deps_stale = true;
     else
         a->counters.commits_failed++;
-    bool rerun = pt->outcome == PGTURN_ABORTED && (pt->rerunnable || undecided) && l->attempt == 0;
+    bool rerun =
+        pt->outcome == PGTURN_ABORTED && (pt->rerunnable || undecided || stale) && l->attempt == 0;
     engine_status st;
     outcome_status(pt, &st);
     if (pt->broken)
@@ -879,15 +950,20 @@ static void turn_end(pgactor *a, lane *l)
     if (!rerun || l->conn == NULL) {
         if (l->housekeeping)
             housekeeping_done(a, l, HOUSEKEEPING_RETRY_MS);
+        if (l->gate)
+            gate_done(a, l);
         turn_failed(a, l->list, &st);
         l->list = NULL;
         return;
     }
-    for (pgreq *p = l->list; p != NULL; p = p->next) /* the same requests, planned anew */
+    for (pgreq *p = l->list; p != NULL; p = p->next) { /* the same requests, planned anew */
+        if (stale && !p->completes_done && p->req.op != ENGINE_OP_AWAIT_CALL)
+            p->settled = false; /* a refusal by the routes is looked at again */
         if (!p->settled && !p->completes_done) {
             reply_reset(p->reply);
             memset(&p->reply->status, 0, sizeof p->reply->status);
         }
+    }
     l->attempt = 1;
     turn_start(a, l);
 }
@@ -969,6 +1045,9 @@ static void sleep_a_while(pgactor *a)
         if (a->listen.conn == NULL && l->conn != NULL && l->turn == NULL)
             at =
                 a->listen_retry_at_ms > m ? a->listen_retry_at_ms : m; /* the listener's next try */
+        if (l->conn != NULL && l->turn == NULL && a->deps.n_draining > 0 && !a->gate_running &&
+            a->gate_due_mono_ms < at)
+            at = a->gate_due_mono_ms > m ? a->gate_due_mono_ms : m; /* the gate's next turn */
         if (at != UINT64_MAX) {
             int t = at <= m ? 0 : at - m > 60000 ? 60000 : (int)(at - m);
             if (timeout < 0 || t < timeout)
@@ -1038,7 +1117,7 @@ static bool known_empty(pgactor *a, const pgreq *p)
 {
     const engine_fetch_args *f = &p->req.u.fetch;
     if (p->req.op != ENGINE_OP_FETCH || f->n_completes > 0 || a->listen.conn == NULL ||
-        f->n_topics == 0)
+        f->n_topics == 0 || a->o.strict_channels) /* (strict: a turn checks its routes) */
         return false;
     for (size_t i = 0; i < f->n_topics; i++) {
         const watch *w = f->topics[i] ? watch_of(a, f->topics[i], false) : NULL;
@@ -1068,7 +1147,7 @@ static pgreq *sort_out(pgactor *a, pgreq *head, uint64_t now, pgreq **ticks, pgr
             metrics(a, p->reply, false);
             answer(a, p);
         } else if (known_empty(a, p)) {
-            if (!pgops_fetch_check(&a->o, p))
+            if (!pgops_fetch_check(&a->o, &a->deps, p))
                 answer(a, p);
             else
                 park_or_answer(a, p, now);
@@ -1159,6 +1238,28 @@ static void *pgactor_main(void *arg)
         } else if (list != NULL) {
             refuse_all(a, list);
         }
+        /* The deployments: read again when another replica changed them
+         * (the view follows at once, not at the next request), and the
+         * gate alone while one drains (pgdeploy.h, THE GATE). */
+        lane *g = free_lane(a);
+        if (g != NULL && a->deps_stale && !started && pgturn_mono_ms() >= a->deps_retry_mono_ms) {
+            if (!deps_reload(a, g))
+                a->deps_retry_mono_ms = pgturn_mono_ms() + HOUSEKEEPING_RETRY_MS;
+            started = true;
+        }
+        g = free_lane(a);
+        if (g != NULL && a->deps.n_draining > 0 && !a->gate_running && !a->deps_stale &&
+            pgturn_mono_ms() >= a->gate_due_mono_ms) {
+            g->list = NULL;
+            g->now_ms = now;
+            g->rings = a->rings;
+            g->attempt = 0;
+            g->housekeeping = false;
+            g->gate = true;
+            a->gate_running = true;
+            turn_start(a, g);
+            started = true;
+        }
         /* A turn that ends here freed its lane after the queue was looked
          * at, and may have rung waiters: the loop goes round again rather
          * than sleep on them (nothing else would wake it). */
@@ -1236,6 +1337,7 @@ static void pgactor_free(engine *e)
         pgconn_close(a->lanes[i].conn);
     pglisten_fini(&a->listen);
     pgstmt_fini(&a->stmts);
+    pgdeploy_fini(&a->deps);
     gauges_free(a);
     tcounts_fini(&a->topics);
     for (size_t i = 0; i < a->watches.n; i++)
@@ -1295,17 +1397,18 @@ static const engine_backend pgactor_backend = {
     .durability = pgactor_durability,
 };
 
-/* The bounds berth.submit() (sql/003_submit.sql) checks a submit made in
- * SQL against: this berthd's, the last to boot's for every replica. */
+/* The bounds berth.submit() (sql/003_submit.sql, 006_deploy.sql) checks a
+ * submit made in SQL against, and whether channels are strict: this
+ * berthd's, the last to boot's for every replica. */
 static int settings_write(PGconn *c, const engine_options *o, char *err, size_t errlen)
 {
     char json[512];
     snprintf(json, sizeof json,
              "{\"payload_max_bytes\": %u, \"delay_max_ms\": %" PRIu64
              ", \"priority_default\": %u, \"priority_max\": %u, \"retries\": %u, "
-             "\"dedup_horizon_ms\": %" PRIu64 "}",
+             "\"dedup_horizon_ms\": %" PRIu64 ", \"strict_channels\": %s}",
              o->payload_max_bytes, o->delay_max_ms, o->priority_default, o->priority_max,
-             o->retries, o->dedup_horizon_ms);
+             o->retries, o->dedup_horizon_ms, o->strict_channels ? "true" : "false");
     const char *params[1] = {json};
     return pgconn_command(c,
                           "INSERT INTO berth.meta (key, value) VALUES ('settings', $1) "
@@ -1313,15 +1416,33 @@ static int settings_write(PGconn *c, const engine_options *o, char *err, size_t 
                           1, params, "writing berth.meta 'settings'", err, errlen);
 }
 
+/* The channels given at open: a deploy of ENGINE_BOOT_DEPLOYMENT through
+ * the engine, before it serves (nothing changes if its live version
+ * declares exactly them), as the embedded store's deploy_boot. */
+static int deploy_boot(pgactor *a, const engine_options *o, char *err, size_t errlen)
+{
+    if (o->n_channels == 0)
+        return BERTH_OK;
+    engine_request req = {.op = ENGINE_OP_DEPLOY};
+    req.u.deploy.id = ENGINE_BOOT_DEPLOYMENT;
+    req.u.deploy.channels = o->channels;
+    req.u.deploy.n_channels = o->n_channels;
+    engine_reply *r = engine_exec_sync((engine *)(void *)a, &req);
+    int rv = BERTH_OK;
+    if (r == NULL) {
+        snprintf(err, errlen, "out of memory");
+        rv = BERTH_ENOMEM;
+    } else if (r->status.code != ENGINE_CODE_OK) {
+        snprintf(err, errlen, "channel: %s", r->status.message);
+        rv = r->status.code == ENGINE_CODE_UNAVAILABLE ? BERTH_EIO : BERTH_EINVAL;
+    }
+    engine_reply_free(r);
+    return rv;
+}
+
 int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (o->n_channels > 0) {
-        snprintf(err, errlen,
-                 "declared channels are not served on the PostgreSQL store yet: run "
-                 "without --channels");
-        return BERTH_EINVAL;
-    }
     pgactor *a = mem_calloc(1, sizeof(*a));
     if (a == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -1343,7 +1464,9 @@ int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen
     pthread_mutex_init(&a->mu, NULL);
     uint64_t t0 = engine_monotonic_ms();
     PGconn *mig = NULL;
-    int rv = a->uri == NULL || a->efd < 0 || tcounts_init(&a->topics, a->o.metrics_topics_max)
+    a->deps_stale = true; /* read before the first turn */
+    int rv = a->uri == NULL || a->efd < 0 || tcounts_init(&a->topics, a->o.metrics_topics_max) ||
+                     pgdeploy_init(&a->deps) != BERTH_OK
                  ? BERTH_ENOMEM
                  : BERTH_OK;
     if (rv != BERTH_OK)
@@ -1367,6 +1490,11 @@ int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen
     }
     if (rv != BERTH_OK) {
         a->joined = true;
+        pgactor_free((engine *)(void *)a);
+        return rv;
+    }
+    if ((rv = deploy_boot(a, o, err, errlen)) != BERTH_OK) {
+        pgactor_stop((engine *)(void *)a);
         pgactor_free((engine *)(void *)a);
         return rv;
     }

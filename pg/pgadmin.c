@@ -25,6 +25,7 @@ void pgadmin_plan(pgops_turn *t, pgreq *p)
         return;
     }
     p->retries = (uint32_t)retries;
+    t->share |= retry; /* its deployment may drain again: the gate waits for the turn */
     p->claim = pgplan_add_stmt(t, retry ? "tasks_retry" : "tasks_discard",
                                64 + sizeof RULES_DISCARDED_MESSAGE);
     if (p->claim < 0) {
@@ -101,6 +102,8 @@ void pgadmin_answer(pgops_turn *t, pgreq *p)
     uint8_t id[BERTH_ID_LEN];
     (void)store_id_parse(id_str, id);
     const char *topic = PQgetvalue(res, 0, 0);
+    if (retry && !pgwire_isnull(res, 0, 2))
+        t->deps_changed = true; /* its deployment drains again */
     pgplan_event(t, retry ? ENGINE_EVENT_TASK_RETRIED : ENGINE_EVENT_TASK_DISCARDED, topic, id,
                  NULL, retry ? p->retries : 0);
     if (retry || pgwire_isnull(res, 0, 2))

@@ -32,7 +32,10 @@ void pgcall_plan(pgops_turn *t, pgreq *p)
     engine_reply *r = p->reply;
     call_item c = {.p = p, .a = a, .same_as = -1, .has_retry = a->retry != NULL};
     c.pol.max_attempts = 1;
-    if (!pgsubmit_check(t, &a->request, &r->status) ||
+    /* (refused by its route: under a key it goes to the statement, which
+     * answers a duplicate of a call accepted before, as for a submit) */
+    if (!pgsubmit_check(t, &a->request, &c.dep, &r->status) ||
+        (c.dep < 0 && !has_key(&a->request)) ||
         (a->retry != NULL && !rules_call_policy(t->o, a->retry, &c.pol, &r->status))) {
         p->settled = true;
         return;
@@ -45,7 +48,7 @@ void pgcall_plan(pgops_turn *t, pgreq *p)
     r->n_submitted = 1;
     randombytes_buf(c.iid, sizeof c.iid);
     randombytes_buf(c.tid, sizeof c.tid);
-    if (has_key(&a->request))
+    if (has_key(&a->request) && c.dep >= 0)
         for (size_t j = 0; j < t->calls.n && c.same_as < 0; j++) {
             const engine_submit_args *b = &t->calls.v[j].a->request;
             if (t->calls.v[j].same_as < 0 && has_key(b) &&
@@ -65,7 +68,7 @@ typedef struct call_cols {
     const char **topics, **cts, **keys, **hdrs, **codes, **mults;
     const void **pays;
     size_t *plens;
-    int32_t *hs, *hc, *blen, *attempts, *cs, *cc;
+    int32_t *hs, *hc, *blen, *attempts, *cs, *cc, *dep;
     int64_t *delay, *nb, *prio, *timeout, *ib, *mb;
     bool *delay_null, *nb_null, *pol_null;
     char (*mult_text)[32];
@@ -73,11 +76,11 @@ typedef struct call_cols {
 
 static void cols_free(call_cols *c)
 {
-    void *all[] = {c->iid,      c->tid,      c->topics, c->cts,   c->keys,       c->hdrs,
-                   c->codes,    c->mults,    c->pays,   c->plens, c->hs,         c->hc,
-                   c->blen,     c->attempts, c->cs,     c->cc,    c->delay,      c->nb,
-                   c->prio,     c->timeout,  c->ib,     c->mb,    c->delay_null, c->nb_null,
-                   c->pol_null, c->mult_text};
+    void *all[] = {c->iid,      c->tid,       c->topics, c->cts,   c->keys,       c->hdrs,
+                   c->codes,    c->mults,     c->pays,   c->plens, c->hs,         c->hc,
+                   c->blen,     c->attempts,  c->cs,     c->cc,    c->delay,      c->nb,
+                   c->prio,     c->timeout,   c->ib,     c->mb,    c->delay_null, c->nb_null,
+                   c->pol_null, c->mult_text, c->dep};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -110,11 +113,12 @@ static bool cols_alloc(call_cols *c, size_t n, size_t nh, size_t nc)
                      .delay_null = mem_calloc(n, 1),
                      .nb_null = mem_calloc(n, 1),
                      .pol_null = mem_calloc(n, 1),
-                     .mult_text = mem_calloc(n, 32)};
+                     .mult_text = mem_calloc(n, 32),
+                     .dep = mem_calloc(n, 4)};
     return c->iid && c->tid && c->topics && c->cts && c->keys && c->hdrs && c->codes && c->mults &&
            c->pays && c->plens && c->hs && c->hc && c->blen && c->attempts && c->cs && c->cc &&
            c->delay && c->nb && c->prio && c->timeout && c->ib && c->mb && c->delay_null &&
-           c->nb_null && c->pol_null && c->mult_text;
+           c->nb_null && c->pol_null && c->mult_text && c->dep;
 }
 
 bool pgcall_stmt_call(pgops_turn *t)
@@ -163,6 +167,7 @@ bool pgcall_stmt_call(pgops_turn *t)
         c.nb_null[m] = !q->has_not_before_ms;
         c.prio[m] = q->has_priority ? q->priority : t->o->priority_default;
         c.blen[m] = (int32_t)pgsubmit_body_bytes(q);
+        c.dep[m] = it->dep;
         c.pol_null[m] = !it->has_retry;
         c.timeout[m] = (int64_t)it->pol.timeout_ms;
         c.attempts[m] = (int32_t)it->pol.max_attempts;
@@ -202,6 +207,7 @@ bool pgcall_stmt_call(pgops_turn *t)
         pgwire_int4_array(pp, c.cc, NULL, m);
         pgwire_int8(pp, (int64_t)t->o->dedup_horizon_ms);
         pgwire_int4(pp, (int32_t)t->o->retries);
+        pgwire_int4_array(pp, c.dep, NULL, m);
     }
     cols_free(&c);
     return ok;
@@ -591,6 +597,8 @@ static void notify(pgops_turn *t)
     for (size_t i = 0; i < t->calls.n; i++) {
         const call_item *c = &t->calls.v[i];
         const engine_submit_args *q = &c->a->request;
+        if (c->dep < 0)
+            continue; /* refused by its route: nothing new */
         uint64_t at = q->has_delay_ms        ? now + q->delay_ms
                       : q->has_not_before_ms ? q->not_before_ms
                                              : 0;
@@ -743,6 +751,13 @@ static void answer_calls(pgops_turn *t)
         if (c->same_as >= 0)
             continue;
         pgplan_winner(res, ++sent, c->iid, out);
+        if (c->dep < 0) { /* refused by its route: unless its key was accepted before */
+            if (out->duplicate)
+                memset(&c->p->reply->status, 0, sizeof c->p->reply->status);
+            else
+                c->p->reply->n_submitted = 0;
+            continue;
+        }
         if (!out->duplicate) {
             engine_topic_counters *tc = pgplan_counters(t, c->a->request.topic);
             if (tc != NULL)

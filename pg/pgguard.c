@@ -94,6 +94,8 @@ static bool read_rows(pgops_turn *t, const PGresult *res)
             pgwire_get_int8(res, i, 9, &w.available_at) != BERTH_OK ||
             pgwire_get_int8(res, i, 10, &w.created_at) != BERTH_OK)
             return false;
+        if (pgwire_get_int4(res, i, 17, &w.deployment) != BERTH_OK)
+            return false;
         w.has_instance = !pgwire_isnull(res, i, 12) &&
                          pgwire_get_uuid(res, i, 12, w.instance_id) == BERTH_OK &&
                          pgwire_get_int4(res, i, 13, &w.call_attempt) == BERTH_OK;
@@ -145,7 +147,13 @@ static void apply(pgops_turn *t, guard_item *g)
                               .content_type = c->result->content_type,
                               .headers = c->result->headers,
                               .n_headers = c->result->n_headers};
-            ok = rules_intake_validate(t->o, NULL, w->topic, &in, g->st);
+            rules_channel ch;
+            int known = pgdeploy_channel(t->deps, (uint32_t)w->deployment, w->topic, &ch);
+            if (known < 0) { /* a deployment newer than the replica's copy */
+                t->deps_unknown = true;
+                return;
+            }
+            ok = rules_intake_validate(t->o, known ? &ch : NULL, w->topic, &in, g->st);
         }
         if (ok && w->has_instance) /* a call's task: its reply resolves the call */
             ok = pgcall_correlate(t, w, c ? c->result : NULL, err, g->st);

@@ -9,6 +9,7 @@
  */
 #include "pg/pgops.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "pg/pgadmin.h"
 #include "pg/pgcall.h"
 #include "pg/pgclaim.h"
+#include "pg/pgdeploy.h"
 #include "pg/pgguard.h"
 #include "pg/pgplan.h"
 #include "pg/pgread.h"
@@ -31,24 +33,18 @@
 
 static bool between(pgturn *pt, void *arg);
 
-static bool no_strict(void *ctx, const char *topic)
+static bool declared(void *ctx, const char *topic)
 {
-    (void)ctx;
-    (void)topic;
-    return false;
+    return ctx == NULL || pgdeploy_declared(ctx, topic);
 }
 
-static bool declared_ok(void *ctx, const char *topic)
+bool pgops_fetch_check(const engine_options *o, const pgdeploys *deps, pgreq *p)
 {
-    (void)ctx;
-    (void)topic;
-    return true;
-}
-
-bool pgops_fetch_check(const engine_options *o, pgreq *p)
-{
-    if (!rules_fetch_check(o, &p->req.u.fetch, o->strict_channels ? no_strict : declared_ok, NULL,
-                           &p->f, &p->reply->status))
+    /* (strict channels: the topics must be declared; the turn then checks
+     * the copy it looked at is current) */
+    if (!rules_fetch_check(o, &p->req.u.fetch, declared,
+                           o->strict_channels ? (void *)(uintptr_t)deps : NULL, &p->f,
+                           &p->reply->status))
         return false;
     p->wait_ms = p->f.wait_ms;
     p->may_wait = p->f.wait_ms > 0;
@@ -65,7 +61,8 @@ static void plan_one(pgops_turn *t, pgreq *p)
     case ENGINE_OP_FETCH:
         if (p->completes_done)
             return; /* a waiter claiming again */
-        if (!pgops_fetch_check(t->o, p)) {
+        t->routed |= t->o->strict_channels;
+        if (!pgops_fetch_check(t->o, t->deps, p)) {
             p->settled = true;
         } else if (!pgguard_plan_completes(t, p, p->req.u.fetch.completes,
                                            p->req.u.fetch.n_completes)) {
@@ -97,6 +94,11 @@ static void plan_one(pgops_turn *t, pgreq *p)
     case ENGINE_OP_RETRY_TERMINAL:
     case ENGINE_OP_DISCARD_TERMINAL:
         pgadmin_plan(t, p);
+        return;
+    case ENGINE_OP_DEPLOY:
+    case ENGINE_OP_RETIRE:
+    case ENGINE_OP_LIST_DEPLOYMENTS:
+        pgdeploy_plan(t, p);
         return;
     case ENGINE_OP_CHECKPOINT:
         reply_status(&p->reply->status, ENGINE_CODE_UNIMPLEMENTED,
@@ -136,6 +138,8 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     t->list = list;
     t->now_ms = now_ms;
     t->s_submit = t->s_guard = t->s_fast = t->s_topics_due = t->s_stats = -1;
+    t->s_dlock = t->s_gate = t->s_dlist = -1;
+    t->deps = how->deps;
     t->s_calls_stats = t->s_call = t->s_ilock = t->s_timers = t->s_drop = t->s_expire =
         t->s_redrive = t->s_await = t->s_hk_next = -1;
     t->housekeeping = housekeeping;
@@ -154,7 +158,8 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
         fetches += p->req.op == ENGINE_OP_FETCH || p->req.op == ENGINE_OP_GET_TASK ||
                    p->req.op == ENGINE_OP_LIST_INCIDENTS || p->req.op == ENGINE_OP_LIST_TASKS ||
                    p->req.op == ENGINE_OP_RETRY_TERMINAL ||
-                   p->req.op == ENGINE_OP_DISCARD_TERMINAL; /* a statement each */
+                   p->req.op == ENGINE_OP_DISCARD_TERMINAL || p->req.op == ENGINE_OP_DEPLOY ||
+                   p->req.op == ENGINE_OP_LIST_DEPLOYMENTS; /* a statement each */
     }
     t->cap = STMTS_MAX_FIXED + fetches;
     t->stmts = mem_calloc(t->cap, sizeof(*t->stmts));
@@ -169,13 +174,21 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
                     .stmts = t->stmts,
                     .between = between,
                     .between_arg = t};
+    if (how->gate_wait) { /* the gate alone (pgdeploy.h, THE GATE) */
+        if (!pgdeploy_stmt_last(t, true)) {
+            pgops_free(t);
+            return BERTH_ENOMEM;
+        }
+        *out = t;
+        return BERTH_OK;
+    }
     for (pgreq *p = list; p != NULL; p = p->next)
         if (!p->settled)
             plan_one(t, p);
-    /* Housekeeping first: a key it drops is free for a submit or call of
-     * the same turn. */
-    if ((housekeeping && !pgcall_stmt_housekeeping(t)) || (t->subs.n > 0 && !pgsubmit_stmt(t)) ||
-        (t->calls.n > 0 && !pgcall_stmt_call(t)) ||
+    /* A deploy's lock first, while the turn holds no row; housekeeping
+     * next: a key it drops is free for a submit or call of the same turn. */
+    if (!pgdeploy_stmt_first(t) || (housekeeping && !pgcall_stmt_housekeeping(t)) ||
+        (t->subs.n > 0 && !pgsubmit_stmt(t)) || (t->calls.n > 0 && !pgcall_stmt_call(t)) ||
         (t->guards.n > 0 && !plan_guards(t, how->one_round && !fail && !housekeeping))) {
         pgops_free(t);
         return BERTH_ENOMEM;
@@ -185,7 +198,13 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
         if (s >= 0)
             pgwire_int4(&t->params[s], 0);
     }
-    if ((t->guards.n > 0 && t->s_fast < 0) || housekeeping || pgadmin_in(t)) {
+    /* Its deploy epoch checked at turn_begin when the plan read the
+     * replica's deployments; K_DEPLOY shared when it puts work into one
+     * (a deploy's turn holds it exclusive: deploy_lock checks then). */
+    t->t.check_epoch = t->routed && t->deploys == 0;
+    t->t.expect_epoch = t->deps != NULL ? t->deps->epoch : 0;
+    t->t.share = t->share && t->deploys == 0;
+    if ((t->guards.n > 0 && t->s_fast < 0) || housekeeping || pgadmin_in(t) || pgdeploy_in(t)) {
         t->t.n_first = t->t.n;
     } else if (!between(&t->t, t)) {
         pgops_free(t);
@@ -202,15 +221,27 @@ pgturn *pgops_pgturn(pgops_turn *t)
 
 bool pgops_empty(const pgops_turn *t)
 {
-    return t->t.n == 0;
+    /* (a turn that only refused by the routes still checks they were current) */
+    return t->t.n == 0 && !t->t.check_epoch;
+}
+
+bool pgops_deploys_changed(const pgops_turn *t)
+{
+    return t->deps_changed;
 }
 
 static bool between(pgturn *pt, void *arg)
 {
     pgops_turn *t = arg;
     bool two = t->guards.n > 0 && t->s_fast < 0; /* guard_read's rows are in */
-    if ((two && !pgguard_between(t, pt)) || (t->housekeeping && !pgcall_timers(t, pt)))
+    if (!pgdeploy_between(t, pt) || (two && !pgguard_between(t, pt)) ||
+        (t->housekeeping && !pgcall_timers(t, pt)))
         return false;
+    if (t->deps_unknown) { /* a task of a deployment the copy lacks: read them, plan anew */
+        int s = pgplan_add_stmt(t, "deploy_stale", 8);
+        pt->notify = NULL;
+        return s >= 0;
+    }
     if (t->t.n_first > 0)
         pgadmin_between(t, pt);
     /* The calls' writes before the tasks' (a result read from a task the
@@ -218,7 +249,7 @@ static bool between(pgturn *pt, void *arg)
     if (!pgcall_stmt_writes(t) || (two && !pgguard_stmt_outcomes(t)))
         return false;
     pgsubmit_notify(t);
-    if (!pgclaim_stmts(t) || !pgcall_stmt_after(t))
+    if (!pgclaim_stmts(t) || !pgcall_stmt_after(t) || !pgdeploy_stmt_last(t, false))
         return false;
     pt->notify = t->notify_in_turn ? t->notify : NULL;
     return true;
@@ -239,10 +270,12 @@ void pgops_answer(pgops_turn *t, void (*bells)(void *ctx, const char *payload), 
         if (!p->settled) {
             pgread_answer(t, p);
             pgadmin_answer(t, p);
+            pgdeploy_answer(t, p);
         }
     pgcall_answer(t, &t->hk_next_in_ms);
     pgsubmit_events(t);
     pgguard_events(t);
+    pgdeploy_committed(t); /* deployment.retired after the acts that retired it */
     /* Here as anywhere: the doorbells the turn rang. */
     if (t->notify != NULL)
         bells(ctx, t->notify);
@@ -290,6 +323,7 @@ void pgops_free(pgops_turn *t)
     VEC_FREE(&t->guards);
     VEC_FREE(&t->due_topics);
     VEC_FREE(&t->dues);
+    pgdeploy_turn_free(t);
     free(t->params);
     free(t->stmts);
     free(t->notify);

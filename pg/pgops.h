@@ -34,12 +34,13 @@
 #include "engine/hist.h"
 #include "engine/rules.h"
 #include "engine/tcounts.h"
+#include "pg/pgdeploy.h"
 #include "pg/pgreq.h"
 #include "pg/pgturn.h"
 
 /* A fetch's own checks (R6), as a turn runs them: p->f and p->may_wait
  * set; false: refused in p->reply->status. */
-bool pgops_fetch_check(const engine_options *o, pgreq *p);
+bool pgops_fetch_check(const engine_options *o, const pgdeploys *deps, pgreq *p);
 
 /* How a turn is to be planned (pgops_plan). */
 typedef struct pgops_how {
@@ -60,6 +61,8 @@ typedef struct pgops_how {
      * completion's latency (NULL: not counted). */
     tcounts *topics;
     hist *task_latency;
+    const pgdeploys *deps; /* the replica's deployments (pgdeploy.h) */
+    bool gate_wait;        /* the turn is the gate alone, waiting for K_DEPLOY */
 } pgops_how;
 
 /* Plans the turn over list (linked by next): the checks, then the
@@ -81,6 +84,9 @@ void pgops_answer(pgops_turn *t, void (*bells)(void *ctx, const char *payload), 
 /* After a committed housekeeping turn: in how many ms the next is due
  * (UINT64_MAX: nothing waits; 0: more now). */
 uint64_t pgops_housekeeping_next(const pgops_turn *t);
+/* After COMMIT: whether the turn changed the deployments (a deploy, a
+ * retire, the gate, an operator's retry that drained one again). */
+bool pgops_deploys_changed(const pgops_turn *t);
 /* After COMMIT: the counters the turn adds to the replica's (calls...). */
 const engine_stats *pgops_delta(const pgops_turn *t);
 /* For the fetches of the turn that claimed nothing and may wait: what

@@ -17,6 +17,7 @@
 #include "engine/mem.h"
 #include "engine/rules.h"
 #include "engine/tcounts.h"
+#include "pg/pgdeploy.h"
 #include "pg/pgreq.h"
 #include "pg/pgturn.h"
 #include "pg/pgwire.h"
@@ -28,6 +29,7 @@ typedef struct sub_item {
     engine_submitted *out;
     uint8_t id[BERTH_ID_LEN];
     int same_as; /* an earlier item of the turn with the same key, or -1 */
+    int32_t dep; /* the deployment it was routed to (0: the implicit one) */
 } sub_item;
 
 typedef enum gkind { G_COMPLETE, G_REFUSE, G_FAIL, G_EXTEND, G_RELEASE } gkind;
@@ -51,6 +53,7 @@ typedef struct call_item {
     bool has_retry;
     uint8_t iid[BERTH_ID_LEN], tid[BERTH_ID_LEN];
     int same_as; /* an earlier call of the turn with the same key, or -1 */
+    int32_t dep; /* the deployment it was routed to (0: the implicit one) */
 } call_item;
 
 /* A call's instance as the turn locked it (a reply's, a timer's), then as
@@ -85,6 +88,7 @@ typedef struct trow {
     bool has_instance; /* a call's task */
     uint8_t instance_id[BERTH_ID_LEN];
     int32_t call_attempt;
+    int32_t deployment;
     char *topic, *worker;
     uint8_t token[BERTH_ID_LEN];
     int64_t lock_expires_at, available_at, created_at;
@@ -94,8 +98,9 @@ typedef struct trow {
 
 /* submit, guard_read or complete_fast, delete, update, incidents, topics_due, stats, turn_fail;
  * call, instances_lock, timers_due, instances_drop, keys_expire, tasks_withdraw, redrive_insert,
- * instances_write, await_read, housekeeping_next, calls_stats */
-#define STMTS_MAX_FIXED 19
+ * instances_write, await_read, housekeeping_next, calls_stats; deploy_lock, deployments_write,
+ * deploy_gate, deployments_list (a deploy's answers), deploy_stale */
+#define STMTS_MAX_FIXED 24
 
 struct pgops_turn {
     const engine_options *o;
@@ -131,6 +136,15 @@ struct pgops_turn {
     bool admin;            /* an operator's retry or discard: two rounds (pgadmin.h) */
     tcounts *topics;       /* pgops_how's: the acts of the turn, counted once committed */
     hist *task_latency;
+    /* deployments (pgdeploy.h) */
+    const pgdeploys *deps; /* pgops_how's: the replica's copy */
+    bool routed;           /* the plan read the copy: turn_begin_routed checks its epoch */
+    bool share;            /* ... and puts work into a deployment: K_DEPLOY shared */
+    bool deps_unknown;     /* a task named a deployment the copy lacks: the turn fails BR002 */
+    bool deps_changed;     /* the turn changed the deployments */
+    size_t deploys, lists; /* DEPLOY and RETIRE requests; LIST_DEPLOYMENTS */
+    int s_dlock, s_gate, s_dlist;
+    VEC(pgdep) drows; /* a deploy's turn: the deployments as deploy_lock read them, then as left */
 };
 
 /* Appends *val (n bytes) to a VEC: false when out of memory. */

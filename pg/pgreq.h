@@ -41,6 +41,8 @@ typedef struct pgreq {
     uint8_t call_id[BERTH_ID_LEN];
     /* retry_terminal */
     uint32_t retries; /* the new failure budget, checked */
+    /* deploy, retire: the deployment answered */
+    uint32_t dep_number;
 } pgreq;
 
 /* What a committed turn taught about topics: parks to ring here and

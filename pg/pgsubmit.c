@@ -21,24 +21,23 @@ static bool has_key(const engine_submit_args *a)
     return a->idempotency_key != NULL && a->idempotency_key[0] != '\0';
 }
 
-bool pgsubmit_check(const pgops_turn *t, const engine_submit_args *a, engine_status *st)
+bool pgsubmit_check(pgops_turn *t, const engine_submit_args *a, int32_t *dep, engine_status *st)
 {
-    if (!check_topic(a->topic, "topic", st))
+    if (!check_topic(a->topic, "topic", st) || !rules_submit_check(t->o, t->now_ms, a, st))
         return false;
-    if (t->o->strict_channels) {
-        reply_status(st, ENGINE_CODE_NOT_FOUND,
-                     "topic %s: no live deployment declares it (strict channels)", a->topic);
-        snprintf(st->field, sizeof st->field, "topic");
-        return false;
-    }
-    return rules_submit_check(t->o, t->now_ms, a, st);
+    t->routed = true;
+    int64_t d = pgdeploy_route(t->deps, t->o->strict_channels, a->topic, st);
+    *dep = (int32_t)d;
+    t->share |= d > 0;
+    return true;
 }
 
-static bool add_sub(pgops_turn *t, pgreq *p, const engine_submit_args *a, engine_submitted *out)
+static bool add_sub(pgops_turn *t, pgreq *p, const engine_submit_args *a, int32_t dep,
+                    engine_submitted *out)
 {
-    sub_item s = {.p = p, .a = a, .out = out, .same_as = -1};
+    sub_item s = {.p = p, .a = a, .out = out, .same_as = -1, .dep = dep};
     randombytes_buf(s.id, sizeof s.id);
-    if (has_key(a))
+    if (has_key(a) && dep >= 0)
         for (size_t j = 0; j < t->subs.n && s.same_as < 0; j++) {
             const engine_submit_args *b = t->subs.v[j].a;
             if (t->subs.v[j].same_as < 0 && has_key(b) && strcmp(a->topic, b->topic) == 0 &&
@@ -64,13 +63,26 @@ void pgsubmit_plan(pgops_turn *t, pgreq *p)
             return;
         }
     }
-    for (size_t i = 0; i < n; i++)
-        if (!pgsubmit_check(t, &items[i], &r->status)) {
+    int32_t one, *deps = n > 1 ? mem_calloc(n, sizeof *deps) : &one;
+    if (deps == NULL) {
+        reply_no_memory(&r->status);
+        p->settled = true;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bool ok = pgsubmit_check(t, &items[i], &deps[i], &r->status);
+        /* A refused route: a batch is refused whole; a single submit under
+         * a key goes to the statement, which answers a duplicate if the
+         * key was accepted before (R17 outlives the route). */
+        if (!ok || (deps[i] < 0 && (p->req.op == ENGINE_OP_SUBMIT_BATCH || !has_key(&items[i])))) {
             if (p->req.op == ENGINE_OP_SUBMIT_BATCH)
                 rules_item_name(&r->status, i);
             p->settled = true;
+            if (deps != &one)
+                free(deps);
             return;
         }
+    }
     r->submitted = reply_mem(r, n * sizeof(*r->submitted));
     if (r->submitted == NULL) {
         reply_no_memory(&r->status);
@@ -78,12 +90,15 @@ void pgsubmit_plan(pgops_turn *t, pgreq *p)
         return;
     }
     r->n_submitted = n;
-    for (size_t i = 0; i < n; i++)
-        if (!add_sub(t, p, &items[i], &r->submitted[i])) {
-            reply_no_memory(&r->status);
-            p->settled = true;
-            return;
-        }
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++)
+        ok = add_sub(t, p, &items[i], deps[i], &r->submitted[i]);
+    if (deps != &one)
+        free(deps);
+    if (!ok) {
+        reply_no_memory(&r->status);
+        p->settled = true;
+    }
 }
 
 size_t pgsubmit_body_bytes(const engine_submit_args *a)
@@ -127,8 +142,9 @@ bool pgsubmit_stmt(pgops_turn *t)
     bool *nb_null = mem_calloc(n ? n : 1, sizeof(bool));
     int64_t *prio = mem_calloc(n ? n : 1, sizeof(int64_t));
     int32_t *blen = mem_calloc(n ? n : 1, sizeof(int32_t));
+    int32_t *deps = mem_calloc(n ? n : 1, sizeof(int32_t));
     bool ok = ids && topics && pays && plens && hdrs && hstart && hcount && cts && keys && delay &&
-              delay_null && nb && nb_null && prio && blen;
+              delay_null && nb && nb_null && prio && blen && deps;
     size_t hi = 0;
     for (size_t i = 0; ok && i < n; i++) {
         const sub_item *si = &t->subs.v[i];
@@ -153,6 +169,7 @@ bool pgsubmit_stmt(pgops_turn *t)
         nb_null[m] = !a->has_not_before_ms;
         prio[m] = a->has_priority ? a->priority : t->o->priority_default;
         blen[m] = (int32_t)pgsubmit_body_bytes(a);
+        deps[m] = si->dep;
         m++;
     }
     if (ok) {
@@ -171,7 +188,9 @@ bool pgsubmit_stmt(pgops_turn *t)
         pgwire_int4_array(pp, blen, NULL, m);
         pgwire_int8(pp, (int64_t)t->o->dedup_horizon_ms);
         pgwire_int4(pp, (int32_t)t->o->retries);
+        pgwire_int4_array(pp, deps, NULL, m);
     }
+    free(deps);
     free(ids);
     free(topics);
     free(pays);
@@ -199,7 +218,15 @@ void pgsubmit_answer(pgops_turn *t)
         sub_item *s = &t->subs.v[i];
         if (s->same_as >= 0)
             continue;
-        pgplan_winner(res, ++sent, s->id, s->out);
+        ++sent;
+        if (s->dep >= 0) {
+            pgplan_winner(res, sent, s->id, s->out);
+        } else if (pgplan_winner(res, sent, s->id, s->out), s->out->duplicate) {
+            /* accepted before: its duplicate */
+            memset(&s->p->reply->status, 0, sizeof s->p->reply->status);
+        } else {
+            s->p->reply->n_submitted = 0; /* the route's refusal stands */
+        }
     }
     for (size_t i = 0; i < t->subs.n; i++) {
         sub_item *s = &t->subs.v[i];
@@ -215,6 +242,8 @@ void pgsubmit_notify(pgops_turn *t)
 {
     for (size_t i = 0; i < t->subs.n; i++) {
         const engine_submit_args *a = t->subs.v[i].a;
+        if (t->subs.v[i].dep < 0)
+            continue; /* refused by its route: nothing new */
         uint64_t at = a->has_delay_ms        ? t->now_ms + a->delay_ms
                       : a->has_not_before_ms ? a->not_before_ms
                                              : 0;
@@ -229,7 +258,7 @@ void pgsubmit_events(pgops_turn *t)
 {
     for (size_t i = 0; i < t->subs.n; i++) {
         const sub_item *s = &t->subs.v[i];
-        if (!s->out->duplicate) {
+        if (!s->out->duplicate && s->dep >= 0) {
             engine_topic_counters *c = pgplan_counters(t, s->a->topic);
             if (c != NULL)
                 c->submitted++;

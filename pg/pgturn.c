@@ -160,8 +160,8 @@ static bool queue(pgturn *t, size_t idx)
     if (idx == 0) {
         ok = PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 1);
     } else if (idx == 1) {
-        ok = PQsendQueryPrepared(c, "turn_begin", t->tb.n, t->tb.values, t->tb.lengths,
-                                 t->tb.formats, 1);
+        ok = PQsendQueryPrepared(c, t->tb.n > 1 ? "turn_begin_routed" : "turn_begin", t->tb.n,
+                                 t->tb.values, t->tb.lengths, t->tb.formats, 1);
     } else if (idx < t->n + 2) {
         const pgturn_stmt *s = &t->stmts[idx - 2];
         const pgwire_params *p = s->params;
@@ -239,6 +239,13 @@ int pgturn_start(pgturn *t)
         pgwire_int8(&t->tb, t->clock_ms);
     else
         pgwire_null(&t->tb, PGWIRE_INT8);
+    if (t->check_epoch || t->share) {
+        if (t->check_epoch)
+            pgwire_int8(&t->tb, t->expect_epoch);
+        else
+            pgwire_null(&t->tb, PGWIRE_INT8);
+        pgwire_bool(&t->tb, t->share);
+    }
 
     if (PQstatus(t->conn) != CONNECTION_OK) {
         lost(t, NULL);

@@ -81,8 +81,14 @@ typedef struct pgturn_stmt {
 typedef struct pgturn {
     /* in: set before pgturn_start() */
     PGconn *conn;
-    bool clock_set;     /* turn_begin($1): clock_ms if set, NULL otherwise */
-    int64_t clock_ms;   /* the manual clock, Unix ms */
+    bool clock_set;   /* turn_begin($1): clock_ms if set, NULL otherwise */
+    int64_t clock_ms; /* the manual clock, Unix ms */
+    /* turn_begin_routed in place of turn_begin (pg/pgdeploy.h): the deploy
+     * epoch must be expect_epoch (else SQLSTATE BR002, nothing kept);
+     * share: K_DEPLOY held shared until COMMIT */
+    bool check_epoch;
+    int64_t expect_epoch;
+    bool share;
     pgturn_stmt *stmts; /* the caller's, n of them, living until the turn ends */
     size_t n;
     size_t n_first;     /* 0: one round trip; else stmts[0, n_first) first (§3.5) */
@@ -110,18 +116,18 @@ typedef struct pgturn {
     char message[512];    /* what happened, one line */
 
     /* private */
-    size_t queued;     /* commands queued, in wire order (BEGIN = 0) */
-    size_t next;       /* the command whose result is read next */
-    bool in_null;      /* its result is in; its closing NULL is next */
-    int syncs;         /* Syncs queued, not yet read */
-    bool commit_sent;  /* COMMIT handed to libpq */
-    bool error_seen;   /* a statement failed: the transaction is aborted */
-    int rollback;      /* 0 none; 1 ROLLBACK queued, result next; 2 its NULL next */
-    bool want_write;   /* PQflush left bytes: poll for POLLOUT */
-    bool commit_ok;    /* COMMIT's result was COMMAND_OK */
-    bool round2_sent;  /* n_first: the second round is queued */
-    pgwire_params tb;  /* turn_begin's parameter */
-    uint8_t tb_buf[8]; /* its bytes */
+    size_t queued;      /* commands queued, in wire order (BEGIN = 0) */
+    size_t next;        /* the command whose result is read next */
+    bool in_null;       /* its result is in; its closing NULL is next */
+    int syncs;          /* Syncs queued, not yet read */
+    bool commit_sent;   /* COMMIT handed to libpq */
+    bool error_seen;    /* a statement failed: the transaction is aborted */
+    int rollback;       /* 0 none; 1 ROLLBACK queued, result next; 2 its NULL next */
+    bool want_write;    /* PQflush left bytes: poll for POLLOUT */
+    bool commit_ok;     /* COMMIT's result was COMMAND_OK */
+    bool round2_sent;   /* n_first: the second round is queued */
+    pgwire_params tb;   /* turn_begin's parameters */
+    uint8_t tb_buf[32]; /* their bytes */
 } pgturn;
 
 /* Puts c into non-blocking pipeline mode (and drops server notices, which

@@ -43,9 +43,8 @@ RETURNING id, created_at;
 SELECT count(*) FROM berth.tasks WHERE topic = $1::text;
 
 -- name: submit
--- Every plain submit of the turn in one statement (§3.1, R1, R17): no
--- deployments or routes yet (deployment stays 0, nothing is refused). One
--- element per item in each array; the item's number is its 1-based place.
+-- Every plain submit of the turn in one statement (§3.1, R1, R17), routed
+-- by the replica (refusals never reach it). One element per item in each array; the item's number is its 1-based place.
 --   $1 uuid[] ids (the caller's), $2 text[] topics, $3 bytea[] payloads,
 --   $4 text[] every item's headers flattened, name,value,name,value...,
 --   $5 int4[] hdr_start: 1-based index into $4 of the item's first name (any
@@ -54,7 +53,11 @@ SELECT count(*) FROM berth.tasks WHERE topic = $1::text;
 --      (NULL: none), $8 text[] idempotency keys (NULL: no key), $9 int8[]
 --      delay_ms (NULL: none), $10 int8[] not_before, Unix ms (NULL: none),
 --   $11 int8[] priorities, $12 int4[] body_bytes, $13 int8 the dedup
---   horizon ms, $14 int4 retries (the failure budget: retries_left).
+--   horizon ms, $14 int4 retries (the failure budget: retries_left), $15
+--   int4[] the deployment each item was routed to (0: the implicit one;
+--   pg/pgdeploy.h: the turn's turn_begin_routed proves the routes current;
+--   -1: refused by its route, kept only if its key was accepted within the
+--   horizon, which it then answers, as a duplicate).
 -- available_at = greatest(now, now + delay_ms, else not_before, else now);
 -- created_at = now. A key is a berth.submit_keys row ('s', topic, key):
 -- inserted, or, when its row is past the horizon (at <= now - horizon),
@@ -73,31 +76,36 @@ SELECT count(*) FROM berth.tasks WHERE topic = $1::text;
 WITH items AS (
   SELECT u.* FROM unnest($1::uuid[], $2::text[], $3::bytea[], $5::int4[], $6::int4[],
                          $7::text[], $8::text[], $9::int8[], $10::int8[], $11::int8[],
-                         $12::int4[]) WITH ORDINALITY
+                         $12::int4[], $15::int4[]) WITH ORDINALITY
                   AS u(id, topic, payload, hs, hc, ct, key, delay_ms, not_before, prio,
-                       bytes, no)),
+                       bytes, dep, no)),
  keyed AS (
   INSERT INTO berth.submit_keys AS k (kind, topic, key, id, at)
   SELECT 's', i.topic, i.key, i.id, berth.now_ms() FROM items i
-   WHERE i.key IS NOT NULL ORDER BY i.topic, i.key
+   WHERE i.key IS NOT NULL AND i.dep >= 0 ORDER BY i.topic, i.key
   ON CONFLICT (kind, topic, key) DO UPDATE
     SET id = CASE WHEN k.at <= berth.now_ms() - $13::int8 THEN excluded.id ELSE k.id END,
         at = CASE WHEN k.at <= berth.now_ms() - $13::int8 THEN excluded.at ELSE k.at END
   RETURNING k.topic, k.key, k.id),
+ prior AS (  -- refused by its route: a duplicate only of a key accepted within the horizon
+  SELECT i.no, k.id FROM items i
+    JOIN berth.submit_keys k ON k.kind = 's' AND k.topic = i.topic AND k.key = i.key
+   WHERE i.dep < 0 AND k.at > berth.now_ms() - $13::int8),
  ins AS (
-  INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, retries_left,
-                           content_type, headers, body_bytes, payload)
-  SELECT i.id, i.topic, i.prio, berth.now_ms(),
+  INSERT INTO berth.tasks (id, topic, deployment, priority, created_at, available_at,
+                           retries_left, content_type, headers, body_bytes, payload)
+  SELECT i.id, i.topic, i.dep, i.prio, berth.now_ms(),
          greatest(berth.now_ms(),
                   coalesce(berth.now_ms() + i.delay_ms, i.not_before, berth.now_ms())),
          $14::int4, i.ct,
          CASE WHEN i.hc > 0 THEN ($4::text[])[i.hs : i.hs + i.hc - 1] ELSE '{}' END,
          i.bytes, i.payload
     FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key
-   WHERE i.key IS NULL OR k.id = i.id
+   WHERE i.dep >= 0 AND (i.key IS NULL OR k.id = i.id)
    ORDER BY i.no)
-SELECT i.no::int4 AS no, k.id AS winner
-  FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key;
+SELECT i.no::int4 AS no, coalesce(k.id, p.id) AS winner
+  FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key
+  LEFT JOIN prior p ON p.no = i.no;
 
 -- name: claim1
 -- The claim on one topic (§3.4, R5): the most urgent fetchable tasks, by
@@ -205,10 +213,11 @@ RETURNING w.k, t.id, t.topic, t.lock_token, t.lock_expires_at, t.claims, t.retri
 --   never claimed), claims int4, failures int4, retries_left int4,
 --   available_at int8, created_at int8, priority int8, instance_id uuid,
 --   call_attempt int4, err_code text, err_message text, err_details text
---   (the last six NULL when unset).
+--   (those six NULL when unset), deployment int4 (its declaration checks a
+--   reply: R10, R15).
 SELECT id, topic, terminal, worker_id, lock_token, lock_expires_at, claims, failures,
        retries_left, available_at, created_at, priority, instance_id, call_attempt,
-       err_code, err_message, err_details
+       err_code, err_message, err_details, deployment
   FROM berth.tasks WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE;
 
 -- name: complete_fast
@@ -399,17 +408,24 @@ SELECT e.found, e.last,
 
 -- name: tasks_retry
 -- RETRY_TERMINAL: a terminal task fetchable again at the turn's now with
--- a new failure budget, as the embedded store retries it.
+-- a new failure budget, as the embedded store retries it; its deployment,
+-- if RETIRED, drains again (the turn holds K_DEPLOY shared: the gate
+-- waits for it).
 --   $1 uuid id, $2 int4 retries_left.
 -- Result, one row: topic text (NULL: not retried), was int4 (NULL: no such
--- task; 0 it is not terminal; 1 it was).
+-- task; 0 it is not terminal; 1 it was), redrained int8 (the new deploy
+-- epoch when its deployment drains again; NULL: it did not).
 WITH u AS (UPDATE berth.tasks
               SET terminal = false, available_at = berth.now_ms(), lock_expires_at = berth.now_ms(),
                   retries_left = $2::int4
             WHERE id = $1::uuid AND terminal
-           RETURNING topic)
+           RETURNING topic, deployment),
+     r AS (UPDATE berth.deployments d SET state = 2, retired_at = NULL
+            WHERE d.number = (SELECT deployment FROM u) AND d.state = 3
+           RETURNING d.number)
 SELECT (SELECT topic FROM u) AS topic,
-       (SELECT x.terminal::int4 FROM berth.tasks x WHERE x.id = $1::uuid) AS was;
+       (SELECT x.terminal::int4 FROM berth.tasks x WHERE x.id = $1::uuid) AS was,
+       (SELECT berth.deploy_epoch_bump() FROM r) AS redrained;
 
 -- name: tasks_discard
 -- DISCARD_TERMINAL: a terminal task goes. A call's task that is its
@@ -458,7 +474,9 @@ SELECT i.at, i.seq, i.kind::int4, i.ref, i.topic, i.code, i.message
 --   policy, no timer), $15 int4[] max_attempts, $16 int8[] initial backoff,
 --   $17 int8[] max backoff, $18 text[] multipliers (float8 as text), $19
 --   text[] non-retryable codes flattened, $20 int4[] code_start, $21 int4[]
---   code_count, $22 int8 the dedup horizon ms, $23 int4 retries.
+--   code_count, $22 int8 the dedup horizon ms, $23 int4 retries, $24
+--   int4[] the deployment each call was routed to (as submit's $15, -1
+--   included).
 -- An attempt's time runs from when its task is fetchable: timer_at =
 -- available_at + timeout_ms. The request is kept for later attempts only
 -- when max_attempts > 1.
@@ -468,29 +486,33 @@ WITH items AS (
   SELECT u.* FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bytea[], $6::int4[], $7::int4[],
                          $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[],
                          $13::int4[], $14::int8[], $15::int4[], $16::int8[], $17::int8[],
-                         $18::text[], $20::int4[], $21::int4[]) WITH ORDINALITY
+                         $18::text[], $20::int4[], $21::int4[], $24::int4[]) WITH ORDINALITY
                   AS u(iid, tid, topic, payload, hs, hc, ct, key, delay_ms, not_before, prio,
-                       bytes, timeout_ms, attempts, ib, mb, mult, cs, cc, no)),
+                       bytes, timeout_ms, attempts, ib, mb, mult, cs, cc, dep, no)),
  keyed AS (
   INSERT INTO berth.submit_keys AS k (kind, topic, key, id, at)
   SELECT 'c', i.topic, i.key, i.iid, berth.now_ms() FROM items i
-   WHERE i.key IS NOT NULL ORDER BY i.topic, i.key
+   WHERE i.key IS NOT NULL AND i.dep >= 0 ORDER BY i.topic, i.key
   ON CONFLICT (kind, topic, key) DO UPDATE
     SET id = CASE WHEN k.at <= berth.now_ms() - $22::int8 THEN excluded.id ELSE k.id END,
         at = CASE WHEN k.at <= berth.now_ms() - $22::int8 THEN excluded.at ELSE k.at END
   RETURNING k.topic, k.key, k.id),
+ prior AS (  -- refused by its route: a duplicate only of a key accepted within the horizon
+  SELECT i.no, k.id FROM items i
+    JOIN berth.submit_keys k ON k.kind = 'c' AND k.topic = i.topic AND k.key = i.key
+   WHERE i.dep < 0 AND k.at > berth.now_ms() - $22::int8),
  won AS (
   SELECT i.*, greatest(berth.now_ms(), coalesce(berth.now_ms() + i.delay_ms, i.not_before,
                                                  berth.now_ms())) AS avail,
          CASE WHEN i.hc > 0 THEN ($5::text[])[i.hs : i.hs + i.hc - 1] ELSE '{}' END AS headers
     FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key
-   WHERE i.key IS NULL OR k.id = i.iid),
+   WHERE i.dep >= 0 AND (i.key IS NULL OR k.id = i.iid)),
  inst AS (
-  INSERT INTO berth.instances (id, topic, state, attempt, max_attempts, timeout_ms,
+  INSERT INTO berth.instances (id, topic, deployment, state, attempt, max_attempts, timeout_ms,
                                initial_backoff_ms, max_backoff_ms, multiplier, non_retryable,
                                request_payload, request_headers, request_content_type,
                                request_priority, current, timer_at, created_at, key_topic, key)
-  SELECT w.iid, w.topic, 1, 1, w.attempts, w.timeout_ms, w.ib, w.mb, w.mult::float8,
+  SELECT w.iid, w.topic, w.dep, 1, 1, w.attempts, w.timeout_ms, w.ib, w.mb, w.mult::float8,
          CASE WHEN w.cc > 0 THEN ($19::text[])[w.cs : w.cs + w.cc - 1] ELSE '{}' END,
          CASE WHEN w.attempts > 1 THEN w.payload END, CASE WHEN w.attempts > 1 THEN w.headers END,
          CASE WHEN w.attempts > 1 THEN w.ct END, CASE WHEN w.attempts > 1 THEN w.prio END,
@@ -498,13 +520,15 @@ WITH items AS (
          CASE WHEN w.key IS NOT NULL THEN w.topic END, w.key
     FROM won w),
  ins AS (
-  INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, retries_left,
-                           instance_id, call_attempt, content_type, headers, body_bytes, payload)
-  SELECT w.tid, w.topic, w.prio, berth.now_ms(), w.avail, $23::int4, w.iid, 1, w.ct, w.headers,
-         w.bytes, w.payload
+  INSERT INTO berth.tasks (id, topic, deployment, priority, created_at, available_at,
+                           retries_left, instance_id, call_attempt, content_type, headers,
+                           body_bytes, payload)
+  SELECT w.tid, w.topic, w.dep, w.prio, berth.now_ms(), w.avail, $23::int4, w.iid, 1, w.ct,
+         w.headers, w.bytes, w.payload
     FROM won w ORDER BY w.no)
-SELECT i.no::int4 AS no, k.id AS winner
-  FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key;
+SELECT i.no::int4 AS no, coalesce(k.id, p.id) AS winner
+  FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key
+  LEFT JOIN prior p ON p.no = i.no;
 
 -- name: instances_lock
 -- Round one beside guard_read (§3.6): the instances of the calls whose
@@ -547,14 +571,17 @@ RETURNING id, topic;
 
 -- name: redrive_insert
 -- The next attempts (§3.6): a fresh task per call from its kept request,
--- fetchable now, with a fresh failure budget.
+-- fetchable now, with a fresh failure budget, in the call's deployment (a
+-- call with an attempt left holds it: the gate cannot retire it between).
 --   $1 uuid[] instance ids, $2 uuid[] new task ids, $3 int4[] attempts,
 --   $4 int4 retries.
 -- Result: instance uuid of each task inserted (a call whose request was
 -- not kept is absent).
-INSERT INTO berth.tasks (id, topic, priority, created_at, available_at, retries_left,
-                         instance_id, call_attempt, content_type, headers, body_bytes, payload)
-SELECT u.tid, i.topic, coalesce(i.request_priority, 0), berth.now_ms(), berth.now_ms(),
+INSERT INTO berth.tasks (id, topic, deployment, priority, created_at, available_at,
+                         retries_left, instance_id, call_attempt, content_type, headers,
+                         body_bytes, payload)
+SELECT u.tid, i.topic, i.deployment, coalesce(i.request_priority, 0), berth.now_ms(),
+       berth.now_ms(),
        $4::int4, i.id, u.attempt, i.request_content_type, coalesce(i.request_headers, '{}'),
        16 + octet_length(i.request_payload) + octet_length(i.topic)
           + coalesce(octet_length(i.request_content_type), 0)
@@ -641,3 +668,91 @@ SELECT (SELECT min(timer_at) FROM berth.instances WHERE timer_at IS NOT NULL) AS
          AS drop_at,
        (SELECT min(at) FROM berth.submit_keys) + $2::int8 + 1 AS expire_at,
        berth.now_ms() AS now;
+
+-- name: turn_begin_routed
+-- turn_begin for a turn planned with the replica's deployments (pg/pgdeploy.h):
+-- $1 the clock (as turn_begin), $2 int8 the deploy epoch the turn was
+-- planned with (NULL: no check), $3 bool take K_DEPLOY shared (the turn
+-- puts work into a deployment). A different epoch fails the turn with
+-- SQLSTATE BR002 before it keeps anything (006_deploy.sql).
+-- The plpgsql check runs only to lock or to fail: an epoch that matches
+-- without the lock is read here in plain SQL.
+SELECT CASE WHEN $1::bigint IS NULL
+            THEN (extract(epoch FROM transaction_timestamp()) * 1000)::bigint
+            ELSE set_config('berth.clock_ms', $1::bigint::text, true)::bigint END AS now_ms,
+       CASE WHEN $3::bool OR e.v <> coalesce($2::bigint, e.v)
+            THEN berth.deploy_epoch_check($2::bigint, $3::bool) ELSE e.v END AS deploy_epoch
+  FROM (SELECT coalesce((SELECT value::bigint FROM berth.meta WHERE key = 'deploy_epoch'), 0)
+                 AS v) e;
+
+-- name: deployments_read
+-- The replica's deployments: the epoch, then every deployment in number
+-- order (one snapshot; no deployment: one row, its columns NULL).
+--   Result: epoch int8, number int4, id text, version int4, state int4,
+--   created_at int8, retired_at int8 (NULL), decl bytea.
+SELECT e.epoch, d.number, d.id, d.version, d.state::int4, d.created_at, d.retired_at, d.decl
+  FROM (SELECT berth.deploy_epoch() AS epoch) e
+  LEFT JOIN berth.deployments d ON true
+ ORDER BY d.number;
+
+-- name: deploy_lock
+-- A deploy's or retire's first round: K_DEPLOY exclusive, the epoch checked
+-- ($1 int8, NULL: none), every deployment (006_deploy.sql's deploy_lock).
+--   Result: number int4, id text, version int4, state int4, created_at
+--   int8, retired_at int8, decl bytea, named bool.
+SELECT * FROM berth.deploy_lock($1::bigint);
+
+-- name: deployment_insert
+-- A new version: $1 int4 number, $2 text id, $3 int4 version, $4 int4
+-- state, $5 int8 created_at, $6 int8 retired_at (NULL), $7 text[] names,
+-- $8 bytea decl.
+INSERT INTO berth.deployments (number, id, version, state, created_at, retired_at, names, decl)
+VALUES ($1::int4, $2::text, $3::int4, $4::int4, $5::int8, $6::int8, $7::text[], $8::bytea);
+
+-- name: deployments_write
+-- What a deploy's turn changed: $1 int4[] numbers, $2 int4[] their states,
+-- $3 int8[] their retired_at (NULL), $4 int4[] the numbers forgotten.
+-- The epoch is bumped (the turn inserted or changed something).
+--   Result: epoch int8.
+WITH f AS (DELETE FROM berth.deployments WHERE number = ANY($4::int4[])),
+     u AS (UPDATE berth.deployments d SET state = s.state, retired_at = s.ret
+             FROM unnest($1::int4[], $2::int4[], $3::int8[]) AS s(number, state, ret)
+            WHERE d.number = s.number)
+SELECT berth.deploy_epoch_bump() AS epoch;
+
+-- name: deploy_gate
+-- The retirement gate (006_deploy.sql): $1 bool wait for K_DEPLOY (a turn
+-- that holds nothing else) or only take it if free.
+--   Result, one row per deployment retired: number int4, id text, version int4.
+SELECT * FROM berth.deploy_gate($1::bool);
+
+-- name: deploy_stale
+-- Fails the turn with BR002: a task named a deployment the replica has not
+-- read yet (it reads them again, then plans the turn anew).
+SELECT berth.deploy_epoch_check(-1, false);
+
+-- name: deployments_list
+-- LIST_DEPLOYMENTS, and a deploy's or retire's answer: $1 int4[] the
+-- numbers (NULL: every deployment), with what each holds (index probes).
+--   Result: number int4, id text, version int4, state int4, created_at
+--   int8, retired_at int8, decl bytea, then int8 counts: pending
+--   deliveries, tasks (not terminal), calls backing off, terminal tasks,
+--   poisoned deliveries, calls with an attempt left.
+SELECT d.number, d.id, d.version, d.state::int4, d.created_at, d.retired_at, d.decl,
+       (SELECT count(*) FROM berth.outbox o
+         WHERE o.deployment = d.number AND o.deployment <> 0 AND NOT o.poisoned),
+       (SELECT count(*) FROM berth.tasks t
+         WHERE t.deployment = d.number AND t.deployment <> 0 AND NOT t.terminal),
+       (SELECT count(*) FROM berth.instances i
+         WHERE i.deployment = d.number AND i.deployment <> 0 AND i.ended_at IS NULL
+           AND i.attempt < i.max_attempts AND i.state = 2),
+       (SELECT count(*) FROM berth.tasks t
+         WHERE t.deployment = d.number AND t.deployment <> 0 AND t.terminal),
+       (SELECT count(*) FROM berth.outbox o
+         WHERE o.deployment = d.number AND o.deployment <> 0 AND o.poisoned),
+       (SELECT count(*) FROM berth.instances i
+         WHERE i.deployment = d.number AND i.deployment <> 0 AND i.ended_at IS NULL
+           AND i.attempt < i.max_attempts)
+  FROM berth.deployments d
+ WHERE $1::int4[] IS NULL OR d.number = ANY($1::int4[])
+ ORDER BY d.number;

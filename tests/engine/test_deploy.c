@@ -195,6 +195,8 @@ Test(deploy, retiring_what_holds_nothing_retires_it_at_once)
  * draining deployment; a terminal task and a poisoned delivery do not. */
 Test(deploy, the_gate_counts_deliveries_tasks_and_backing_off_calls_not_terminal_or_poisoned)
 {
+    h_skip_on_pg("a pull channel's work is a task at once on PostgreSQL: no delivery waits "
+                 "to be parked (ENGINE_FP_PARK), none is poisoned");
     deploy("d", (const char *[]){"t", "c", NULL});
     engine_failpoint_set(H.e, ENGINE_FP_PARK, 1);
     h_submit("t", "stuck", NULL); /* the park fails once: a pending delivery */
@@ -274,6 +276,8 @@ static engine_instance_state call_state(const char *id, uint32_t *attempt)
  * must not have retired meanwhile. */
 Test(deploy, a_call_with_an_attempt_left_holds_its_deployment_past_a_poisoned_request)
 {
+    h_skip_on_pg("a pull channel's work is a task at once on PostgreSQL: no delivery waits "
+                 "to be parked (ENGINE_FP_PARK), none is poisoned");
     deploy("d", (const char *[]){"c", NULL});
     engine_failpoint_set(H.e, ENGINE_FP_PARK, 100); /* every park fails */
     engine_retry_policy p = {.has_timeout_ms = true,

@@ -1926,3 +1926,130 @@ RTest(
     bc_close(a);
     bc_close(b);
 }
+
+/* ---- deployments across replicas (R14, R15; pg/pgdeploy.h) ---- */
+
+static Berth__V1__AdminResponse *deploy_in(const daemon_proc *d, const char *id,
+                                           const char *const *names)
+{
+    Berth__V1__ChannelDecl decl[4], *decls[4];
+    size_t n = 0;
+    for (; names[n] != NULL; n++) {
+        berth__v1__channel_decl__init(&decl[n]);
+        decl[n].name = (char *)names[n];
+        decls[n] = &decl[n];
+    }
+    Berth__V1__DeployRequest dr = BERTH__V1__DEPLOY_REQUEST__INIT;
+    dr.id = (char *)id;
+    dr.n_channels = n;
+    dr.channels = decls;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY;
+    req.deploy = &dr;
+    return admin(d, &req);
+}
+
+/* Version v of id as replica d lists it (asserts it is listed). */
+static Berth__V1__Deployment__State listed_state(const daemon_proc *d, const char *id, uint32_t v,
+                                                 uint64_t *tasks)
+{
+    Berth__V1__ListDeploymentsRequest lr = BERTH__V1__LIST_DEPLOYMENTS_REQUEST__INIT;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_DEPLOYMENTS;
+    req.list_deployments = &lr;
+    Berth__V1__AdminResponse *r = admin(d, &req);
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK, "%s", r->status->message);
+    for (size_t i = 0; i < r->list_deployments->n_deployments; i++) {
+        Berth__V1__Deployment *x = r->list_deployments->deployments[i];
+        if (strcmp(x->id, id) == 0 && x->version == v) {
+            Berth__V1__Deployment__State s = x->state;
+            if (tasks != NULL)
+                *tasks = x->tasks;
+            berth__v1__admin_response__free_unpacked(r, NULL);
+            return s;
+        }
+    }
+    cr_assert_fail("%s version %u is not listed", id, v);
+    return 0;
+}
+
+RTest(a_deployment_made_through_one_replica_routes_and_drains_on_every_replica)
+{
+    fresh_db("deploy");
+    start(3, NULL);
+    bc *a, *b, *c;
+    char err[256];
+    cr_assert_eq(bc_open(R[0].operate, &a, err, sizeof err), BC_OK, "%s", err);
+    cr_assert_eq(bc_open(R[1].operate, &b, err, sizeof err), BC_OK, "%s", err);
+    cr_assert_eq(bc_open(R[2].operate, &c, err, sizeof err), BC_OK, "%s", err);
+
+    /* Deployed through A: the next submit through B goes to it. */
+    Berth__V1__AdminResponse *r =
+        deploy_in(&R[0], "shop", (const char *[]){"orders", "legacy", NULL});
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK, "%s", r->status->message);
+    cr_assert_eq(r->deploy->deployment->version, 1);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    free(submitted_id(w_submit(b, "legacy", "l1", NULL)));
+    free(submitted_id(w_submit(c, "orders", "o1", NULL)));
+    cr_assert_eq(pgtmp_one_long(SQL, "SELECT count(*) FROM berth.tasks t JOIN berth.deployments d "
+                                     "ON d.number = t.deployment WHERE d.id = 'shop'"),
+                 2, "both tasks belong to shop version 1");
+
+    /* Version 2 through C: legacy is declared only by draining version 1,
+     * and no replica takes new work for it, whatever it read before. */
+    r = deploy_in(&R[2], "shop", (const char *[]){"orders", NULL});
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK, "%s", r->status->message);
+    cr_assert_eq(r->deploy->deployment->version, 2);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    for (int i = 0; i < REPLICAS; i++) {
+        bc *x = i == 0 ? a : i == 1 ? b : c;
+        Berth__V1__Response *s = w_submit(x, "legacy", "l2", NULL);
+        w_expect_code(s, BERTH__V1__CODE__FAILED_PRECONDITION);
+        cr_assert(strstr(s->status->message, "draining"), "%s", s->status->message);
+        w_free(s);
+    }
+    /* A change no replica was told of (no doorbell): the copy each read is
+     * stale, and the turn's own check refuses all the same. */
+    pgtmp_exec(SQL, "BEGIN");
+    pgtmp_exec(SQL, "UPDATE berth.deployments SET state = 2 WHERE id = 'shop' AND version = 2");
+    pgtmp_exec(SQL, "SELECT berth.deploy_epoch_bump()");
+    pgtmp_exec(SQL, "COMMIT");
+    Berth__V1__Response *s = w_submit(b, "orders", "o2", NULL);
+    w_expect_code(s, BERTH__V1__CODE__FAILED_PRECONDITION);
+    w_free(s);
+    pgtmp_exec(SQL, "BEGIN");
+    pgtmp_exec(SQL, "UPDATE berth.deployments SET state = 1 WHERE id = 'shop' AND version = 2");
+    pgtmp_exec(SQL, "SELECT berth.deploy_epoch_bump()");
+    pgtmp_exec(SQL, "COMMIT");
+    free(submitted_id(w_submit(a, "orders", "o3", NULL)));
+
+    /* What version 1 holds is served through any replica; once it holds
+     * nothing it retires, and every replica lists it so within a second
+     * or two (the gate runs where the last task went, or on a replica's
+     * gate turn). */
+    cr_assert_eq(listed_state(&R[1], "shop", 1, NULL), BERTH__V1__DEPLOYMENT__STATE__DRAINING);
+    Berth__V1__Response *keep;
+    Berth__V1__Task *t = fetch_one(a, "w", "legacy", 30000, &keep);
+    w_free(w_guarded(b, BERTH__V1__REQUEST__METHOD_COMPLETE, t->id, "w", t->lock_token));
+    w_free(keep);
+    t = fetch_one(b, "w", "orders", 30000, &keep); /* o1: the oldest, version 1's */
+    cr_assert(t->payload.len == 2 && memcmp(t->payload.data, "o1", 2) == 0, "not o1");
+    Berth__V1__Response *done =
+        w_guarded(c, BERTH__V1__REQUEST__METHOD_COMPLETE, t->id, "w", t->lock_token);
+    w_expect_code(done, BERTH__V1__CODE__OK);
+    w_free(done);
+    w_free(keep);
+    Berth__V1__Deployment__State st = 0;
+    for (int i = 0; i < 100 && st != BERTH__V1__DEPLOYMENT__STATE__RETIRED; i++) {
+        st = listed_state(&R[i % REPLICAS], "shop", 1, NULL);
+        if (st != BERTH__V1__DEPLOYMENT__STATE__RETIRED)
+            sleep_ms(20);
+    }
+    cr_assert_eq(st, BERTH__V1__DEPLOYMENT__STATE__RETIRED);
+    uint64_t held = 0;
+    cr_assert_eq(listed_state(&R[0], "shop", 2, &held), BERTH__V1__DEPLOYMENT__STATE__LIVE);
+    cr_assert_eq(held, 1, "o3 is version 2's");
+    bc_close(a);
+    bc_close(b);
+    bc_close(c);
+}

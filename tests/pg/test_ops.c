@@ -213,7 +213,7 @@ static void submit_params(pgwire_params *p, uint8_t *buf, size_t cap, const item
     const char *topics[MAXI], *cts[MAXI], *keys[MAXI], *hdrs[MAXI * 8];
     const void *pl[MAXI];
     size_t pll[MAXI], nh = 0;
-    int32_t hs[MAXI], hc[MAXI], bytes[MAXI];
+    int32_t hs[MAXI], hc[MAXI], bytes[MAXI], deps[MAXI] = {0}; /* the implicit deployment */
     bool hsn[MAXI], dn[MAXI], nbn[MAXI];
     int64_t delay[MAXI], nb[MAXI], prio[MAXI];
     cr_assert_leq(n, MAXI);
@@ -255,6 +255,7 @@ static void submit_params(pgwire_params *p, uint8_t *buf, size_t cap, const item
     pgwire_int4_array(p, bytes, NULL, n);
     pgwire_int8(p, horizon);
     pgwire_int4(p, retries);
+    pgwire_int4_array(p, deps, NULL, n);
     cr_assert_eq(pgwire_params_status(p), BERTH_OK, "%s", p->err);
 }
 
@@ -1146,7 +1147,7 @@ static const colspec guard_cols[] = {
     {"claims", PGWIRE_INT4},       {"failures", PGWIRE_INT4},     {"retries_left", PGWIRE_INT4},
     {"available_at", PGWIRE_INT8}, {"created_at", PGWIRE_INT8},   {"priority", PGWIRE_INT8},
     {"instance_id", PGWIRE_UUID},  {"call_attempt", PGWIRE_INT4}, {"err_code", PGWIRE_TEXT},
-    {"err_message", PGWIRE_TEXT},  {"err_details", PGWIRE_TEXT},
+    {"err_message", PGWIRE_TEXT},  {"err_details", PGWIRE_TEXT},  {"deployment", PGWIRE_INT4},
 };
 
 /* guard_read's row as text: its columns ':'-joined, NULL as '-', the id as
@@ -1218,7 +1219,7 @@ Test(guard_read, answers_in_id_order_and_locks_the_rows_until_commit)
     pgtmp_exec(g, "BEGIN");
     pgtmp_exec(g, "SELECT berth.turn_begin(3000)");
     PGresult *r = plain_exec(g, "guard_read", &p);
-    assert_columns(r, guard_cols, 17, "guard_read");
+    assert_columns(r, guard_cols, 18, "guard_read");
     cr_assert_eq(PQntuples(r), 3, "the absent id is no row");
     guard_row(r, 0, row, sizeof row);
     cr_assert_str_eq(row, "1:a:F:-:-:-:0:0:3:1000:1000:0:-:-:-:-:-");
@@ -1244,7 +1245,7 @@ Test(guard_read, answers_in_id_order_and_locks_the_rows_until_commit)
 
     /* The same through a turn. */
     r = turn1(c, 3000, "guard_read", &p);
-    assert_columns(r, guard_cols, 17, "guard_read");
+    assert_columns(r, guard_cols, 18, "guard_read");
     cr_assert_eq(PQntuples(r), 3);
     guard_row(r, 1, row, sizeof row);
     cr_assert_str_eq(row, "2:b:F:w-9:uuid:32000:1:0:3:1000:1000:9:-:-:-:-:-");
@@ -1713,6 +1714,9 @@ Test(plans, no_statement_reads_a_whole_table_whatever_the_statistics)
     pgtmp_exec(look, "INSERT INTO berth.incidents (at, kind, ref, topic, code, message) "
                      "SELECT g, 1, gen_random_uuid(), 't', 'E', 'm' "
                      "FROM generate_series(1, 20000) g");
+    pgtmp_exec(look, "INSERT INTO berth.outbox (id, topic, deployment, priority, created_at, "
+                     "due_at, poisoned, body_bytes, payload) SELECT gen_random_uuid(), 'p', g % 5, "
+                     "0, 0, g, g % 9 = 0, 1, '\\x00' FROM generate_series(1, 20000) g");
     pgtmp_exec(look, "ANALYZE");
     pgtmp_exec(look, "SET plan_cache_mode = force_generic_plan");
     static const char *const whole[] = {
@@ -1739,8 +1743,13 @@ Test(plans, no_statement_reads_a_whole_table_whatever_the_statistics)
         pgtmp_exec(look, "BEGIN"); /* (EXPLAIN of a write runs nothing; rolled back anyway) */
         explain(look, sql, plan, sizeof plan);
         pgtmp_exec(look, "ROLLBACK");
-        cr_assert(strstr(plan, "Seq Scan on") == NULL, "%s reads a table whole:\n%s", tab.v[i].name,
-                  plan);
+        /* berth.meta (a handful of rows) and berth.deployments (at most
+         * ENGINE_DEPLOYMENTS_MAX) are read whole where the planner likes */
+        for (const char *at = plan; (at = strstr(at, "Seq Scan on ")) != NULL; at++) {
+            const char *table = at + strlen("Seq Scan on ");
+            cr_assert(strncmp(table, "meta", 4) == 0 || strncmp(table, "deployments", 11) == 0,
+                      "%s reads a table whole:\n%s", tab.v[i].name, plan);
+        }
         checked++;
     }
     cr_assert_geq(checked, 25, "every statement: %zu", checked);

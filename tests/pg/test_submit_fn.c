@@ -310,3 +310,60 @@ Test(submit_fn, a_delay_holds_the_task_back_from_the_transactions_now)
     pgconn_close(app);
     engine_close(e);
 }
+
+/* It routes as berthd does (R14): a declared channel's task belongs to its
+ * live deployment; a channel only draining deployments declare takes
+ * nothing new, with berthd's words, but a key accepted before is its
+ * duplicate; a retire waits for the application's transaction, so the
+ * gate sees its task. */
+Test(submit_fn, it_routes_by_the_deployments_as_berthd_does)
+{
+    char uri[256];
+    engine *e = open_engine("fn_routes", uri, sizeof uri);
+    PGconn *app = pgtmp_connect(uri), *other = pgtmp_connect(uri);
+    engine_request req = {.op = ENGINE_OP_DEPLOY};
+    req.u.deploy.id = "shop";
+    req.u.deploy.channels = (engine_channel[]){{.name = "orders"}};
+    req.u.deploy.n_channels = 1;
+    engine_reply *r = engine_exec_sync(e, &req);
+    cr_assert_eq(r->status.code, ENGINE_CODE_OK, "%s", r->status.message);
+    engine_reply_free(r);
+
+    cr_assert_str_eq(one(app, "SELECT duplicate FROM berth.submit('orders', '\\x01'::bytea, "
+                              "idempotency_key => 'k1')"),
+                     "f");
+    cr_assert_str_eq(one(app, "SELECT deployment FROM berth.tasks"), "1", "shop's version 1");
+
+    /* A retire waits for a transaction that submitted to the channel. */
+    pgtmp_exec(app, "BEGIN");
+    cr_assert_str_eq(one(app, "SELECT duplicate FROM berth.submit('orders', '\\x02'::bytea)"), "f");
+    pgtmp_exec(other, "SET lock_timeout = '200ms'");
+    cr_assert(
+        strncmp(one(other, "SELECT count(*) FROM berth.deploy_lock(NULL)"), "ERROR 55P03", 11) == 0,
+        "a retire's lock did not wait for the application's transaction");
+    pgtmp_exec(app, "COMMIT");
+
+    req = (engine_request){.op = ENGINE_OP_RETIRE};
+    req.u.retire.id = "shop";
+    r = engine_exec_sync(e, &req);
+    cr_assert_eq(r->status.code, ENGINE_CODE_OK, "%s", r->status.message);
+    cr_assert_eq(r->deployments[0].state, ENGINE_DEPLOYMENT_DRAINING, "it holds two tasks");
+    engine_reply_free(r);
+
+    /* Draining: berthd's refusal, in berth.submit's words too. */
+    req = (engine_request){.op = ENGINE_OP_SUBMIT};
+    req.u.submit = (engine_submit_args){.topic = "orders"};
+    r = engine_exec_sync(e, &req);
+    cr_assert_eq(r->status.code, ENGINE_CODE_FAILED_PRECONDITION);
+    char want[512];
+    snprintf(want, sizeof want, "ERROR 55000: %s | field=topic", r->status.message);
+    engine_reply_free(r);
+    cr_assert_str_eq(one(app, "SELECT berth.submit('orders', '\\x03'::bytea)"), want);
+    cr_assert_str_eq(one(app, "SELECT duplicate FROM berth.submit('orders', '\\x04'::bytea, "
+                              "idempotency_key => 'k1')"),
+                     "t", "a key accepted before is its duplicate");
+    cr_assert_str_eq(one(app, "SELECT count(*) FROM berth.tasks"), "2");
+    pgconn_close(other);
+    pgconn_close(app);
+    engine_close(e);
+}

@@ -249,3 +249,65 @@ Test(waits, doorbells_gathered_past_one_notification_keep_their_earliest_timer)
     cr_assert_str_eq(m.bells, "p:*", "no timer, none made up");
     pglisten_fini(&m);
 }
+
+/* The state version 1 of deployment id has, as e lists it. */
+static engine_deployment_state dep_state(engine *e, const char *id)
+{
+    engine_request req = {.op = ENGINE_OP_LIST_DEPLOYMENTS};
+    engine_reply *r = engine_exec_sync(e, &req);
+    cr_assert_eq(r->status.code, ENGINE_CODE_OK, "%s", r->status.message);
+    engine_deployment_state s = 0;
+    for (size_t i = 0; i < r->n_deployments; i++)
+        if (strcmp(r->deployments[i].id, id) == 0 && r->deployments[i].version == 1)
+            s = r->deployments[i].state;
+    engine_reply_free(r);
+    cr_assert_neq(s, 0, "%s is not listed", id);
+    return s;
+}
+
+/* The gate (pg/pgdeploy.h, THE GATE): a turn that ends a draining
+ * deployment's last task takes K_DEPLOY only if it is free; while another
+ * replica's submits hold it shared, the replica's gate-only turn, which
+ * waits for it, retires the deployment within a second or so of their
+ * commit. */
+Test(waits, a_deployment_left_draining_by_a_busy_lock_is_retired_by_the_gate_turn)
+{
+    char uri[256];
+    pgtmp_createdb("gate_turn", uri, sizeof uri);
+    engine *e = open_on(uri);
+    PGconn *other = pgtmp_connect(uri);
+    engine_request req = {.op = ENGINE_OP_DEPLOY};
+    req.u.deploy.id = "d";
+    req.u.deploy.channels = (engine_channel[]){{.name = "t"}};
+    req.u.deploy.n_channels = 1;
+    engine_reply *r = engine_exec_sync(e, &req);
+    cr_assert_eq(r->status.code, ENGINE_CODE_OK, "%s", r->status.message);
+    engine_reply_free(r);
+    submit(e, "t", 0);
+    req = (engine_request){.op = ENGINE_OP_RETIRE};
+    req.u.retire.id = "d";
+    engine_reply_free(engine_exec_sync(e, &req));
+    cr_assert_eq(dep_state(e, "d"), ENGINE_DEPLOYMENT_DRAINING);
+
+    /* Another replica's turn holds K_DEPLOY shared across the completion. */
+    pgtmp_exec(other, "BEGIN");
+    pgtmp_exec(other, "SELECT pg_advisory_xact_lock_shared(7089066377542189057)");
+    r = fetch(e, "t", 0);
+    cr_assert_eq(r->n_tasks, 1);
+    engine_request c = {.op = ENGINE_OP_COMPLETE};
+    c.u.complete.guard = (engine_guard){r->tasks[0].id, "w", r->tasks[0].lock_token};
+    engine_reply *done = engine_exec_sync(e, &c);
+    cr_assert_eq(done->status.code, ENGINE_CODE_OK, "%s", done->status.message);
+    engine_reply_free(done);
+    engine_reply_free(r);
+    cr_assert_eq(dep_state(e, "d"), ENGINE_DEPLOYMENT_DRAINING,
+                 "the completion's turn could not take the lock");
+    pgtmp_exec(other, "COMMIT");
+    uint64_t t0 = mono_ms();
+    while (dep_state(e, "d") != ENGINE_DEPLOYMENT_RETIRED && mono_ms() - t0 < 5000)
+        sleep_ms(20);
+    cr_assert_eq(dep_state(e, "d"), ENGINE_DEPLOYMENT_RETIRED, "no gate turn retired it");
+    cr_assert_lt(mono_ms() - t0, 2500);
+    pgconn_close(other);
+    engine_close(e);
+}
