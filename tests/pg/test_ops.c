@@ -1756,3 +1756,74 @@ Test(plans, no_statement_reads_a_whole_table_whatever_the_statistics)
     pgconn_close(look);
     pgconn_close(c);
 }
+
+/* turn_begin_routed's three parameters, text: the clock (NULL), the epoch
+ * the turn was planned with and whether it locks. */
+static PGresult *routed_begin(PGconn *c, const char *epoch, const char *share, bool wait)
+{
+    const char *v[3] = {NULL, epoch, share};
+    if (!wait) {
+        cr_assert_eq(PQsendQueryPrepared(c, "turn_begin_routed", 3, v, NULL, NULL, 0), 1);
+        return NULL;
+    }
+    return PQexecPrepared(c, "turn_begin_routed", 3, v, NULL, NULL, 0);
+}
+
+static const char *sqlstate_of(const PGresult *r)
+{
+    const char *s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    return s != NULL ? s : "00000";
+}
+
+/* The routed turn's bracket (pg/pgdeploy.h, THE COPY): an epoch older than
+ * the database's fails BR002; a turn that locks holds K_DEPLOY shared to
+ * its end (a retire's lock waits for it); and a retire that committed
+ * while turn_begin_routed waited for the lock is seen (the epoch is read
+ * after the lock, in a snapshot of its own). */
+Test(deploy, a_routed_turn_holds_the_lock_and_sees_a_change_made_while_it_waited)
+{
+    char uri[256];
+    PGconn *c = ops_db("routed", uri, sizeof uri);
+    PGconn *a = plain_conn(uri), *b = plain_conn(uri);
+    pgconn_close(c);
+    pgtmp_exec(b, "SELECT berth.deploy_epoch_bump()"); /* epoch 1 */
+
+    pgtmp_exec(a, "BEGIN");
+    PGresult *r = routed_begin(a, "0", "f", true);
+    cr_assert_str_eq(sqlstate_of(r), "BR002", "%s", PQresultErrorMessage(r));
+    PQclear(r);
+    pgtmp_exec(a, "ROLLBACK");
+
+    pgtmp_exec(a, "BEGIN");
+    r = routed_begin(a, "1", "t", true);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    PQclear(r);
+    pgtmp_exec(b, "BEGIN");
+    pgtmp_exec(b, "SET LOCAL lock_timeout = '200ms'");
+    r = PQexec(b, "SELECT count(*) FROM berth.deploy_lock(NULL)");
+    cr_assert_str_eq(sqlstate_of(r), "55P03", "a retire's lock did not wait for the turn");
+    PQclear(r);
+    pgtmp_exec(b, "ROLLBACK");
+    pgtmp_exec(a, "COMMIT");
+
+    /* b holds the lock exclusive; a's turn_begin waits; b bumps the epoch
+     * and commits: a's turn_begin, which read the epoch after the lock,
+     * fails. */
+    pgtmp_exec(b, "BEGIN");
+    pgtmp_exec(b, "SELECT count(*) FROM berth.deploy_lock(NULL)");
+    pgtmp_exec(a, "BEGIN");
+    routed_begin(a, "1", "t", false);
+    struct timespec ts = {0, 200 * 1000000L};
+    nanosleep(&ts, NULL);
+    pgtmp_exec(b, "SELECT berth.deploy_epoch_bump()");
+    pgtmp_exec(b, "COMMIT");
+    r = PQgetResult(a);
+    cr_assert_str_eq(sqlstate_of(r), "BR002", "the turn missed the change it waited for: %s",
+                     PQresultErrorMessage(r));
+    PQclear(r);
+    while ((r = PQgetResult(a)) != NULL)
+        PQclear(r);
+    pgtmp_exec(a, "ROLLBACK");
+    pgconn_close(a);
+    pgconn_close(b);
+}
