@@ -139,9 +139,10 @@ static void exposition(FILE *f, const engine_reply *r)
             fprintf(f, "\",outcome=\"%s\"} %" PRIu64 "\n", outcome[k], v[k]);
         }
     }
-    /* On a shared store, the gauges of tasks and calls are the cluster's,
-     * the same on every replica: scope="cluster" says not to sum them over
-     * replicas (everything else here is the replica's own). */
+    /* On a shared store, the gauges of tasks, calls, the outbox and the
+     * deployments are the cluster's, the same on every replica:
+     * scope="cluster" says not to sum them over replicas (everything else
+     * here is the replica's own). */
     const char *scope = m->shared ? ",scope=\"cluster\"" : "";
     family(f, "berth_tasks", "gauge",
            m->shared ? "Tasks by topic and state, of the whole cluster (at most 1 s old)."
@@ -158,19 +159,23 @@ static void exposition(FILE *f, const engine_reply *r)
     }
     family(f, "berth_waiting_fetches", "gauge", "Long polls (fetches and awaits) waiting.");
     fprintf(f, "berth_waiting_fetches %" PRIu64 "\n", s->waiting_fetches);
+    /* (the cluster's too, on a shared store: the outbox and the
+     * deployments are the database's) */
+    const char *only = m->shared ? "{scope=\"cluster\"}" : "";
     family(f, "berth_outbox_pending", "gauge", "Deliveries not yet handed to their sink.");
-    fprintf(f, "berth_outbox_pending %" PRIu64 "\n", s->outbox_pending);
+    fprintf(f, "berth_outbox_pending%s %" PRIu64 "\n", only, s->outbox_pending);
     family(f, "berth_deliveries_poisoned", "gauge", "Deliveries poisoned, kept for an operator.");
-    fprintf(f, "berth_deliveries_poisoned %" PRIu64 "\n", s->poisoned);
+    fprintf(f, "berth_deliveries_poisoned%s %" PRIu64 "\n", only, s->poisoned);
     family(f, "berth_body_reads_total", "counter",
            "Task bodies read back from the store, not found in the body cache.");
     fprintf(f, "berth_body_reads_total %" PRIu64 "\n", s->body_reads);
     family(f, "berth_deployments", "gauge", "Deployment versions, by state.");
     fprintf(f,
-            "berth_deployments{state=\"live\"} %" PRIu64 "\n"
-            "berth_deployments{state=\"draining\"} %" PRIu64 "\n"
-            "berth_deployments{state=\"retired\"} %" PRIu64 "\n",
-            s->deployments_live, s->deployments_draining, s->deployments_retired);
+            "berth_deployments{state=\"live\"%s} %" PRIu64 "\n"
+            "berth_deployments{state=\"draining\"%s} %" PRIu64 "\n"
+            "berth_deployments{state=\"retired\"%s} %" PRIu64 "\n",
+            scope, s->deployments_live, scope, s->deployments_draining, scope,
+            s->deployments_retired);
     family(f, "berth_instances", "gauge",
            m->shared ? "Calls in flight, by state, of the whole cluster (at most 1 s old)."
                      : "Calls in flight, by state.");

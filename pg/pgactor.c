@@ -809,6 +809,11 @@ static void metrics(pgactor *a, engine_reply *r, bool from_db)
     r->stats.topics = db.topics;
     r->stats.instances_waiting = db.instances_waiting;
     r->stats.instances_backoff = db.instances_backoff;
+    r->stats.deployments_live = db.deployments_live;
+    r->stats.deployments_draining = db.deployments_draining;
+    r->stats.deployments_retired = db.deployments_retired;
+    r->stats.outbox_pending = db.outbox_pending;
+    r->stats.poisoned = db.poisoned;
     r->stats.turns = r->stats.syncs = a->committed;
     r->stats.waiting_fetches = a->waiters.n;
     if (!from_db && a->gauges.n > 0) {

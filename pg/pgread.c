@@ -58,14 +58,17 @@ static void pgread_answer_stats(pgops_turn *t, engine_reply *r)
     }
     r->n_topic_stats = (size_t)n;
     r->stats.topics = (uint64_t)n;
-    const PGresult *calls = t->stmts[t->s_calls_stats].result;
-    int64_t waiting = 0, backoff = 0;
-    if (calls != NULL && PQntuples(calls) == 1) {
-        (void)pgwire_get_int8(calls, 0, 0, &waiting);
-        (void)pgwire_get_int8(calls, 0, 1, &backoff);
-    }
-    r->stats.instances_waiting = (uint64_t)waiting;
-    r->stats.instances_backoff = (uint64_t)backoff;
+    const PGresult *one = t->stmts[t->s_calls_stats].result;
+    int64_t v[7] = {0};
+    for (int c = 0; one != NULL && PQntuples(one) == 1 && c < 7; c++)
+        (void)pgwire_get_int8(one, 0, c, &v[c]);
+    r->stats.instances_waiting = (uint64_t)v[0];
+    r->stats.instances_backoff = (uint64_t)v[1];
+    r->stats.deployments_live = (uint64_t)v[2];
+    r->stats.deployments_draining = (uint64_t)v[3];
+    r->stats.deployments_retired = (uint64_t)v[4];
+    r->stats.outbox_pending = (uint64_t)v[5];
+    r->stats.poisoned = (uint64_t)v[6];
 }
 
 /* A task_get row (its columns from off on) into i, its memory r's. */

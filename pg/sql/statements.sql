@@ -340,10 +340,18 @@ SELECT t.topic,
   FROM berth.tasks t, n GROUP BY t.topic ORDER BY t.topic;
 
 -- name: calls_stats
--- The live calls by state (STATS, a scan of the live ones).
--- Result: one row: waiting int8, backoff int8.
-SELECT count(*) FILTER (WHERE state = 1) AS waiting, count(*) FILTER (WHERE state = 2) AS backoff
-  FROM berth.instances WHERE ended_at IS NULL;
+-- STATS' one-row counts: the live calls by state (a scan of the live
+-- ones), the deployment versions by state (at most ENGINE_DEPLOYMENTS_MAX),
+-- the outbox's pending and poisoned deliveries (index counts).
+-- Result: one row: waiting int8, backoff int8, deployments live int8,
+-- draining int8, retired int8, outbox pending int8, poisoned int8.
+SELECT (SELECT count(*) FROM berth.instances WHERE ended_at IS NULL AND state = 1) AS waiting,
+       (SELECT count(*) FROM berth.instances WHERE ended_at IS NULL AND state = 2) AS backoff,
+       (SELECT count(*) FROM berth.deployments WHERE state = 1) AS live,
+       (SELECT count(*) FROM berth.deployments WHERE state = 2) AS draining,
+       (SELECT count(*) FROM berth.deployments WHERE state = 3) AS retired,
+       (SELECT count(*) FROM berth.outbox WHERE NOT poisoned) AS pending,
+       (SELECT count(*) FROM berth.outbox WHERE poisoned) AS poisoned;
 
 -- name: turn_fail
 -- Fails the turn it is in (the engine's write failpoint, tests): $1 int4

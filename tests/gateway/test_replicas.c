@@ -1532,7 +1532,11 @@ RTest(each_replica_serves_healthz_and_metrics_of_its_own_and_the_cluster_s_tasks
         free(body);
     }
 
-    /* berth top over both: the cluster's gauges once, counters summed. */
+    /* berth top over both: the cluster's gauges once, counters summed. A
+     * delivery in the outbox (written here: no replica sends it) is one. */
+    pgtmp_exec(SQL, "INSERT INTO berth.outbox (id, topic, priority, created_at, due_at, "
+                    "body_bytes, payload) VALUES (gen_random_uuid(), 'p', 0, 0, "
+                    "9000000000000, 1, '\\x00')");
     sleep_ms(1100); /* the gauges' cache (a second at most) is past */
     char cmd[600], out[4096];
     snprintf(cmd, sizeof cmd, "%s top --metrics %s,%s --count 1 --json", BERTH_CLI_PATH,
@@ -1546,6 +1550,7 @@ RTest(each_replica_serves_healthz_and_metrics_of_its_own_and_the_cluster_s_tasks
     cr_assert(strstr(out, "{\"topic\":\"m\",\"ready\":1,\"delayed\":0,\"locked\":0,\"backoff\":0,"
                           "\"terminal\":0,\"completed\":2,") != NULL,
               "one ready task (not one per replica), two completions (one per replica): %s", out);
+    cr_assert(strstr(out, "\"outbox\":1,") != NULL, "one delivery, not one per replica: %s", out);
     bc_close(b);
     bc_close(a);
 }
@@ -2049,6 +2054,21 @@ RTest(a_deployment_made_through_one_replica_routes_and_drains_on_every_replica)
     uint64_t held = 0;
     cr_assert_eq(listed_state(&R[0], "shop", 2, &held), BERTH__V1__DEPLOYMENT__STATE__LIVE);
     cr_assert_eq(held, 1, "o3 is version 2's");
+    /* /metrics on any replica: the cluster's deployments, labelled so that
+     * a sum over replicas does not count them three times (at most 1 s
+     * old). */
+    bool shown = false;
+    for (int i = 0; i < 150 && !shown; i++) {
+        char *body = NULL;
+        cr_assert_eq(d_http_get(&R[i % REPLICAS], "/metrics", &body), 200);
+        shown = strstr(body, "berth_deployments{state=\"live\",scope=\"cluster\"} 1\n") &&
+                strstr(body, "berth_deployments{state=\"retired\",scope=\"cluster\"} 1\n") &&
+                strstr(body, "berth_outbox_pending{scope=\"cluster\"} 0\n");
+        free(body);
+        if (!shown)
+            sleep_ms(20);
+    }
+    cr_assert(shown, "the cluster's deployments are not in /metrics");
     bc_close(a);
     bc_close(b);
     bc_close(c);

@@ -44,6 +44,7 @@ typedef struct frame {
     top_topic t[TOP_TOPICS];
     size_t n;
     double waiting, outbox, poisoned;
+    bool outbox_cluster; /* outbox and poisoned are the cluster's (scope="cluster") */
     double le[TOP_BUCKETS], cum[TOP_BUCKETS]; /* berth_fsync_seconds buckets */
     size_t nb;
 } frame;
@@ -173,9 +174,14 @@ static void parse(const char *text, frame *f)
                 t->failed = v;
             } else if (strncmp(l, "berth_waiting_fetches ", 22) == 0) {
                 f->waiting = v;
-            } else if (strncmp(l, "berth_outbox_pending ", 21) == 0) {
+            } else if (strncmp(l, "berth_outbox_pending ", 21) == 0 ||
+                       strncmp(l, "berth_outbox_pending{", 21) == 0) {
+                char scope[16];
                 f->outbox = v;
-            } else if (strncmp(l, "berth_deliveries_poisoned ", 26) == 0) {
+                f->outbox_cluster =
+                    label_of(l, "scope", scope, sizeof(scope)) && strcmp(scope, "cluster") == 0;
+            } else if (strncmp(l, "berth_deliveries_poisoned ", 26) == 0 ||
+                       strncmp(l, "berth_deliveries_poisoned{", 26) == 0) {
                 f->poisoned = v;
             } else if (strncmp(l, "berth_fsync_seconds_bucket{", 27) == 0 &&
                        label_of(l, "le", le, sizeof(le)) && f->nb < TOP_BUCKETS) {
@@ -299,8 +305,13 @@ static void show(const char *urls, char *const *url, size_t n, const frame *now,
             continue;
         reached++;
         waiting += now[u].waiting;
-        outbox += now[u].outbox;
-        poisoned += now[u].poisoned;
+        if (now[u].outbox_cluster) { /* the same on every replica: once */
+            outbox = now[u].outbox > outbox ? now[u].outbox : outbox;
+            poisoned = now[u].poisoned > poisoned ? now[u].poisoned : poisoned;
+        } else {
+            outbox += now[u].outbox;
+            poisoned += now[u].poisoned;
+        }
         if (have_prev)
             grow(&g, &now[u], &prev[u]);
     }
