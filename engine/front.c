@@ -31,6 +31,33 @@ bool engine_store_is_pg(const engine_options *o)
     return o->store_uri != NULL && o->store_uri[0] != '\0';
 }
 
+#ifdef BERTH_WITH_PG
+/* On PostgreSQL the channels given at open are a deploy of
+ * ENGINE_BOOT_DEPLOYMENT through the engine, before it serves (nothing
+ * changes if its live version declares exactly them), as the embedded
+ * store's deploy_boot makes it at open. */
+static int deploy_at_open(engine *e, const engine_options *o, char *err, size_t errlen)
+{
+    if (o->n_channels == 0)
+        return BERTH_OK;
+    engine_request req = {.op = ENGINE_OP_DEPLOY};
+    req.u.deploy.id = ENGINE_BOOT_DEPLOYMENT;
+    req.u.deploy.channels = o->channels;
+    req.u.deploy.n_channels = o->n_channels;
+    engine_reply *r = engine_exec_sync(e, &req);
+    int rv = BERTH_OK;
+    if (r == NULL) {
+        snprintf(err, errlen, "out of memory");
+        rv = BERTH_ENOMEM;
+    } else if (r->status.code != ENGINE_CODE_OK) {
+        snprintf(err, errlen, "channel: %s", r->status.message);
+        rv = r->status.code == ENGINE_CODE_UNAVAILABLE ? BERTH_EIO : BERTH_EINVAL;
+    }
+    engine_reply_free(r);
+    return rv;
+}
+#endif
+
 int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -44,7 +71,12 @@ int engine_open(const engine_options *o, engine **out, char *err, size_t errlen)
     if (!engine_store_is_pg(o))
         return actor_open(o, out, err, errlen);
 #ifdef BERTH_WITH_PG
-    return pgactor_open(o, out, err, errlen);
+    rv = pgactor_open(o, out, err, errlen);
+    if (rv == BERTH_OK && (rv = deploy_at_open(*out, o, err, errlen)) != BERTH_OK) {
+        engine_close(*out);
+        *out = NULL;
+    }
+    return rv;
 #else
     snprintf(err, errlen,
              "this berthd was built without PostgreSQL (-DBERTH_PG=OFF): --store "

@@ -1421,30 +1421,6 @@ static int settings_write(PGconn *c, const engine_options *o, char *err, size_t 
                           1, params, "writing berth.meta 'settings'", err, errlen);
 }
 
-/* The channels given at open: a deploy of ENGINE_BOOT_DEPLOYMENT through
- * the engine, before it serves (nothing changes if its live version
- * declares exactly them), as the embedded store's deploy_boot. */
-static int deploy_boot(pgactor *a, const engine_options *o, char *err, size_t errlen)
-{
-    if (o->n_channels == 0)
-        return BERTH_OK;
-    engine_request req = {.op = ENGINE_OP_DEPLOY};
-    req.u.deploy.id = ENGINE_BOOT_DEPLOYMENT;
-    req.u.deploy.channels = o->channels;
-    req.u.deploy.n_channels = o->n_channels;
-    engine_reply *r = engine_exec_sync((engine *)(void *)a, &req);
-    int rv = BERTH_OK;
-    if (r == NULL) {
-        snprintf(err, errlen, "out of memory");
-        rv = BERTH_ENOMEM;
-    } else if (r->status.code != ENGINE_CODE_OK) {
-        snprintf(err, errlen, "channel: %s", r->status.message);
-        rv = r->status.code == ENGINE_CODE_UNAVAILABLE ? BERTH_EIO : BERTH_EINVAL;
-    }
-    engine_reply_free(r);
-    return rv;
-}
-
 int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -1495,11 +1471,6 @@ int pgactor_open(const engine_options *o, engine **out, char *err, size_t errlen
     }
     if (rv != BERTH_OK) {
         a->joined = true;
-        pgactor_free((engine *)(void *)a);
-        return rv;
-    }
-    if ((rv = deploy_boot(a, o, err, errlen)) != BERTH_OK) {
-        pgactor_stop((engine *)(void *)a);
         pgactor_free((engine *)(void *)a);
         return rv;
     }
