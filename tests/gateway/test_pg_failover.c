@@ -40,6 +40,7 @@
 #include "store/err.h"
 #include "tests/support/daemon.h"
 #include "tests/support/pgtmp.h"
+#include "tests/support/timing.h"
 
 #ifndef BERTH_PG_HA_SCRIPT
 #error "BERTH_PG_HA_SCRIPT: the path of tools/pg-ha.sh (CMakeLists.txt)"
@@ -53,19 +54,6 @@ static char URI[256];
 static int HA_PORT; /* the monitor's; the nodes' the three after it */
 
 /* ---- time ---- */
-
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* -1 for an instant that never came (UINT64_MAX). */
 static double ms_between(uint64_t from_us, uint64_t to_us)

@@ -31,6 +31,7 @@
 #include "tests/support/daemon.h"
 #include "tests/support/pgtmp.h"
 #include "tests/support/pgtmp_hooks.h"
+#include "tests/support/timing.h"
 
 enum {
     REPLICAS = 3,
@@ -54,19 +55,6 @@ static void teardown(void)
 }
 
 TestSuite(pg_kills, .fini = teardown, .timeout = 1200);
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static long env_long(const char *name, long dflt)
 {

@@ -30,6 +30,7 @@
 #include "tests/support/pgtmp.h"
 #define PGTMP_DURABLE
 #include "tests/support/pgtmp_hooks.h"
+#include "tests/support/timing.h"
 
 static daemon_proc D;
 static char URI[256];
@@ -60,19 +61,6 @@ static void alive(const char *when);
     static void pg_restart_##name##_body(void)
 
 /* ---- time ---- */
-
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static double ms_between(uint64_t from_us, uint64_t to_us)
 {

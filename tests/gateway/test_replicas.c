@@ -33,6 +33,7 @@
 #include "tests/support/daemon.h"
 #include "tests/support/pgtmp.h"
 #include "tests/support/pgtmp_hooks.h"
+#include "tests/support/timing.h"
 
 enum { REPLICAS = 3 };
 static daemon_proc R[REPLICAS]; /* A, B, C */
@@ -64,26 +65,6 @@ TestSuite(replicas, .fini = teardown, .timeout = 60);
     static void replicas_##name##_body(void)
 
 /* ---- time ---- */
-
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
-static uint64_t real_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 /* ---- the database and the replicas ---- */
 

@@ -24,6 +24,7 @@
 #include "store/err.h"
 #include "tests/support/pgtmp.h"
 #include "tests/support/pgtmp_hooks.h"
+#include "tests/support/timing.h"
 
 static char err[1024];
 
@@ -44,13 +45,6 @@ static const char *one(PGconn *c, const char *sql)
     snprintf(v, sizeof v, "%s", PQgetisnull(r, 0, 0) ? "NULL" : PQgetvalue(r, 0, 0));
     PQclear(r);
     return v;
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /* Every relation, view and sequence of pg/README.md §2. */

@@ -23,6 +23,7 @@
 #include "store/err.h"
 #include "tests/support/pgtmp.h"
 #include "tests/support/pgtmp_hooks.h"
+#include "tests/support/timing.h"
 
 static char err[1024];
 
@@ -161,12 +162,6 @@ static void *wait_main(void *arg)
 static double ms_since(const struct timespec *t0, const struct timespec *t1)
 {
     return (double)(t1->tv_sec - t0->tv_sec) * 1e3 + (double)(t1->tv_nsec - t0->tv_nsec) / 1e6;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 Test(submit_fn, a_waiting_fetch_wakes_at_the_commit_and_not_before)

@@ -20,6 +20,7 @@
 #include "pg/pglisten.h"
 #include "tests/support/pgtmp.h"
 #include "tests/support/pgtmp_hooks.h"
+#include "tests/support/timing.h"
 
 static char err[1024];
 
@@ -38,19 +39,6 @@ static uint64_t turns(engine *e)
     engine_durable d;
     engine_durability(e, &d);
     return d.turns;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 typedef struct poll_call {

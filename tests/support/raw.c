@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "proto/sp_wire.h"
+#include "tests/support/timing.h"
 
 int raw_connect(const char *url)
 {
@@ -67,13 +68,6 @@ int raw_req(const char *url)
 int raw_sub(const char *url)
 {
     return raw_peer(url, SP_PROTO_SUB0, SP_PROTO_PUB0);
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 uint8_t *raw_event(int fd, const char *prefix, size_t *len)
