@@ -591,18 +591,21 @@ bool pgdeploy_stmt_last(pgops_turn *t, bool wait)
     }
     if (t->deploys == 0)
         return true;
-    int32_t nums[64];
+    int32_t *nums = mem_calloc(t->deploys, sizeof *nums);
+    if (nums == NULL)
+        return false;
     size_t n = 0;
-    for (pgreq *p = t->list; p != NULL && n < 64; p = p->next)
+    for (pgreq *p = t->list; p != NULL && n < t->deploys; p = p->next)
         if (!p->settled && is_change(p) && p->reply->status.code == ENGINE_CODE_OK &&
             p->dep_number != 0)
             nums[n++] = (int32_t)p->dep_number;
     int s = pgplan_add_stmt(t, "deployments_list", 64 + 4 * n);
-    if (s < 0)
-        return false;
-    pgwire_int4_array(&t->params[s], nums, NULL, n);
-    t->s_dlist = s;
-    return true;
+    if (s >= 0) {
+        pgwire_int4_array(&t->params[s], nums, NULL, n);
+        t->s_dlist = s;
+    }
+    free(nums);
+    return s >= 0;
 }
 
 static void show(engine_reply *r, const PGresult *res, int row, engine_deployment *out, bool *oom)
