@@ -2054,3 +2054,37 @@ RTest(a_deployment_made_through_one_replica_routes_and_drains_on_every_replica)
     bc_close(b);
     bc_close(c);
 }
+
+/* Under --strict-channels a fetch, too, is routed: a replica whose copy of
+ * the deployments is stale (the change made in SQL, with no doorbell)
+ * still answers what the database says. */
+RTest(strict_channels_follow_the_database_whatever_a_replica_read)
+{
+    fresh_db("strict");
+    static const char *const strict[] = {"--strict-channels", NULL};
+    start(2, strict);
+    bc *b;
+    char err[256];
+    cr_assert_eq(bc_open(R[1].operate, &b, err, sizeof err), BC_OK, "%s", err);
+    Berth__V1__AdminResponse *r = deploy_in(&R[0], "d", (const char *[]){"t", NULL});
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK, "%s", r->status->message);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    Berth__V1__Response *f = w_fetch(b, "w", "t", 1, 0, 0);
+    w_expect_code(f, BERTH__V1__CODE__OK); /* declared now, through A */
+    w_free(f);
+    Berth__V1__Response *s = w_submit(b, "u", "x", NULL);
+    w_expect_code(s, BERTH__V1__CODE__NOT_FOUND);
+    w_free(s);
+
+    pgtmp_exec(SQL, "BEGIN");
+    pgtmp_exec(SQL, "UPDATE berth.deployments SET state = 3, retired_at = 1 WHERE id = 'd'");
+    pgtmp_exec(SQL, "SELECT berth.deploy_epoch_bump()");
+    pgtmp_exec(SQL, "COMMIT");
+    f = w_fetch(b, "w", "t", 1, 0, 0);
+    w_expect_code(f, BERTH__V1__CODE__NOT_FOUND);
+    w_free(f);
+    s = w_submit(b, "t", "x", NULL);
+    w_expect_code(s, BERTH__V1__CODE__NOT_FOUND);
+    w_free(s);
+    bc_close(b);
+}
