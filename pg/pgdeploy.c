@@ -268,6 +268,19 @@ bool pgdeploy_in(const pgops_turn *t)
     return t->deploys > 0;
 }
 
+/* A LIST_DEPLOYMENTS' read each. */
+static bool lists(pgops_turn *t)
+{
+    for (pgreq *p = t->list; p != NULL && t->lists > 0; p = p->next) {
+        if (p->settled || p->req.op != ENGINE_OP_LIST_DEPLOYMENTS)
+            continue;
+        if ((p->claim = pgplan_add_stmt(t, "deployments_list", 16)) < 0)
+            return false;
+        pgwire_null(&t->params[p->claim], PGWIRE_INT4_ARRAY);
+    }
+    return true;
+}
+
 bool pgdeploy_stmt_first(pgops_turn *t)
 {
     if (t->deploys > 0) {
@@ -280,14 +293,7 @@ bool pgdeploy_stmt_first(pgops_turn *t)
         else
             pgwire_null(&t->params[s], PGWIRE_INT8);
     }
-    for (pgreq *p = t->list; p != NULL && t->lists > 0; p = p->next) {
-        if (p->settled || p->req.op != ENGINE_OP_LIST_DEPLOYMENTS)
-            continue;
-        if ((p->claim = pgplan_add_stmt(t, "deployments_list", 16)) < 0)
-            return false;
-        pgwire_null(&t->params[p->claim], PGWIRE_INT4_ARRAY);
-    }
-    return true;
+    return t->deploys > 0 || lists(t); /* (with deploys: after them, last) */
 }
 
 /* ---- a turn: the decisions ---- */
@@ -591,6 +597,8 @@ bool pgdeploy_stmt_last(pgops_turn *t, bool wait)
     }
     if (t->deploys == 0)
         return true;
+    if (!lists(t)) /* the turn's listings show its deploys, as answered in order */
+        return false;
     int32_t *nums = mem_calloc(t->deploys, sizeof *nums);
     if (nums == NULL)
         return false;

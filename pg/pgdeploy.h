@@ -101,8 +101,9 @@ int pgdeploy_channel(const pgdeploys *d, uint32_t number, const char *topic, rul
 
 /* DEPLOY, RETIRE, LIST_DEPLOYMENTS: the checks (p->settled when refused). */
 void pgdeploy_plan(pgops_turn *t, pgreq *p);
-/* Round one: deploy_lock first when the turn deploys or retires; a
- * LIST_DEPLOYMENTS' read. False: out of memory. */
+/* Round one: deploy_lock first when the turn deploys or retires; else a
+ * LIST_DEPLOYMENTS' read (with deploys it is read last, after them).
+ * False: out of memory. */
 bool pgdeploy_stmt_first(pgops_turn *t);
 /* Whether the turn deploys or retires (two rounds). */
 bool pgdeploy_in(const pgops_turn *t);

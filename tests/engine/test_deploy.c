@@ -666,3 +666,28 @@ Test(deploy, a_repeat_of_an_accepted_submit_is_a_duplicate_on_a_draining_channel
     engine_reply_free(call2);
     engine_reply_free(fresh);
 }
+
+/* A deploy and a listing sent together share a turn: the listing shows
+ * the version just made (on PostgreSQL too, where the deploy decides
+ * between the turn's rounds). */
+Test(deploy, a_listing_in_the_same_turn_as_a_deploy_shows_it)
+{
+    engine_hold(H.e, true);
+    engine_request d = {.op = ENGINE_OP_DEPLOY};
+    d.u.deploy.id = "d";
+    d.u.deploy.channels = (engine_channel[]){{.name = "t"}};
+    d.u.deploy.n_channels = 1;
+    engine_request l = {.op = ENGINE_OP_LIST_DEPLOYMENTS};
+    h_async a, b;
+    h_exec_async(&d, &a);
+    h_exec_async(&l, &b);
+    engine_hold(H.e, false);
+    h_expect_ok(h_async_wait(&a));
+    engine_reply *r = h_async_wait(&b); /* (a's and b's to free) */
+    h_expect_ok(r);
+    cr_assert_eq(r->n_deployments, 1);
+    cr_assert_str_eq(r->deployments[0].id, "d");
+    cr_assert_eq(r->deployments[0].state, ENGINE_DEPLOYMENT_LIVE);
+    h_async_free(&a);
+    h_async_free(&b);
+}
