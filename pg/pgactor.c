@@ -35,7 +35,7 @@
  *   (retryable), saying whether they may have been kept (a connection
  *   lost during COMMIT) or were not; a deadlock or lock timeout re-runs
  *   the turn once. A lost connection is reopened after
- *   ENGINE_REOPEN_BACKOFF_MIN_MS, doubling to ..._MAX_MS; meanwhile every
+ *   ENGINE_REOPEN_BACKOFF_MIN_MS, doubling to PGACTOR_RECONNECT_MAX_MS; meanwhile every
  *   request is answered UNAVAILABLE at once and waiting fetches wait on.
  */
 #include "pg/pgactor.h"
@@ -86,6 +86,11 @@
 /* After a one-round turn failed on a call's task (pgguard.h, ONE ROUND):
  * how long completions take the two rounds before one is tried again. */
 #define PGACTOR_TWO_ROUNDS_MS 1000
+/* A lost engine connection is tried again 100 ms later, doubling up to
+ * this (the embedded store's reopen goes to 5 s): a primary that failed
+ * over is back within this of its standby's promotion, and a try costs
+ * the database a connection attempt per host. */
+#define PGACTOR_RECONNECT_MAX_MS 1000
 #define PGACTOR_SIBLINGS_MS   1000
 
 typedef struct watch {
@@ -362,8 +367,8 @@ static void down(pgactor *a, lane *l, const char *why)
         l->reconnect_backoff_ms = ENGINE_REOPEN_BACKOFF_MIN_MS;
     l->reconnect_at_ms = pgturn_mono_ms() + l->reconnect_backoff_ms;
     l->reconnect_backoff_ms *= 2;
-    if (l->reconnect_backoff_ms > ENGINE_REOPEN_BACKOFF_MAX_MS)
-        l->reconnect_backoff_ms = ENGINE_REOPEN_BACKOFF_MAX_MS;
+    if (l->reconnect_backoff_ms > PGACTOR_RECONNECT_MAX_MS)
+        l->reconnect_backoff_ms = PGACTOR_RECONNECT_MAX_MS;
 }
 
 static int engine_conn(pgactor *a, lane *l, uint64_t wait_ms, char *err, size_t errlen)
