@@ -69,7 +69,11 @@
 #include "store/keys.h"
 
 #define TURN_TIMEOUT_MS 30000 /* a turn longer than this: the connection is given up */
-#define CONTENDED_MS    25    /* fetchable rows another replica was taking: look again */
+/* Reading the deployments again blocks the thread (one round trip, after
+ * a change of them): longer than this, the connection is given up (and
+ * reopened), as a reconnect's try blocks it at most a second. */
+#define DEPS_READ_WAIT_MS 1000
+#define CONTENDED_MS      25 /* fetchable rows another replica was taking: look again */
 /* Housekeeping (the calls' timers, retention, key expiry) runs when the
  * database says the next is due, when a doorbell announces a timer, and
  * at least this often (what other replicas left that no doorbell told). */
@@ -91,7 +95,7 @@
  * over is back within this of its standby's promotion, and a try costs
  * the database a connection attempt per host. */
 #define PGACTOR_RECONNECT_MAX_MS 1000
-#define PGACTOR_SIBLINGS_MS   1000
+#define PGACTOR_SIBLINGS_MS      1000
 
 typedef struct watch {
     char *topic;
@@ -660,7 +664,7 @@ static bool deps_reload(pgactor *a, lane *l)
 {
     pgturn_stmt st = {.name = "deployments_read"};
     pgturn t = {.conn = l->conn, .stmts = &st, .n = 1};
-    (void)pgturn_run(&t, pgturn_mono_ms() + TURN_TIMEOUT_MS);
+    (void)pgturn_run(&t, pgturn_mono_ms() + DEPS_READ_WAIT_MS);
     bool ok = t.outcome == PGTURN_COMMITTED && st.result != NULL &&
               pgdeploy_load(&a->deps, st.result) == BERTH_OK;
     pgturn_clear_results(&t);

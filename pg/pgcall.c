@@ -751,11 +751,8 @@ static void answer_calls(pgops_turn *t)
         if (c->same_as >= 0)
             continue;
         pgplan_winner(res, ++sent, c->iid, out);
-        if (c->dep < 0) { /* refused by its route: unless its key was accepted before */
-            if (out->duplicate)
-                memset(&c->p->reply->status, 0, sizeof c->p->reply->status);
-            else
-                c->p->reply->n_submitted = 0;
+        if (c->dep < 0) {
+            pgplan_refused_answer(c->p->reply, out);
             continue;
         }
         if (!out->duplicate) {

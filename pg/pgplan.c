@@ -72,6 +72,14 @@ void pgplan_winner(const PGresult *res, size_t no, const uint8_t own[BERTH_ID_LE
     store_id_format(winner, out->id);
 }
 
+void pgplan_refused_answer(engine_reply *r, const engine_submitted *out)
+{
+    if (out->duplicate)
+        memset(&r->status, 0, sizeof r->status); /* accepted before: its duplicate */
+    else
+        r->n_submitted = 0; /* the route's refusal stands */
+}
+
 bool pgplan_copy_headers(engine_reply *r, const PGresult *res, int row, int col,
                          store_header hs[ENGINE_HEADERS_MAX], size_t *n)
 {

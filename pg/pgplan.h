@@ -156,6 +156,10 @@ bool pgplan_push(void *slot, const void *val, size_t n);
 int pgplan_add_stmt(pgops_turn *t, const char *name, size_t bytes);
 /* strlen, 0 for NULL. */
 size_t pgplan_text_len(const char *s);
+/* An item its route refused, sent for its key (pgsubmit.h), once out is
+ * read: a duplicate of what the key names answers OK; else the route's
+ * refusal, in r already, stands. */
+void pgplan_refused_answer(engine_reply *r, const engine_submitted *out);
 /* A text column of res copied into r's memory; NULL for SQL NULL. */
 char *pgplan_copy_text(engine_reply *r, const PGresult *res, int row, int col);
 /* out from a keyed insert's result (submit's, call's: rows of no int4,

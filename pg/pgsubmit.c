@@ -218,15 +218,9 @@ void pgsubmit_answer(pgops_turn *t)
         sub_item *s = &t->subs.v[i];
         if (s->same_as >= 0)
             continue;
-        ++sent;
-        if (s->dep >= 0) {
-            pgplan_winner(res, sent, s->id, s->out);
-        } else if (pgplan_winner(res, sent, s->id, s->out), s->out->duplicate) {
-            /* accepted before: its duplicate */
-            memset(&s->p->reply->status, 0, sizeof s->p->reply->status);
-        } else {
-            s->p->reply->n_submitted = 0; /* the route's refusal stands */
-        }
+        pgplan_winner(res, ++sent, s->id, s->out);
+        if (s->dep < 0)
+            pgplan_refused_answer(s->p->reply, s->out);
     }
     for (size_t i = 0; i < t->subs.n; i++) {
         sub_item *s = &t->subs.v[i];
