@@ -48,6 +48,7 @@
 #include "engine/listing.h"
 #include "engine/relay.h"
 #include "engine/reply.h"
+#include "engine/rules.h"
 #include "engine/state.h"
 #include "engine/turn.h"
 #include "store/err.h"
@@ -72,10 +73,6 @@ static const sink sinks[] = {
     {"pull", pull_deliver},
     {"nng+req", push_deliver},
 };
-
-/* What an answer may take beyond push_timeout_ms: the sync before the
- * send, and the way back. */
-#define RELAY_PUSH_GRACE_MS 1000
 
 /* The sink of a delivery's channel: deploy.c admits only transports with
  * a sink here, so every channel resolves; the implicit deployment's
@@ -144,7 +141,7 @@ static sink_result push_deliver(engine *e, delivery *d, const char **reason)
     sp->attempt = d->attempts + 1;
     d->inflight = true;
     l->inflight++;
-    d->due.at = e->t.now_ms + e->o.push_timeout_ms + RELAY_PUSH_GRACE_MS;
+    d->due.at = e->t.now_ms + e->o.push_timeout_ms + RULES_PUSH_GRACE_MS;
     if (heap_push(&e->outbox, &d->due) != BERTH_OK) {
         *reason = "push failed: out of memory";
         return SINK_FAILED;
@@ -321,7 +318,7 @@ int relay_run(engine *e)
             d->chan->lane->inflight--;
             rv = state_lane_admit(e, d->chan->lane);
             if (rv == BERTH_OK)
-                rv = relay_retry(e, d, "no answer from the push receiver within push-timeout-ms");
+                rv = relay_retry(e, d, RULES_PUSH_NO_ANSWER);
             if (rv != BERTH_OK)
                 return rv;
             continue;
@@ -382,19 +379,15 @@ int relay_retry_delivery(engine *e, pending *p)
 {
     engine_status *st = &p->reply->status;
     uint8_t id[BERTH_ID_LEN];
-    if (store_id_parse(p->req.u.retry_delivery.id, id) != BERTH_OK) {
-        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "id: not a delivery id (32 hex digits)");
+    if (!rules_delivery_id(p->req.u.retry_delivery.id, id, st))
         return BERTH_OK;
-    }
     delivery *d = idtab_get(&e->deliveries, id);
     if (d == NULL) {
-        reply_status(st, ENGINE_CODE_NOT_FOUND, "no delivery %s in the outbox",
-                     p->req.u.retry_delivery.id);
+        rules_delivery_not_found(st, p->req.u.retry_delivery.id);
         return BERTH_OK;
     }
     if (!d->poisoned) {
-        reply_status(st, ENGINE_CODE_FAILED_PRECONDITION, "delivery %s is not poisoned",
-                     p->req.u.retry_delivery.id);
+        rules_delivery_not_poisoned(st, p->req.u.retry_delivery.id);
         return BERTH_OK;
     }
     d->due.at = e->t.now_ms;
@@ -498,10 +491,8 @@ int relay_push_ack(engine *e, pending *p)
     const struct engine_push_ack *a = &p->req.u.push_ack;
     engine_status *st = &p->reply->status;
     uint8_t id[BERTH_ID_LEN];
-    if (a->id == NULL || store_id_parse(a->id, id) != BERTH_OK) {
-        reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "id: not a delivery id (32 hex digits)");
+    if (!rules_delivery_id(a->id, id, st))
         return BERTH_OK;
-    }
     delivery *d = idtab_get(&e->deliveries, id);
     if (d == NULL || !d->inflight || d->flight != a->flight)
         return BERTH_OK; /* the answer to a send that has ended: ignored */
@@ -514,19 +505,14 @@ int relay_push_ack(engine *e, pending *p)
     /* What a receiver says is checked like anything else from outside. */
     engine_error err = a->error;
     engine_status bad;
-    if (!check_error(&err, &bad))
-        err = (engine_error){.code = "RECEIVER_ERROR_INVALID", .message = bad.message};
+    char why[300];
+    rules_push_answer(a->outcome, &err, &bad, why, sizeof(why));
     switch (a->outcome) {
     case ENGINE_PUSH_DELIVERED:
         return push_delivered(e, d, a->result);
     case ENGINE_PUSH_REJECT:
         return push_rejected(e, d, &err);
-    default: {
-        char why[300];
-        snprintf(why, sizeof(why), "the push receiver answered %s%s%.64s%s%.200s",
-                 a->outcome == ENGINE_PUSH_RETRY ? "RETRY" : "no outcome", err.code ? ": " : "",
-                 err.code ? err.code : "", err.message ? ": " : "", err.message ? err.message : "");
+    default:
         return relay_retry(e, d, why);
-    }
     }
 }

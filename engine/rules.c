@@ -641,3 +641,31 @@ void rules_deploy_full(engine_status *st)
                  "holding nothing",
                  ENGINE_DEPLOYMENTS_MAX);
 }
+
+void rules_push_answer(int outcome, engine_error *err, engine_status *bad, char *buf, size_t n)
+{
+    if (!check_error(err, bad))
+        *err = (engine_error){.code = "RECEIVER_ERROR_INVALID", .message = bad->message};
+    snprintf(buf, n, "the push receiver answered %s%s%.64s%s%.200s",
+             outcome == ENGINE_PUSH_RETRY ? "RETRY" : "no outcome", err->code ? ": " : "",
+             err->code ? err->code : "", err->message ? ": " : "",
+             err->message ? err->message : "");
+}
+
+bool rules_delivery_id(const char *s, uint8_t id[BERTH_ID_LEN], engine_status *st)
+{
+    if (s != NULL && store_id_parse(s, id) == BERTH_OK)
+        return true;
+    reply_status(st, ENGINE_CODE_INVALID_ARGUMENT, "id: not a delivery id (32 hex digits)");
+    return false;
+}
+
+void rules_delivery_not_found(engine_status *st, const char *id)
+{
+    reply_status(st, ENGINE_CODE_NOT_FOUND, "no delivery %s in the outbox", id);
+}
+
+void rules_delivery_not_poisoned(engine_status *st, const char *id)
+{
+    reply_status(st, ENGINE_CODE_FAILED_PRECONDITION, "delivery %s is not poisoned", id);
+}

@@ -256,4 +256,19 @@ void rules_deploy_conflict(engine_status *st, size_t i, const char *name, const 
 void rules_deploy_unknown(engine_status *st, const char *id);
 void rules_deploy_full(engine_status *st);
 
+/* Push sinks, for both stores' relays. What an answer may take beyond
+ * push_timeout_ms: the sync before the send, and the way back. */
+#define RULES_PUSH_GRACE_MS  1000
+#define RULES_PUSH_NO_ANSWER "no answer from the push receiver within push-timeout-ms"
+/* A push answer's outcome and error as a failed attempt's reason, in buf;
+ * *err is the receiver's error made safe to keep (check_error: one that
+ * fails the checks becomes RECEIVER_ERROR_INVALID). */
+void rules_push_answer(int outcome, engine_error *err, engine_status *bad, char *buf, size_t n);
+/* A delivery's id (push_ack's, retry_delivery's) parsed into id; false:
+ * INVALID_ARGUMENT in st. */
+bool rules_delivery_id(const char *s, uint8_t id[BERTH_ID_LEN], engine_status *st);
+/* retry_delivery's refusals, worded once. */
+void rules_delivery_not_found(engine_status *st, const char *id);
+void rules_delivery_not_poisoned(engine_status *st, const char *id);
+
 #endif

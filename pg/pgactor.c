@@ -62,6 +62,7 @@
 #include "pg/pgguard.h"
 #include "pg/pglisten.h"
 #include "pg/pgops.h"
+#include "pg/pgrelay.h"
 #include "pg/pgschema.h"
 #include "pg/pgstmt.h"
 #include "pg/pgturn.h"
@@ -96,6 +97,10 @@
  * the database a connection attempt per host. */
 #define PGACTOR_RECONNECT_MAX_MS 1000
 #define PGACTOR_SIBLINGS_MS      1000
+/* The relay (pgrelay.h) looks at least this often while the copy holds a
+ * push channel: for what no doorbell told (a replica that died with sends
+ * in flight, a backoff another replica set). */
+#define RELAY_EVERY_MS 5000
 
 typedef struct watch {
     char *topic;
@@ -123,7 +128,23 @@ typedef struct lane {
     uint64_t started_us; /* monotonic: its first statement sent */
     bool housekeeping;   /* the turn in flight is one */
     bool gate;           /* ... the gate alone (pgdeploy.h, THE GATE) */
+    bool relay;          /* ... a relay due (pgops_how's relay) */
+    /* The push channels its turn may claim on, with their room (names
+     * copied: the copy of the deployments may be read again meanwhile). */
+    VEC(pgrelay_chan) chans;
+    char *chan_names;
 } lane;
+
+/* A send of this replica, unanswered: a channel's room is push_inflight_max
+ * less these (pgrelay.h). It leaves when its answer is taken, or at its
+ * deadline. */
+typedef struct flight {
+    uint8_t id[BERTH_ID_LEN];
+    uint64_t flight;
+    uint32_t deployment;
+    char *topic;
+    uint64_t deadline_ms; /* engine clock */
+} flight;
 
 typedef struct pgactor {
     struct engine_front front;
@@ -169,6 +190,13 @@ typedef struct pgactor {
     pgdeploys deps;
     bool deps_stale;
     bool gate_running;
+    /* The relay: the sends unanswered, and when a relay turn is next due
+     * (engine clock; UINT64_MAX: none). */
+    VEC(flight) flights;
+    uint64_t relay_due_ms;
+    bool relay_running;
+    size_t push_chans;           /* the copy's push channels (of deployments not retired) */
+    bool hearing;                /* the doorbells being read are another replica's */
     uint64_t gate_due_mono_ms;   /* the next gate-only turn, while one drains */
     uint64_t deps_retry_mono_ms; /* a read that failed: the next not before */
     engine_stats counters;       /* the replica's own: turns, waits, failed commits */
@@ -332,6 +360,8 @@ static void doorbells(void *ctx, const char *payload)
             ring_call(a, rec + 2);
         } else if (strcmp(rec, "d:") == 0) {
             a->deps_stale = true; /* another replica changed the deployments */
+        } else if (strcmp(rec, "o:") == 0 && a->hearing) {
+            a->relay_due_ms = 0; /* deliveries wait: look (this replica's own claimed already) */
         } else if (strncmp(rec, "i:+", 3) == 0) {
             timer_in(a, strtoull(rec + 3, NULL, 10));
         } else if (strncmp(rec, "t:", 2) == 0) {
@@ -455,7 +485,9 @@ static void heard(void *ctx, const char *payload)
 {
     pgactor *a = ctx;
     a->sibling_mono_ms = pgturn_mono_ms();
+    a->hearing = true;
     doorbells(ctx, payload);
+    a->hearing = false;
 }
 
 /* Reads what the listener brought; a lost listener is reopened later. */
@@ -656,6 +688,147 @@ static void housekeeping_done(pgactor *a, lane *l, uint64_t next_in_ms);
 static void gate_done(pgactor *a, lane *l);
 static void refuse_all(pgactor *a, pgreq *list);
 
+/* ---- the relay (pgrelay.h) ---- */
+
+static uint64_t min_u64(uint64_t x, uint64_t y)
+{
+    return x < y ? x : y;
+}
+
+static uint32_t unanswered(const pgactor *a, uint32_t deployment, const char *topic)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < a->flights.n; i++)
+        n += a->flights.v[i].deployment == deployment && strcmp(a->flights.v[i].topic, topic) == 0;
+    return n;
+}
+
+/* What the turns in flight on the other lanes may claim on a channel. */
+static uint32_t reserved(const pgactor *a, const lane *l, uint32_t deployment, const char *topic)
+{
+    uint32_t n = 0;
+    for (size_t k = 0; k < PGACTOR_LANES; k++) {
+        const lane *o = &a->lanes[k];
+        for (size_t i = 0; o != l && o->turn != NULL && i < o->chans.n; i++)
+            if (o->chans.v[i].deployment == deployment && strcmp(o->chans.v[i].topic, topic) == 0)
+                n += o->chans.v[i].room;
+    }
+    return n;
+}
+
+/* The push channels of the copy (of deployments live or draining), each
+ * with the room this replica has on it, into l. False: out of memory (the
+ * turn claims nothing). */
+static bool chans_make(pgactor *a, lane *l)
+{
+    l->chans.n = 0;
+    free(l->chan_names);
+    l->chan_names = NULL;
+    size_t bytes = 0;
+    for (size_t i = 0; i < a->deps.v.n; i++) {
+        const pgdep *d = &a->deps.v.v[i];
+        for (size_t k = 0; d->state != ENGINE_DEPLOYMENT_RETIRED && k < d->decl.n_channels; k++)
+            if (pgdeploy_push(&a->deps, d->number, d->decl.channels[k].name) != NULL)
+                bytes += strlen(d->decl.channels[k].name) + 1;
+    }
+    if (bytes == 0)
+        return true;
+    char *at = l->chan_names = mem_calloc(1, bytes);
+    if (at == NULL)
+        return false;
+    for (size_t i = 0; i < a->deps.v.n; i++) {
+        const pgdep *d = &a->deps.v.v[i];
+        for (size_t k = 0; d->state != ENGINE_DEPLOYMENT_RETIRED && k < d->decl.n_channels; k++) {
+            const char *name = d->decl.channels[k].name;
+            if (pgdeploy_push(&a->deps, d->number, name) == NULL)
+                continue;
+            uint32_t busy = unanswered(a, d->number, name) + reserved(a, l, d->number, name);
+            pgrelay_chan *c = VEC_ADD(&l->chans);
+            if (c == NULL)
+                return false;
+            size_t len = strlen(name) + 1;
+            memcpy(at, name, len);
+            *c = (pgrelay_chan){
+                .topic = at,
+                .deployment = d->number,
+                .room = busy < a->o.push_inflight_max ? a->o.push_inflight_max - busy : 0};
+            at += len;
+        }
+    }
+    return true;
+}
+
+/* A send the turn claimed: kept as unanswered, then pushed. One the
+ * transport does not take is left to its deadline (a failed attempt). */
+static void push_one(void *ctx, const engine_push_delivery *d, uint32_t deployment)
+{
+    pgactor *a = ctx;
+    flight *f = VEC_ADD(&a->flights);
+    if (f != NULL) {
+        *f = (flight){.flight = d->flight,
+                      .deployment = deployment,
+                      .topic = mem_strdup(d->topic),
+                      .deadline_ms = now_ms(a) + a->o.push_timeout_ms + RULES_PUSH_GRACE_MS};
+        (void)store_id_parse(d->id, f->id);
+        if (f->topic == NULL)
+            a->flights.n--;
+    }
+    if (a->o.push_fn != NULL)
+        (void)a->o.push_fn(a->o.push_ctx, (engine *)(void *)a, d);
+}
+
+static void flight_drop(pgactor *a, size_t i)
+{
+    free(a->flights.v[i].topic);
+    a->flights.v[i] = a->flights.v[--a->flights.n];
+}
+
+/* An answer taken: its send is no longer unanswered here. */
+static void flight_answered(pgactor *a, const pgreq *p)
+{
+    uint8_t id[BERTH_ID_LEN];
+    if (p->req.u.push_ack.id == NULL || store_id_parse(p->req.u.push_ack.id, id) != BERTH_OK)
+        return;
+    for (size_t i = 0; i < a->flights.n; i++)
+        if (a->flights.v[i].flight == p->req.u.push_ack.flight &&
+            memcmp(a->flights.v[i].id, id, BERTH_ID_LEN) == 0) {
+            flight_drop(a, i);
+            return;
+        }
+}
+
+/* Sends past their deadline free their room, and a relay turn takes
+ * them (as failed attempts) now. */
+static void flights_expire(pgactor *a, uint64_t now)
+{
+    for (size_t i = 0; i < a->flights.n;)
+        if (a->flights.v[i].deadline_ms <= now) {
+            flight_drop(a, i);
+            a->relay_due_ms = min_u64(a->relay_due_ms, now);
+        } else {
+            i++;
+        }
+}
+
+/* A turn of l ended (committed: t; else NULL): its sends pushed, and when
+ * the relay is next due. */
+static void relay_done(pgactor *a, lane *l, const pgops_turn *t)
+{
+    uint64_t next = t != NULL ? pgrelay_next_in(t) : HOUSEKEEPING_RETRY_MS;
+    if (t != NULL)
+        pgrelay_each_send(t, &a->deps, push_one, a);
+    if (t != NULL && !l->relay && next == UINT64_MAX)
+        return; /* the turn did not relay */
+    if (l->relay) {
+        l->relay = false;
+        a->relay_running = false;
+    }
+    if (next != UINT64_MAX)
+        a->relay_due_ms = min_u64(a->relay_due_ms, l->now_ms + next);
+    if (l->chans.n > 0)
+        a->relay_due_ms = min_u64(a->relay_due_ms, l->now_ms + RELAY_EVERY_MS);
+}
+
 /* Reads the deployments again on l's connection, waiting for the answer
  * (one round trip, after a change of them only). False: not read (the
  * copy stays stale; a turn routed by it fails BR002 and is answered
@@ -674,6 +847,13 @@ static bool deps_reload(pgactor *a, lane *l)
         a->deps_stale = false;
         if (a->deps.n_draining == 0)
             a->gate_due_mono_ms = 0;
+        a->push_chans = 0;
+        for (size_t i = 0; i < a->deps.v.n; i++) {
+            const pgdep *d = &a->deps.v.v[i];
+            for (size_t k = 0; d->state != ENGINE_DEPLOYMENT_RETIRED && k < d->decl.n_channels; k++)
+                a->push_chans +=
+                    pgdeploy_push(&a->deps, d->number, d->decl.channels[k].name) != NULL;
+        }
     }
     return ok;
 }
@@ -689,6 +869,8 @@ static void turn_start(pgactor *a, lane *l)
             housekeeping_done(a, l, HOUSEKEEPING_RETRY_MS);
         if (l->gate)
             gate_done(a, l);
+        if (l->relay)
+            relay_done(a, l, NULL);
         return;
     }
     a->counters.turns = a->committed;
@@ -698,6 +880,8 @@ static void turn_start(pgactor *a, lane *l)
      * as the embedded engine's timers fail with their turn; not the boot's
      * or the periodic look, which would take it from the requests'. */
     bool fail = a->fp_write > 0 && (l->list != NULL || (l->housekeeping && a->hk_known));
+    if (!chans_make(a, l))
+        l->chans.n = 0;
     pgops_turn *t;
     pgops_how how = {.now_ms = l->now_ms,
                      .manual = a->manual,
@@ -710,7 +894,10 @@ static void turn_start(pgactor *a, lane *l)
                      .topics = &a->topics,
                      .task_latency = &a->task_latency,
                      .deps = &a->deps,
-                     .gate_wait = l->gate};
+                     .gate_wait = l->gate,
+                     .chans = l->chans.v,
+                     .n_chans = l->chans.n,
+                     .relay = l->relay};
     if (pgops_plan(&a->o, &a->counters, l->list, &how, l->conn, &t) != BERTH_OK) {
         engine_status st;
         reply_no_memory(&st);
@@ -750,7 +937,7 @@ static void housekeeping_done(pgactor *a, lane *l, uint64_t next_in_ms)
     if (!known)
         next_in_ms = HOUSEKEEPING_EVERY_MS;
     uint64_t at = l->now_ms + next_in_ms;
-    if (at < a->hk_due_ms || a->hk_due_ms <= now_ms(a)) {
+    if (at < a->hk_due_ms) { /* (a timer announced meanwhile may be sooner) */
         a->hk_due_ms = at;
         a->hk_known = known;
     }
@@ -893,6 +1080,7 @@ static void committed(pgactor *a, lane *l)
     a->counters.instances_dropped += d->instances_dropped;
     if (l->housekeeping)
         housekeeping_done(a, l, pgops_housekeeping_next(t));
+    relay_done(a, l, t);
     size_t nd;
     const pgops_topic_due *due = pgops_dues(t, &nd);
     uint64_t at = now_ms(a);
@@ -966,6 +1154,8 @@ static void turn_end(pgactor *a, lane *l)
             housekeeping_done(a, l, HOUSEKEEPING_RETRY_MS);
         if (l->gate)
             gate_done(a, l);
+        if (l->relay)
+            relay_done(a, l, NULL);
         turn_failed(a, l->list, &st);
         l->list = NULL;
         return;
@@ -1034,6 +1224,10 @@ static uint64_t next_instant(const pgactor *a)
             due = a->watches.v[i].due_ms;
     if (!a->hk_running && a->hk_due_ms < due)
         due = a->hk_due_ms;
+    if (!a->relay_running && a->push_chans > 0 && a->relay_due_ms < due)
+        due = a->relay_due_ms;
+    for (size_t i = 0; i < a->flights.n; i++)
+        due = min_u64(due, a->flights.v[i].deadline_ms);
     return due;
 }
 
@@ -1169,6 +1363,8 @@ static pgreq *sort_out(pgactor *a, pgreq *head, uint64_t now, pgreq **ticks, pgr
             p->next = *ticks;
             *ticks = p;
         } else {
+            if (p->req.op == ENGINE_OP_PUSH_ACK)
+                flight_answered(a, p);
             if (*tail)
                 (*tail)->next = p;
             else
@@ -1234,20 +1430,29 @@ static void *pgactor_main(void *arg)
         uint64_t now = now_ms(a);
         waits_end(a, now, false, 0);
         ring_due(a, now);
+        flights_expire(a, now);
         pgreq *tail;
         pgreq *list = sort_out(a, head, now, &ticks, &tail);
         lane *l = free_lane(a);
         if (l != NULL)
             take_rung(a, &list, &tail);
         bool hk = l != NULL && !a->hk_running && a->hk_due_ms <= now;
-        bool started = list != NULL || hk;
-        if ((list != NULL || hk) && l != NULL) {
+        bool rl = l != NULL && !a->relay_running && a->relay_due_ms <= now && a->push_chans > 0 &&
+                  !a->deps_stale;
+        bool started = list != NULL || hk || rl;
+        if (started && l != NULL) {
             l->list = list;
             l->now_ms = now;
             l->rings = a->rings;
             l->attempt = 0;
             l->housekeeping = hk;
             a->hk_running |= hk;
+            if (hk)
+                a->hk_due_ms = UINT64_MAX; /* the turn says when the next is due */
+            l->relay = rl;
+            a->relay_running |= rl;
+            if (rl)
+                a->relay_due_ms = UINT64_MAX;
             turn_start(a, l);
         } else if (list != NULL) {
             refuse_all(a, list);
@@ -1347,8 +1552,14 @@ static void pgactor_stop(engine *e)
 static void pgactor_free(engine *e)
 {
     pgactor *a = (pgactor *)(void *)e;
-    for (size_t i = 0; i < PGACTOR_LANES; i++)
+    for (size_t i = 0; i < PGACTOR_LANES; i++) {
         pgconn_close(a->lanes[i].conn);
+        VEC_FREE(&a->lanes[i].chans);
+        free(a->lanes[i].chan_names);
+    }
+    for (size_t i = 0; i < a->flights.n; i++)
+        free(a->flights.v[i].topic);
+    VEC_FREE(&a->flights);
     pglisten_fini(&a->listen);
     pgstmt_fini(&a->stmts);
     pgdeploy_fini(&a->deps);

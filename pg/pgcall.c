@@ -34,7 +34,7 @@ void pgcall_plan(pgops_turn *t, pgreq *p)
     c.pol.max_attempts = 1;
     /* (refused by its route: under a key it goes to the statement, which
      * answers a duplicate of a call accepted before, as for a submit) */
-    if (!pgsubmit_check(t, &a->request, &c.dep, &r->status) ||
+    if (!pgsubmit_check(t, &a->request, &c.dep, &c.push, &r->status) ||
         (c.dep < 0 && !has_key(&a->request)) ||
         (a->retry != NULL && !rules_call_policy(t->o, a->retry, &c.pol, &r->status))) {
         p->settled = true;
@@ -69,6 +69,7 @@ typedef struct call_cols {
     const void **pays;
     size_t *plens;
     int32_t *hs, *hc, *blen, *attempts, *cs, *cc, *dep;
+    bool *push;
     int64_t *delay, *nb, *prio, *timeout, *ib, *mb;
     bool *delay_null, *nb_null, *pol_null;
     char (*mult_text)[32];
@@ -80,7 +81,7 @@ static void cols_free(call_cols *c)
                    c->codes,    c->mults,     c->pays,   c->plens, c->hs,         c->hc,
                    c->blen,     c->attempts,  c->cs,     c->cc,    c->delay,      c->nb,
                    c->prio,     c->timeout,   c->ib,     c->mb,    c->delay_null, c->nb_null,
-                   c->pol_null, c->mult_text, c->dep};
+                   c->pol_null, c->mult_text, c->dep,    c->push};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
 }
@@ -114,11 +115,12 @@ static bool cols_alloc(call_cols *c, size_t n, size_t nh, size_t nc)
                      .nb_null = mem_calloc(n, 1),
                      .pol_null = mem_calloc(n, 1),
                      .mult_text = mem_calloc(n, 32),
-                     .dep = mem_calloc(n, 4)};
+                     .dep = mem_calloc(n, 4),
+                     .push = mem_calloc(n, 1)};
     return c->iid && c->tid && c->topics && c->cts && c->keys && c->hdrs && c->codes && c->mults &&
            c->pays && c->plens && c->hs && c->hc && c->blen && c->attempts && c->cs && c->cc &&
            c->delay && c->nb && c->prio && c->timeout && c->ib && c->mb && c->delay_null &&
-           c->nb_null && c->pol_null && c->mult_text && c->dep;
+           c->nb_null && c->pol_null && c->mult_text && c->dep && c->push;
 }
 
 bool pgcall_stmt_call(pgops_turn *t)
@@ -168,6 +170,7 @@ bool pgcall_stmt_call(pgops_turn *t)
         c.prio[m] = q->has_priority ? q->priority : t->o->priority_default;
         c.blen[m] = (int32_t)pgsubmit_body_bytes(q);
         c.dep[m] = it->dep;
+        c.push[m] = it->push;
         c.pol_null[m] = !it->has_retry;
         c.timeout[m] = (int64_t)it->pol.timeout_ms;
         c.attempts[m] = (int32_t)it->pol.max_attempts;
@@ -208,6 +211,7 @@ bool pgcall_stmt_call(pgops_turn *t)
         pgwire_int8(pp, (int64_t)t->o->dedup_horizon_ms);
         pgwire_int4(pp, (int32_t)t->o->retries);
         pgwire_int4_array(pp, c.dep, NULL, m);
+        pgwire_bool_array(pp, c.push, NULL, m);
     }
     cols_free(&c);
     return ok;
@@ -215,11 +219,14 @@ bool pgcall_stmt_call(pgops_turn *t)
 
 /* ---- a reply's call, and the timers ---- */
 
-bool pgcall_stmt_lock(pgops_turn *t, const uint8_t (*ids)[BERTH_ID_LEN], size_t m)
+bool pgcall_stmt_lock(pgops_turn *t, const uint8_t (*tasks)[BERTH_ID_LEN], size_t m,
+                      const uint8_t (*deliveries)[BERTH_ID_LEN], size_t k)
 {
-    int s = pgplan_add_stmt(t, "instances_lock", 64 + 20 * m);
-    if (s >= 0)
-        pgwire_uuid_array(&t->params[s], ids, NULL, m);
+    int s = pgplan_add_stmt(t, "instances_lock", 64 + 20 * (m + k));
+    if (s >= 0) {
+        pgwire_uuid_array(&t->params[s], tasks, NULL, m);
+        pgwire_uuid_array(&t->params[s], deliveries, NULL, k);
+    }
     t->s_ilock = s;
     return s >= 0;
 }
@@ -253,7 +260,7 @@ static bool irow_read(const PGresult *res, int i, int cur, int top, irow *w)
     int32_t state, attempt;
     const char *s;
     size_t len;
-    *w = (irow){.timer_at = -1};
+    *w = (irow){.timer_at = -1, .lrow = -1};
     if (pgwire_get_uuid(res, i, 0, w->id) != BERTH_OK ||
         pgwire_get_int4(res, i, 1, &state) != BERTH_OK ||
         pgwire_get_int4(res, i, 2, &attempt) != BERTH_OK ||
@@ -278,7 +285,10 @@ static bool irow_push(pgops_turn *t, irow *w)
 bool pgcall_read_locked(pgops_turn *t, pgturn *pt)
 {
     const PGresult *res = t->s_ilock >= 0 ? pgturn_first_result(pt, (size_t)t->s_ilock) : NULL;
-    int n = res ? PQntuples(res) : 0;
+    if (res == NULL || t->ilock == res)
+        return true; /* none, or read already (the relay's answers and the replies share it) */
+    t->ilock = res;
+    int n = PQntuples(res);
     for (int i = 0; i < n; i++) {
         irow w;
         bool ended;
@@ -287,6 +297,7 @@ bool pgcall_read_locked(pgops_turn *t, pgturn *pt)
             return false;
         }
         w.ended = ended;
+        w.lrow = i;
         if (!irow_push(t, &w))
             return false;
     }
@@ -336,6 +347,35 @@ bool pgcall_correlate(pgops_turn *t, const trow *w, const engine_result *result,
     return true;
 }
 
+/* Whether code is one of i's non-retryable codes (instances_lock's). */
+static bool non_retryable(const pgops_turn *t, const irow *i, const char *code)
+{
+    pgwire_array arr;
+    if (code == NULL || i->lrow < 0 || t->ilock == NULL ||
+        pgwire_array_open(t->ilock, i->lrow, 11, PGWIRE_TEXT, &arr) != BERTH_OK)
+        return false;
+    const uint8_t *v;
+    size_t len;
+    while (pgwire_array_next(&arr, &v, &len) == 1)
+        if (v != NULL && len == strlen(code) && memcmp(v, code, len) == 0)
+            return true;
+    return false;
+}
+
+void pgcall_reject(pgops_turn *t, const trow *w, const engine_error *err)
+{
+    irow *i = irow_of(t, w->instance_id);
+    if (i != NULL && !i->ended && !i->end && i->state != ENGINE_INSTANCE_BACKOFF &&
+        non_retryable(t, i, err->code)) {
+        end(i, ENGINE_INSTANCE_FAILED);
+        i->err = *err;
+        t->delta.calls_failed++;
+        return;
+    }
+    engine_status st = {0};
+    (void)pgcall_correlate(t, w, NULL, err, &st); /* (a refusal, RETRY_PENDING: nothing to do) */
+}
+
 /* A timer row's policy: columns 3..7 of timers_due. */
 static rules_policy policy_of(const PGresult *res, int i)
 {
@@ -361,7 +401,7 @@ static rules_policy policy_of(const PGresult *res, int i)
 
 /* A timer that came: BACKOFF's end re-drives; WAITING's is the attempt's
  * timeout (engine/README.md, "Calls"). */
-static void fire(pgops_turn *t, irow *w, const rules_policy *pol)
+static void fire(pgops_turn *t, irow *w, const rules_policy *pol, const char *poisoned_why)
 {
     uint64_t now = t->now_ms;
     if (w->has_current) {
@@ -379,8 +419,14 @@ static void fire(pgops_turn *t, irow *w, const rules_policy *pol)
         w->timer_at = (int64_t)(now + pol->timeout_ms);
         return;
     }
-    t->delta.calls_timed_out++;
-    rules_call_timeout(pol, w->attempt, w->msg, sizeof w->msg, &w->err);
+    if (poisoned_why != NULL) { /* its request could not be delivered */
+        w->withdraw = false;    /* (kept, poisoned, for the operator) */
+        rules_call_poisoned(w->attempt, pol->max_attempts, poisoned_why[0] ? poisoned_why : NULL,
+                            w->msg, sizeof w->msg, &w->err);
+    } else {
+        t->delta.calls_timed_out++;
+        rules_call_timeout(pol, w->attempt, w->msg, sizeof w->msg, &w->err);
+    }
     rules_call_next next;
     rules_call_failed_attempt(pol, w->attempt, now, t->o->backoff_jitter, &next);
     if (next.fail) {
@@ -422,7 +468,11 @@ bool pgcall_timers(pgops_turn *t, pgturn *pt)
         if (w == NULL || (size_t)(w - t->irows.v) < first)
             continue;
         rules_policy pol = policy_of(res, i);
-        fire(t, w, &pol);
+        const char *why = NULL;
+        size_t len;
+        if (!pgwire_isnull(res, i, 10))
+            (void)pgwire_get_text(res, i, 10, &why, &len);
+        fire(t, w, &pol, why);
         if (w->err.code != NULL)
             w->err.message = w->msg;
     }
@@ -603,7 +653,10 @@ static void notify(pgops_turn *t)
                       : q->has_not_before_ms ? q->not_before_ms
                                              : 0;
         uint64_t in = at > now ? at - now : 0;
-        pgplan_notify_add(t, in ? 't' : 'p', q->topic, in);
+        if (c->push)
+            pgplan_notify_add(t, 'o', "", 0); /* a delivery: relays, look */
+        else
+            pgplan_notify_add(t, in ? 't' : 'p', q->topic, in);
         if (c->has_retry)
             pgplan_notify_add(t, 'i', "", in + c->pol.timeout_ms);
     }
@@ -760,7 +813,8 @@ static void answer_calls(pgops_turn *t)
             if (tc != NULL)
                 tc->submitted++;
             t->delta.calls++;
-            pgplan_event(t, ENGINE_EVENT_TASK_PARKED, c->a->request.topic, c->tid, NULL, 0);
+            if (!c->push) /* (a delivery is not parked: it is pushed) */
+                pgplan_event(t, ENGINE_EVENT_TASK_PARKED, c->a->request.topic, c->tid, NULL, 0);
         }
     }
     for (size_t i = 0; i < t->calls.n; i++) {

@@ -34,17 +34,24 @@ void pgcall_plan(pgops_turn *t, pgreq *p);
 /* An AWAIT_CALL joins the turn (or p is settled, refused). */
 void pgcall_plan_await(pgops_turn *t, pgreq *p);
 /* Round one: the `call` statement; the instances of the guarded tasks
- * (ids, sorted, m of them), locked; a housekeeping turn's statements. */
+ * (m of them) and of the deliveries push answers name (k), locked; a
+ * housekeeping turn's statements. */
 bool pgcall_stmt_call(pgops_turn *t);
-bool pgcall_stmt_lock(pgops_turn *t, const uint8_t (*ids)[BERTH_ID_LEN], size_t m);
+bool pgcall_stmt_lock(pgops_turn *t, const uint8_t (*tasks)[BERTH_ID_LEN], size_t m,
+                      const uint8_t (*deliveries)[BERTH_ID_LEN], size_t k);
 bool pgcall_stmt_housekeeping(pgops_turn *t);
-/* Between the rounds: the instances round one locked (before the rules). */
+/* Between the rounds: the instances round one locked (before the rules;
+ * once per turn however often called). */
 bool pgcall_read_locked(pgops_turn *t, pgturn *pt);
 /* A reply to w, a call's task: correlated with its call (rules_correlate).
  * result NULL and err NULL: resolved with the task's own payload. false:
  * refused in st (RETRY_PENDING); the task stays the replier's. */
 bool pgcall_correlate(pgops_turn *t, const trow *w, const engine_result *result,
                       const engine_error *err, engine_status *st);
+/* A push receiver's REJECT of w, a call's request: the call FAILED with
+ * err when its policy names the code non-retryable (and it is not backing
+ * off), else resolved with err as any reply (pgcall_correlate). */
+void pgcall_reject(pgops_turn *t, const trow *w, const engine_error *err);
 /* Between the rounds of a housekeeping turn: the timers fired. */
 bool pgcall_timers(pgops_turn *t, pgturn *pt);
 /* Round two: what the turn did to its calls (before the tasks' outcomes),

@@ -183,6 +183,20 @@ int64_t pgdeploy_route(const pgdeploys *d, bool strict, const char *topic, engin
     return 0;
 }
 
+static const pgdep *by_number(const pgdeploys *d, uint32_t number);
+
+const char *pgdeploy_push(const pgdeploys *d, uint32_t number, const char *topic)
+{
+    const pgdep *dp = number != 0 ? by_number(d, number) : NULL;
+    for (size_t i = 0; dp != NULL && i < dp->decl.n_channels; i++) {
+        const store_channel *c = &dp->decl.channels[i];
+        if (strcmp(c->name, topic) == 0)
+            return check_transport(tr_of(c->transport)) == CHECK_TRANSPORT_PUSH ? c->transport
+                                                                                : NULL;
+    }
+    return NULL;
+}
+
 bool pgdeploy_declared(const pgdeploys *d, const char *topic)
 {
     return table_get(&d->routes, topic, strlen(topic)) != NULL;
@@ -241,16 +255,6 @@ void pgdeploy_plan(pgops_turn *t, pgreq *p)
             p->settled = true;
             return;
         }
-        for (size_t i = 0; i < n; i++)
-            if (check_transport(tr_of(cs[i].transport)) == CHECK_TRANSPORT_PUSH) {
-                reply_status(st, ENGINE_CODE_UNIMPLEMENTED,
-                             "channels[%zu].transport: push channels are not served on the "
-                             "PostgreSQL store yet; declare pull channels",
-                             i);
-                snprintf(st->field, sizeof st->field, "channels[%zu].transport", i);
-                p->settled = true;
-                return;
-            }
         t->deploys++;
     } else if (p->req.op == ENGINE_OP_RETIRE) {
         if (!check_topic(p->req.u.retire.id, "id", st)) {
@@ -495,9 +499,13 @@ static bool writes(pgops_turn *t)
             forgot[nf++] = (int32_t)d->number;
             any = true;
         } else if (d->inserted) {
-            const char *names[ENGINE_DEPLOY_CHANNELS_MAX];
-            for (size_t k = 0; k < d->decl.n_channels; k++)
+            const char *names[ENGINE_DEPLOY_CHANNELS_MAX], *push[ENGINE_DEPLOY_CHANNELS_MAX];
+            size_t np = 0;
+            for (size_t k = 0; k < d->decl.n_channels; k++) {
                 names[k] = d->decl.channels[k].name;
+                if (check_transport(tr_of(d->decl.channels[k].transport)) == CHECK_TRANSPORT_PUSH)
+                    push[np++] = names[k];
+            }
             store_buf buf = {0};
             store_deployment r = d->decl;
             r.id = d->id;
@@ -515,6 +523,7 @@ static bool writes(pgops_turn *t)
                 pgwire_null(pp, PGWIRE_INT8);
                 pgwire_text_array(pp, names, d->decl.n_channels);
                 pgwire_bytea(pp, buf.data, buf.len);
+                pgwire_text_array(pp, push, np);
             }
             store_buf_fini(&buf);
             ok = s >= 0;
@@ -585,9 +594,10 @@ bool pgdeploy_between(pgops_turn *t, pgturn *pt)
 
 bool pgdeploy_stmt_last(pgops_turn *t, bool wait)
 {
-    bool gate = wait || t->deploys > 0 ||
-                (t->deps != NULL && t->deps->n_draining > 0 &&
-                 (t->guards.n > 0 || t->housekeeping || t->admin));
+    bool gate =
+        wait || t->deploys > 0 ||
+        (t->deps != NULL && t->deps->n_draining > 0 &&
+         (t->guards.n > 0 || t->housekeeping || t->admin || t->acks > 0 || t->relay_expire));
     if (gate) {
         int s = pgplan_add_stmt(t, "deploy_gate", 8);
         if (s < 0)

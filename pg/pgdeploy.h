@@ -26,8 +26,8 @@
  *   (deploy_lock, the turn's first statement: it holds no row yet, so its
  *   wait cannot close a cycle); the decisions run on that copy, in request
  *   order, between the rounds; round two writes them, runs the gate and
- *   reads the answers with their counts. Push channels are refused here
- *   (UNIMPLEMENTED): the outbox relay is not served on this store yet.
+ *   reads the answers with their counts. A push channel's name is kept in
+ *   push_names too (routing in SQL: the re-drive of a call, berth.submit()).
  *
  * THE GATE
  *   A turn that ended work (completions, failures, housekeeping, an
@@ -90,6 +90,9 @@ int pgdeploy_load(pgdeploys *d, const PGresult *res);
  * one), or -1, refused in st (only draining deployments declare it; no
  * deployment does, under strict channels). */
 int64_t pgdeploy_route(const pgdeploys *d, bool strict, const char *topic, engine_status *st);
+/* The transport of topic in deployment number when it is a push channel
+ * there (the copy's memory); else NULL. */
+const char *pgdeploy_push(const pgdeploys *d, uint32_t number, const char *topic);
 /* A deployment that is not retired declares topic. */
 bool pgdeploy_declared(const pgdeploys *d, const char *topic);
 /* The declaration of topic in deployment number: 1 (out set), 0 (none: the

@@ -65,10 +65,8 @@ bool pgguard_stmt_read(pgops_turn *t)
     if (s >= 0)
         pgwire_uuid_array(&t->params[s], (const uint8_t(*)[16])ids, NULL, m);
     t->s_guard = s;
-    /* The calls of those tasks, locked after them. */
-    bool ok = s >= 0 && pgcall_stmt_lock(t, (const uint8_t(*)[16])ids, m);
     free(ids);
-    return ok;
+    return s >= 0; /* (the calls of those tasks are locked after them: pgops.c) */
 }
 
 static bool read_rows(pgops_turn *t, const PGresult *res)

@@ -29,6 +29,7 @@
 #include "pg/pgguard.h"
 #include "pg/pgplan.h"
 #include "pg/pgread.h"
+#include "pg/pgrelay.h"
 #include "pg/pgsubmit.h"
 
 static bool between(pgturn *pt, void *arg);
@@ -100,6 +101,10 @@ static void plan_one(pgops_turn *t, pgreq *p)
     case ENGINE_OP_LIST_DEPLOYMENTS:
         pgdeploy_plan(t, p);
         return;
+    case ENGINE_OP_PUSH_ACK:
+    case ENGINE_OP_RETRY_DELIVERY:
+        pgrelay_plan(t, p);
+        return;
     case ENGINE_OP_CHECKPOINT:
         reply_status(&p->reply->status, ENGINE_CODE_UNIMPLEMENTED,
                      "checkpoint copies the embedded store; berth's state is the database's "
@@ -125,6 +130,25 @@ static bool plan_guards(pgops_turn *t, bool one_round)
     return planned || pgguard_stmt_read(t);
 }
 
+/* The calls of the tasks guard_read locked and of the deliveries push
+ * answers name, locked after those (tasks and deliveries, then instances). */
+static bool plan_ilock(pgops_turn *t)
+{
+    size_t m = t->s_guard >= 0 ? t->guards.n : 0;
+    if (m == 0 && t->acks == 0)
+        return true;
+    uint8_t(*tasks)[16] = mem_calloc(m ? m : 1, 16);
+    uint8_t(*dels)[16] = mem_calloc(t->acks ? t->acks : 1, 16);
+    bool ok = tasks != NULL && dels != NULL;
+    for (size_t i = 0; ok && i < m; i++)
+        memcpy(tasks[i], t->guards.v[i].id, 16);
+    size_t k = ok ? pgrelay_ack_ids(t, dels) : 0;
+    ok = ok && pgcall_stmt_lock(t, (const uint8_t(*)[16])tasks, m, (const uint8_t(*)[16])dels, k);
+    free(tasks);
+    free(dels);
+    return ok;
+}
+
 int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list,
                const pgops_how *how, PGconn *conn, pgops_turn **out)
 {
@@ -139,6 +163,11 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     t->now_ms = now_ms;
     t->s_submit = t->s_guard = t->s_fast = t->s_topics_due = t->s_stats = -1;
     t->s_dlock = t->s_gate = t->s_dlist = -1;
+    t->s_ack = t->s_expired = t->s_owrite = t->s_oinc = t->s_oclaim = t->s_onext = -1;
+    t->chans = how->chans;
+    t->n_chans = how->n_chans;
+    t->relay = how->relay || (housekeeping && how->n_chans > 0); /* (a re-drive may push) */
+    t->relay_expire = how->relay || housekeeping;
     t->deps = how->deps;
     t->s_calls_stats = t->s_call = t->s_ilock = t->s_timers = t->s_drop = t->s_expire =
         t->s_redrive = t->s_await = t->s_hk_next = -1;
@@ -159,7 +188,8 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
                    p->req.op == ENGINE_OP_LIST_INCIDENTS || p->req.op == ENGINE_OP_LIST_TASKS ||
                    p->req.op == ENGINE_OP_RETRY_TERMINAL ||
                    p->req.op == ENGINE_OP_DISCARD_TERMINAL || p->req.op == ENGINE_OP_DEPLOY ||
-                   p->req.op == ENGINE_OP_LIST_DEPLOYMENTS; /* a statement each */
+                   p->req.op == ENGINE_OP_LIST_DEPLOYMENTS ||
+                   p->req.op == ENGINE_OP_RETRY_DELIVERY; /* a statement each */
     }
     t->cap = STMTS_MAX_FIXED + fetches;
     t->stmts = mem_calloc(t->cap, sizeof(*t->stmts));
@@ -189,7 +219,8 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
      * next: a key it drops is free for a submit or call of the same turn. */
     if (!pgdeploy_stmt_first(t) || (housekeeping && !pgcall_stmt_housekeeping(t)) ||
         (t->subs.n > 0 && !pgsubmit_stmt(t)) || (t->calls.n > 0 && !pgcall_stmt_call(t)) ||
-        (t->guards.n > 0 && !plan_guards(t, how->one_round && !fail && !housekeeping))) {
+        (t->guards.n > 0 && !plan_guards(t, how->one_round && !fail && !housekeeping)) ||
+        !pgrelay_stmt_first(t) || !plan_ilock(t)) {
         pgops_free(t);
         return BERTH_ENOMEM;
     }
@@ -204,7 +235,8 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     t->t.check_epoch = t->routed && t->deploys == 0;
     t->t.expect_epoch = t->deps != NULL ? t->deps->epoch : 0;
     t->t.share = t->share && t->deploys == 0;
-    if ((t->guards.n > 0 && t->s_fast < 0) || housekeeping || pgadmin_in(t) || pgdeploy_in(t)) {
+    if ((t->guards.n > 0 && t->s_fast < 0) || housekeeping || pgadmin_in(t) || pgdeploy_in(t) ||
+        pgrelay_in(t)) {
         t->t.n_first = t->t.n;
     } else if (!between(&t->t, t)) {
         pgops_free(t);
@@ -235,7 +267,7 @@ static bool between(pgturn *pt, void *arg)
     pgops_turn *t = arg;
     bool two = t->guards.n > 0 && t->s_fast < 0; /* guard_read's rows are in */
     if (!pgdeploy_between(t, pt) || (two && !pgguard_between(t, pt)) ||
-        (t->housekeeping && !pgcall_timers(t, pt)))
+        (t->housekeeping && !pgcall_timers(t, pt)) || !pgrelay_between(t, pt))
         return false;
     if (t->deps_unknown) { /* a task of a deployment the copy lacks: read them, plan anew */
         int s = pgplan_add_stmt(t, "deploy_stale", 8);
@@ -246,10 +278,11 @@ static bool between(pgturn *pt, void *arg)
         pgadmin_between(t, pt);
     /* The calls' writes before the tasks' (a result read from a task the
      * turn deletes), the awaits' read after both. */
-    if (!pgcall_stmt_writes(t) || (two && !pgguard_stmt_outcomes(t)))
+    if (!pgcall_stmt_writes(t) || (two && !pgguard_stmt_outcomes(t)) || !pgrelay_stmt_writes(t))
         return false;
     pgsubmit_notify(t);
-    if (!pgclaim_stmts(t) || !pgcall_stmt_after(t) || !pgdeploy_stmt_last(t, false))
+    if (!pgclaim_stmts(t) || !pgcall_stmt_after(t) || !pgrelay_stmt_claim(t) ||
+        !pgdeploy_stmt_last(t, false))
         return false;
     pt->notify = t->notify_in_turn ? t->notify : NULL;
     return true;
@@ -271,10 +304,12 @@ void pgops_answer(pgops_turn *t, void (*bells)(void *ctx, const char *payload), 
             pgread_answer(t, p);
             pgadmin_answer(t, p);
             pgdeploy_answer(t, p);
+            pgrelay_answer(t, p);
         }
     pgcall_answer(t, &t->hk_next_in_ms);
     pgsubmit_events(t);
     pgguard_events(t);
+    pgrelay_events(t);
     pgdeploy_committed(t); /* deployment.retired after the acts that retired it */
     /* Here as anywhere: the doorbells the turn rang. */
     if (t->notify != NULL)
@@ -317,6 +352,9 @@ void pgops_free(pgops_turn *t)
     for (size_t i = 0; i < t->irows.n; i++)
         free(t->irows.v[i].topic);
     VEC_FREE(&t->irows);
+    for (size_t i = 0; i < t->orows.n; i++)
+        free(t->orows.v[i].topic);
+    VEC_FREE(&t->orows);
     VEC_FREE(&t->calls);
     VEC_FREE(&t->awaits);
     VEC_FREE(&t->subs);

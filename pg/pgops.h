@@ -63,6 +63,13 @@ typedef struct pgops_how {
     hist *task_latency;
     const pgdeploys *deps; /* the replica's deployments (pgdeploy.h) */
     bool gate_wait;        /* the turn is the gate alone, waiting for K_DEPLOY */
+    /* The relay (pgrelay.h): the push channels of the copy with the room
+     * the replica has on each (valid through the turn); relay: a delivery
+     * came due (a deadline, a backoff's end, a doorbell's o:): the turn
+     * takes the sends past their deadline, and claims. */
+    const pgrelay_chan *chans;
+    size_t n_chans;
+    bool relay;
 } pgops_how;
 
 /* Plans the turn over list (linked by next): the checks, then the

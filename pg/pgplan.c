@@ -131,9 +131,10 @@ static void notify_overflow(pgops_turn *t)
 {
     char all[48];
     if (t->notify_i != UINT64_MAX)
-        snprintf(all, sizeof all, "p:*;i:+%llu", (unsigned long long)t->notify_i);
+        snprintf(all, sizeof all, "p:*;i:+%llu%s", (unsigned long long)t->notify_i,
+                 t->notify_o ? ";o:" : "");
     else
-        snprintf(all, sizeof all, "p:*");
+        snprintf(all, sizeof all, "p:*%s", t->notify_o ? ";o:" : "");
     free(t->notify);
     t->notify = mem_strdup(all);
     t->notify_len = t->notify ? strlen(all) : 0;
@@ -152,8 +153,10 @@ void pgplan_notify_add(pgops_turn *t, char kind, const char *topic, uint64_t in_
         return;
     if (kind == 'i' && in_ms < t->notify_i)
         t->notify_i = in_ms;
-    if (t->notify_over) { /* only the earliest timer still counts */
-        if (kind == 'i')
+    bool first_o = kind == 'o' && !t->notify_o;
+    t->notify_o |= kind == 'o';
+    if (t->notify_over) { /* only the earliest timer and the relays' record still count */
+        if (kind == 'i' || first_o)
             notify_overflow(t);
         return;
     }

@@ -30,6 +30,7 @@ typedef struct sub_item {
     uint8_t id[BERTH_ID_LEN];
     int same_as; /* an earlier item of the turn with the same key, or -1 */
     int32_t dep; /* the deployment it was routed to (0: the implicit one) */
+    bool push;   /* ... a push channel there: an outbox row */
 } sub_item;
 
 typedef enum gkind { G_COMPLETE, G_REFUSE, G_FAIL, G_EXTEND, G_RELEASE } gkind;
@@ -54,6 +55,7 @@ typedef struct call_item {
     uint8_t iid[BERTH_ID_LEN], tid[BERTH_ID_LEN];
     int same_as; /* an earlier call of the turn with the same key, or -1 */
     int32_t dep; /* the deployment it was routed to (0: the implicit one) */
+    bool push;   /* ... a push channel there: its request is an outbox row */
 } call_item;
 
 /* A call's instance as the turn locked it (a reply's, a timer's), then as
@@ -65,6 +67,7 @@ typedef struct irow {
     bool ended, has_current;
     uint8_t current[BERTH_ID_LEN];
     char *topic;
+    int lrow; /* its row in instances_lock's result (its policy), -1: none */
     /* what the turn did */
     bool dirty, end, withdraw, redrive;
     uint8_t dead[BERTH_ID_LEN]; /* withdraw: the dead attempt's task */
@@ -96,11 +99,33 @@ typedef struct trow {
     const engine_error *err; /* set_err: the fail's */
 } trow;
 
+/* A delivery (an outbox row) a push answer names, or whose answer's
+ * deadline passed, as the turn locked it, then as the turn leaves it
+ * (pgrelay.h). */
+typedef struct orow {
+    uint8_t id[BERTH_ID_LEN];
+    int64_t flight;
+    char *topic;
+    int32_t deployment, attempts, call_attempt;
+    bool has_instance;
+    uint8_t instance_id[BERTH_ID_LEN];
+    pgreq *ack; /* the answer; NULL: its deadline passed */
+    /* what the turn decided (pgrelay.c) */
+    int what;       /* PGRELAY_ENDED, _BACKED_OFF, _POISONED */
+    int64_t due_at; /* backed off: the next send */
+    const char *code;
+    char msg[320];  /* the failure, as the row keeps it */
+    bool incident;  /* a call's result intake refused (RESULT_REFUSED) */
+    trow call_task; /* a call's request as its replies name it (pgcall_correlate) */
+    char inc_code[64];
+} orow;
+
 /* submit, guard_read or complete_fast, delete, update, incidents, topics_due, stats, turn_fail;
  * call, instances_lock, timers_due, instances_drop, keys_expire, tasks_withdraw, redrive_insert,
  * instances_write, await_read, housekeeping_next, calls_stats; deploy_lock, deployments_write,
- * deploy_gate, deployments_list (a deploy's answers), deploy_stale */
-#define STMTS_MAX_FIXED 24
+ * deploy_gate, deployments_list (a deploy's answers), deploy_stale; outbox_ack, outbox_expired,
+ * outbox_write, incidents_insert (the relay's), outbox_claim, outbox_next */
+#define STMTS_MAX_FIXED 32
 
 struct pgops_turn {
     const engine_options *o;
@@ -145,6 +170,17 @@ struct pgops_turn {
     size_t deploys, lists; /* DEPLOY and RETIRE requests; LIST_DEPLOYMENTS */
     int s_dlock, s_gate, s_dlist;
     VEC(pgdep) drows; /* a deploy's turn: the deployments as deploy_lock read them, then as left */
+    /* the outbox relay (pgrelay.h) */
+    bool notify_o;             /* the doorbell carries "o:" (relays, look) */
+    bool relay;                /* the turn claims due deliveries last */
+    bool relay_expire;         /* ... and takes the sends past their deadline first */
+    const PGresult *ilock;     /* instances_lock's rows, once read */
+    const pgrelay_chan *chans; /* pgops_how's */
+    size_t n_chans;
+    size_t acks; /* PUSH_ACK requests planned */
+    int s_ack, s_expired, s_owrite, s_oinc, s_oclaim, s_onext;
+    VEC(orow) orows;
+    uint64_t relay_next_in_ms; /* UINT64_MAX: nothing due later that the turn knows of */
 };
 
 /* Appends *val (n bytes) to a VEC: false when out of memory. */
@@ -178,7 +214,8 @@ bool pgplan_copy_bytes(engine_reply *r, const PGresult *res, int row, int col, c
                        size_t *len);
 /* A record of the turn's doorbell (pg/README.md §5.1): 'p' (work now on
  * topic), 't' (work on topic in in_ms), 'r' (the call whose id is topic,
- * in hex, changed) or 'i' (a call's timer in in_ms; topic unused). */
+ * in hex, changed), 'i' (a call's timer in in_ms; topic unused) or 'o'
+ * (deliveries wait: relays, look; topic ""). */
 void pgplan_notify_add(pgops_turn *t, char kind, const char *topic, uint64_t in_ms);
 /* An event of the turn, published through the options' on_event. */
 void pgplan_event(pgops_turn *t, engine_event_kind kind, const char *topic,

@@ -43,6 +43,9 @@ typedef struct pgreq {
     uint32_t retries; /* the new failure budget, checked */
     /* deploy, retire: the deployment answered */
     uint32_t dep_number;
+    /* push_ack, retry_delivery: the delivery, parsed */
+    uint8_t delivery_id[BERTH_ID_LEN];
+    bool matched; /* push_ack: the turn found the send it answers */
 } pgreq;
 
 /* What a committed turn taught about topics: parks to ring here and
@@ -53,6 +56,14 @@ typedef struct pgops_topic_due {
     uint64_t next_in_ms;
     bool contended; /* fetchable rows existed that the claim passed over */
 } pgops_topic_due;
+
+/* A push channel of one deployment, and how many more sends this replica
+ * may have unanswered on it (pgrelay.h). */
+typedef struct pgrelay_chan {
+    const char *topic;
+    uint32_t deployment;
+    uint32_t room;
+} pgrelay_chan;
 
 typedef struct pgops_turn pgops_turn;
 

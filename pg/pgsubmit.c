@@ -21,21 +21,24 @@ static bool has_key(const engine_submit_args *a)
     return a->idempotency_key != NULL && a->idempotency_key[0] != '\0';
 }
 
-bool pgsubmit_check(pgops_turn *t, const engine_submit_args *a, int32_t *dep, engine_status *st)
+bool pgsubmit_check(pgops_turn *t, const engine_submit_args *a, int32_t *dep, bool *push,
+                    engine_status *st)
 {
     if (!check_topic(a->topic, "topic", st) || !rules_submit_check(t->o, t->now_ms, a, st))
         return false;
     t->routed = true;
     int64_t d = pgdeploy_route(t->deps, t->o->strict_channels, a->topic, st);
     *dep = (int32_t)d;
+    *push = d > 0 && pgdeploy_push(t->deps, (uint32_t)d, a->topic) != NULL;
     t->share |= d > 0;
+    t->relay |= *push; /* its delivery is claimed in the same turn */
     return true;
 }
 
-static bool add_sub(pgops_turn *t, pgreq *p, const engine_submit_args *a, int32_t dep,
+static bool add_sub(pgops_turn *t, pgreq *p, const engine_submit_args *a, int32_t dep, bool push,
                     engine_submitted *out)
 {
-    sub_item s = {.p = p, .a = a, .out = out, .same_as = -1, .dep = dep};
+    sub_item s = {.p = p, .a = a, .out = out, .same_as = -1, .dep = dep, .push = push};
     randombytes_buf(s.id, sizeof s.id);
     if (has_key(a) && dep >= 0)
         for (size_t j = 0; j < t->subs.n && s.same_as < 0; j++) {
@@ -63,42 +66,42 @@ void pgsubmit_plan(pgops_turn *t, pgreq *p)
             return;
         }
     }
-    int32_t one, *deps = n > 1 ? mem_calloc(n, sizeof *deps) : &one;
-    if (deps == NULL) {
+    struct route {
+        int32_t dep;
+        bool push;
+    } one, *rt = n > 1 ? mem_calloc(n, sizeof *rt) : &one;
+    if (rt == NULL) {
         reply_no_memory(&r->status);
         p->settled = true;
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        bool ok = pgsubmit_check(t, &items[i], &deps[i], &r->status);
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
+        ok = pgsubmit_check(t, &items[i], &rt[i].dep, &rt[i].push, &r->status);
         /* A refused route: a batch is refused whole; a single submit under
          * a key goes to the statement, which answers a duplicate if the
          * key was accepted before (R17 outlives the route). */
-        if (!ok || (deps[i] < 0 && (p->req.op == ENGINE_OP_SUBMIT_BATCH || !has_key(&items[i])))) {
+        if (!ok ||
+            (rt[i].dep < 0 && (p->req.op == ENGINE_OP_SUBMIT_BATCH || !has_key(&items[i])))) {
             if (p->req.op == ENGINE_OP_SUBMIT_BATCH)
                 rules_item_name(&r->status, i);
-            p->settled = true;
-            if (deps != &one)
-                free(deps);
-            return;
+            ok = false;
         }
     }
-    r->submitted = reply_mem(r, n * sizeof(*r->submitted));
-    if (r->submitted == NULL) {
+    if (ok && (r->submitted = reply_mem(r, n * sizeof(*r->submitted))) == NULL) {
         reply_no_memory(&r->status);
-        p->settled = true;
-        return;
+        ok = false;
     }
-    r->n_submitted = n;
-    bool ok = true;
-    for (size_t i = 0; i < n && ok; i++)
-        ok = add_sub(t, p, &items[i], deps[i], &r->submitted[i]);
-    if (deps != &one)
-        free(deps);
-    if (!ok) {
-        reply_no_memory(&r->status);
-        p->settled = true;
+    if (ok) {
+        r->n_submitted = n;
+        for (size_t i = 0; i < n && ok; i++)
+            ok = add_sub(t, p, &items[i], rt[i].dep, rt[i].push, &r->submitted[i]);
+        if (!ok)
+            reply_no_memory(&r->status);
     }
+    if (rt != &one)
+        free(rt);
+    p->settled = !ok;
 }
 
 size_t pgsubmit_body_bytes(const engine_submit_args *a)
@@ -143,8 +146,9 @@ bool pgsubmit_stmt(pgops_turn *t)
     int64_t *prio = mem_calloc(n ? n : 1, sizeof(int64_t));
     int32_t *blen = mem_calloc(n ? n : 1, sizeof(int32_t));
     int32_t *deps = mem_calloc(n ? n : 1, sizeof(int32_t));
+    bool *push = mem_calloc(n ? n : 1, sizeof(bool));
     bool ok = ids && topics && pays && plens && hdrs && hstart && hcount && cts && keys && delay &&
-              delay_null && nb && nb_null && prio && blen && deps;
+              delay_null && nb && nb_null && prio && blen && deps && push;
     size_t hi = 0;
     for (size_t i = 0; ok && i < n; i++) {
         const sub_item *si = &t->subs.v[i];
@@ -170,6 +174,7 @@ bool pgsubmit_stmt(pgops_turn *t)
         prio[m] = a->has_priority ? a->priority : t->o->priority_default;
         blen[m] = (int32_t)pgsubmit_body_bytes(a);
         deps[m] = si->dep;
+        push[m] = si->push;
         m++;
     }
     if (ok) {
@@ -189,8 +194,10 @@ bool pgsubmit_stmt(pgops_turn *t)
         pgwire_int8(pp, (int64_t)t->o->dedup_horizon_ms);
         pgwire_int4(pp, (int32_t)t->o->retries);
         pgwire_int4_array(pp, deps, NULL, m);
+        pgwire_bool_array(pp, push, NULL, m);
     }
     free(deps);
+    free(push);
     free(ids);
     free(topics);
     free(pays);
@@ -237,7 +244,11 @@ void pgsubmit_notify(pgops_turn *t)
     for (size_t i = 0; i < t->subs.n; i++) {
         const engine_submit_args *a = t->subs.v[i].a;
         if (t->subs.v[i].dep < 0)
-            continue; /* refused by its route: nothing new */
+            continue;            /* refused by its route: nothing new */
+        if (t->subs.v[i].push) { /* a delivery: relays, look */
+            pgplan_notify_add(t, 'o', "", 0);
+            continue;
+        }
         uint64_t at = a->has_delay_ms        ? t->now_ms + a->delay_ms
                       : a->has_not_before_ms ? a->not_before_ms
                                              : 0;
@@ -258,7 +269,8 @@ void pgsubmit_events(pgops_turn *t)
                 c->submitted++;
             uint8_t id[BERTH_ID_LEN];
             memcpy(id, s->id, BERTH_ID_LEN);
-            pgplan_event(t, ENGINE_EVENT_TASK_PARKED, s->a->topic, id, NULL, 0);
+            if (!s->push) /* (a delivery is not parked: it is pushed) */
+                pgplan_event(t, ENGINE_EVENT_TASK_PARKED, s->a->topic, id, NULL, 0);
         }
     }
 }

@@ -15,9 +15,11 @@
  * then its route by the replica's deployments (pgdeploy.h): *dep the
  * deployment it goes to, or -1 with st holding the route's refusal (the
  * turn checks the copy was current; a repeat of a key accepted before is
- * a duplicate all the same, found by the submit statement). False: a
- * check refused it. */
-bool pgsubmit_check(pgops_turn *t, const engine_submit_args *a, int32_t *dep, engine_status *st);
+ * a duplicate all the same, found by the submit statement), and *push
+ * whether that is a push channel (its delivery, not a task: the turn
+ * claims). False: a check refused it. */
+bool pgsubmit_check(pgops_turn *t, const engine_submit_args *a, int32_t *dep, bool *push,
+                    engine_status *st);
 /* A task's size as fetch budgets count it (fetch_max_bytes): its
  * payload, topic, headers and content type, and 16 bytes for its fixed
  * fields; the embedded store counts its encoded row, a few bytes apart. */

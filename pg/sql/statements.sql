@@ -57,7 +57,9 @@ SELECT count(*) FROM berth.tasks WHERE topic = $1::text;
 --   int4[] the deployment each item was routed to (0: the implicit one;
 --   pg/pgdeploy.h: the turn's turn_begin_routed proves the routes current;
 --   -1: refused by its route, kept only if its key was accepted within the
---   horizon, which it then answers, as a duplicate).
+--   horizon, which it then answers, as a duplicate), $16 bool[] whether
+--   that is a push channel: the item is its delivery (an outbox row, due
+--   when the task would be fetchable), not a task.
 -- available_at = greatest(now, now + delay_ms, else not_before, else now);
 -- created_at = now. A key is a berth.submit_keys row ('s', topic, key):
 -- inserted, or, when its row is past the horizon (at <= now - horizon),
@@ -76,9 +78,9 @@ SELECT count(*) FROM berth.tasks WHERE topic = $1::text;
 WITH items AS (
   SELECT u.* FROM unnest($1::uuid[], $2::text[], $3::bytea[], $5::int4[], $6::int4[],
                          $7::text[], $8::text[], $9::int8[], $10::int8[], $11::int8[],
-                         $12::int4[], $15::int4[]) WITH ORDINALITY
+                         $12::int4[], $15::int4[], $16::bool[]) WITH ORDINALITY
                   AS u(id, topic, payload, hs, hc, ct, key, delay_ms, not_before, prio,
-                       bytes, dep, no)),
+                       bytes, dep, push, no)),
  keyed AS (
   INSERT INTO berth.submit_keys AS k (kind, topic, key, id, at)
   SELECT 's', i.topic, i.key, i.id, berth.now_ms() FROM items i
@@ -101,7 +103,18 @@ WITH items AS (
          CASE WHEN i.hc > 0 THEN ($4::text[])[i.hs : i.hs + i.hc - 1] ELSE '{}' END,
          i.bytes, i.payload
     FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key
-   WHERE i.dep >= 0 AND (i.key IS NULL OR k.id = i.id)
+   WHERE i.dep >= 0 AND NOT i.push AND (i.key IS NULL OR k.id = i.id)
+   ORDER BY i.no),
+ outq AS (
+  INSERT INTO berth.outbox (id, topic, deployment, priority, created_at, due_at, content_type,
+                            headers, body_bytes, payload)
+  SELECT i.id, i.topic, i.dep, i.prio, berth.now_ms(),
+         greatest(berth.now_ms(),
+                  coalesce(berth.now_ms() + i.delay_ms, i.not_before, berth.now_ms())),
+         i.ct, CASE WHEN i.hc > 0 THEN ($4::text[])[i.hs : i.hs + i.hc - 1] ELSE '{}' END,
+         i.bytes, i.payload
+    FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key
+   WHERE i.dep >= 0 AND i.push AND (i.key IS NULL OR k.id = i.id)
    ORDER BY i.no)
 SELECT i.no::int4 AS no, coalesce(k.id, p.id) AS winner
   FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key
@@ -484,7 +497,8 @@ SELECT i.at, i.seq, i.kind::int4, i.ref, i.topic, i.code, i.message
 --   text[] non-retryable codes flattened, $20 int4[] code_start, $21 int4[]
 --   code_count, $22 int8 the dedup horizon ms, $23 int4 retries, $24
 --   int4[] the deployment each call was routed to (as submit's $15, -1
---   included).
+--   included), $25 bool[] a push channel (as submit's $16: the attempt's
+--   request is an outbox row).
 -- An attempt's time runs from when its task is fetchable: timer_at =
 -- available_at + timeout_ms. The request is kept for later attempts only
 -- when max_attempts > 1.
@@ -494,9 +508,10 @@ WITH items AS (
   SELECT u.* FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bytea[], $6::int4[], $7::int4[],
                          $8::text[], $9::text[], $10::int8[], $11::int8[], $12::int8[],
                          $13::int4[], $14::int8[], $15::int4[], $16::int8[], $17::int8[],
-                         $18::text[], $20::int4[], $21::int4[], $24::int4[]) WITH ORDINALITY
+                         $18::text[], $20::int4[], $21::int4[], $24::int4[], $25::bool[])
+                  WITH ORDINALITY
                   AS u(iid, tid, topic, payload, hs, hc, ct, key, delay_ms, not_before, prio,
-                       bytes, timeout_ms, attempts, ib, mb, mult, cs, cc, dep, no)),
+                       bytes, timeout_ms, attempts, ib, mb, mult, cs, cc, dep, push, no)),
  keyed AS (
   INSERT INTO berth.submit_keys AS k (kind, topic, key, id, at)
   SELECT 'c', i.topic, i.key, i.iid, berth.now_ms() FROM items i
@@ -533,44 +548,70 @@ WITH items AS (
                            body_bytes, payload)
   SELECT w.tid, w.topic, w.dep, w.prio, berth.now_ms(), w.avail, $23::int4, w.iid, 1, w.ct,
          w.headers, w.bytes, w.payload
-    FROM won w ORDER BY w.no)
+    FROM won w WHERE NOT w.push ORDER BY w.no),
+ outq AS (
+  INSERT INTO berth.outbox (id, topic, deployment, priority, created_at, due_at, instance_id,
+                            call_attempt, content_type, headers, body_bytes, payload)
+  SELECT w.tid, w.topic, w.dep, w.prio, berth.now_ms(), w.avail, w.iid, 1, w.ct, w.headers,
+         w.bytes, w.payload
+    FROM won w WHERE w.push ORDER BY w.no)
 SELECT i.no::int4 AS no, coalesce(k.id, p.id) AS winner
   FROM items i LEFT JOIN keyed k ON k.topic = i.topic AND k.key = i.key
   LEFT JOIN prior p ON p.no = i.no;
 
 -- name: instances_lock
 -- Round one beside guard_read (§3.6): the instances of the calls whose
--- tasks the turn's replies name, locked in id order AFTER guard_read has
--- locked the tasks (the order everywhere: tasks, then instances; a timer,
--- which goes the other way, skips locked tasks). An instance dropped by
--- its retention is absent.
---   $1 uuid[] task ids (guard_read's).
+-- tasks the turn's replies name, or whose deliveries its push answers
+-- name, locked in id order AFTER guard_read and outbox_ack have locked
+-- the tasks and deliveries (the order everywhere: tasks and deliveries,
+-- then instances; a timer, which goes the other way, skips locked rows).
+-- An instance dropped by its retention is absent.
+--   $1 uuid[] task ids (guard_read's), $2 uuid[] delivery ids (outbox_ack's).
 -- Result, one row per instance: id uuid, state int4 (1 WAITING, 2
 -- BACKOFF, 3 RESOLVED, 4 FAILED), attempt int4, ended bool, current uuid
--- (NULL), topic text.
-SELECT i.id, i.state::int4, i.attempt, i.ended_at IS NOT NULL AS ended, i.current, i.topic
+-- (NULL), topic text, then its policy: max_attempts int4, timeout_ms int8
+-- (NULL), initial_backoff_ms int8, max_backoff_ms int8, multiplier text,
+-- non_retryable text[].
+SELECT i.id, i.state::int4, i.attempt, i.ended_at IS NOT NULL AS ended, i.current, i.topic,
+       i.max_attempts, i.timeout_ms, i.initial_backoff_ms, i.max_backoff_ms,
+       i.multiplier::text, i.non_retryable
   FROM berth.instances i
  WHERE i.id IN (SELECT t.instance_id FROM berth.tasks t
-                 WHERE t.id = ANY($1::uuid[]) AND t.instance_id IS NOT NULL)
+                 WHERE t.id = ANY($1::uuid[]) AND t.instance_id IS NOT NULL
+                UNION ALL
+                SELECT o.instance_id FROM berth.outbox o
+                 WHERE o.id = ANY($2::uuid[]) AND o.instance_id IS NOT NULL)
  ORDER BY i.id FOR UPDATE OF i;
 
 -- name: timers_due
 -- A housekeeping turn's first round (§3.6): the calls whose timer came,
 -- the earliest first, at most $1, locked; rows another turn holds are
 -- skipped (whichever replica's tick comes first fires a timer, never two).
+-- A call whose request (a push channel's delivery) was poisoned has its
+-- timer set to then (outbox_write): its attempt failed, poisoned_why says
+-- why.
 -- Result: id uuid, state int4, attempt int4, max_attempts int4, timeout_ms
 -- int8 (NULL), initial_backoff_ms int8, max_backoff_ms int8, multiplier
--- text, current uuid (NULL), topic text.
-SELECT id, state::int4, attempt, max_attempts, timeout_ms, initial_backoff_ms, max_backoff_ms,
-       multiplier::text, current, topic
-  FROM berth.instances WHERE timer_at <= berth.now_ms()
- ORDER BY timer_at LIMIT $1::int4 FOR UPDATE SKIP LOCKED;
+-- text, current uuid (NULL), topic text, poisoned_why text (NULL: the
+-- attempt's time ran out, or a backoff ended).
+SELECT i.id, i.state::int4, i.attempt, i.max_attempts, i.timeout_ms, i.initial_backoff_ms,
+       i.max_backoff_ms, i.multiplier::text, i.current, i.topic,
+       (SELECT coalesce(o.err_message, '') FROM berth.outbox o
+         WHERE o.id = i.current AND o.poisoned) AS poisoned_why
+  FROM berth.instances i WHERE i.timer_at <= berth.now_ms()
+ ORDER BY i.timer_at LIMIT $1::int4 FOR UPDATE OF i SKIP LOCKED;
 
 -- name: tasks_withdraw
 -- The dead attempts' tasks (§3.6): each goes unless a worker holds its
 -- lock now, or another turn holds its row (it is held: a completion or a
--- claim in flight); a terminal one goes too. $1 uuid[] ids.
--- Result: id uuid, topic text (what went).
+-- claim in flight); a terminal one goes too. A push channel's request
+-- (its outbox row) goes too, in flight or not (a late answer then finds
+-- nothing), unless another turn holds it (an answer in flight). $1 uuid[]
+-- ids.
+-- Result: id uuid, topic text (the tasks that went).
+WITH o AS (DELETE FROM berth.outbox WHERE id = ANY (ARRAY(
+             SELECT id FROM berth.outbox WHERE id = ANY($1::uuid[]) FOR UPDATE SKIP LOCKED))
+           RETURNING 1)
 DELETE FROM berth.tasks WHERE id IN (
   SELECT id FROM berth.tasks WHERE id = ANY($1::uuid[])
      AND NOT coalesce(lock_expires_at > berth.now_ms(), false)
@@ -583,29 +624,45 @@ RETURNING id, topic;
 -- call with an attempt left holds it: the gate cannot retire it between).
 --   $1 uuid[] instance ids, $2 uuid[] new task ids, $3 int4[] attempts,
 --   $4 int4 retries.
--- Result: instance uuid of each task inserted (a call whose request was
--- not kept is absent).
-INSERT INTO berth.tasks (id, topic, deployment, priority, created_at, available_at,
-                         retries_left, instance_id, call_attempt, content_type, headers,
-                         body_bytes, payload)
-SELECT u.tid, i.topic, i.deployment, coalesce(i.request_priority, 0), berth.now_ms(),
-       berth.now_ms(),
-       $4::int4, i.id, u.attempt, i.request_content_type, coalesce(i.request_headers, '{}'),
-       16 + octet_length(i.request_payload) + octet_length(i.topic)
-          + coalesce(octet_length(i.request_content_type), 0)
-          + coalesce((SELECT sum(octet_length(h) + 1) FROM unnest(i.request_headers) h), 0),
-       i.request_payload
-  FROM unnest($1::uuid[], $2::uuid[], $3::int4[]) AS u(iid, tid, attempt)
-  JOIN berth.instances i ON i.id = u.iid
- WHERE i.request_payload IS NOT NULL
-RETURNING instance_id;
+-- A call to a push channel (its deployment's push_names) gets an outbox
+-- row, due now, instead.
+-- Result: instance uuid of each task or delivery inserted (a call whose
+-- request was not kept is absent), push bool.
+WITH n AS (
+  SELECT u.tid, i.topic, i.deployment, coalesce(i.request_priority, 0) AS prio, i.id AS iid,
+         u.attempt, i.request_content_type AS ct, coalesce(i.request_headers, '{}') AS headers,
+         16 + octet_length(i.request_payload) + octet_length(i.topic)
+            + coalesce(octet_length(i.request_content_type), 0)
+            + coalesce((SELECT sum(octet_length(h) + 1) FROM unnest(i.request_headers) h), 0)
+           AS bytes,
+         i.request_payload AS payload,
+         coalesce(i.topic = ANY (d.push_names), false) AS push
+    FROM unnest($1::uuid[], $2::uuid[], $3::int4[]) AS u(iid, tid, attempt)
+    JOIN berth.instances i ON i.id = u.iid
+    LEFT JOIN berth.deployments d ON d.number = i.deployment
+   WHERE i.request_payload IS NOT NULL),
+ t AS (
+  INSERT INTO berth.tasks (id, topic, deployment, priority, created_at, available_at,
+                           retries_left, instance_id, call_attempt, content_type, headers,
+                           body_bytes, payload)
+  SELECT n.tid, n.topic, n.deployment, n.prio, berth.now_ms(), berth.now_ms(), $4::int4, n.iid,
+         n.attempt, n.ct, n.headers, n.bytes, n.payload
+    FROM n WHERE NOT n.push),
+ o AS (
+  INSERT INTO berth.outbox (id, topic, deployment, priority, created_at, due_at, instance_id,
+                            call_attempt, content_type, headers, body_bytes, payload)
+  SELECT n.tid, n.topic, n.deployment, n.prio, berth.now_ms(), berth.now_ms(), n.iid,
+         n.attempt, n.ct, n.headers, n.bytes, n.payload
+    FROM n WHERE n.push)
+SELECT n.iid AS instance_id, n.push FROM n;
 
 -- name: instances_write
 -- What the turn did to its calls (§3.6), one element per instance: its
 -- state, attempt, current task and timer, and, ended, when and how. A
--- result taken from a task (a completion without a result re-delivers the
--- request's payload) is read before the turn deletes that task: this
--- statement goes before tasks_delete. An ended call's request goes.
+-- result taken from a task or a delivery (a completion or a push answer
+-- without a result re-delivers the request's payload) is read before the
+-- turn deletes it: this statement goes before tasks_delete and
+-- outbox_write. An ended call's request goes.
 --   $1 uuid[] ids, $2 int4[] state, $3 int4[] attempt, $4 uuid[] current,
 --   $5 int8[] timer_at (NULL: none), $6 bool[] ended, $7 bytea[] result
 --   payload (NULL: no result), $8 text[] result content type, $9 text[]
@@ -617,10 +674,15 @@ UPDATE berth.instances i
    SET state = u.state::smallint, attempt = u.attempt, current = u.cur, timer_at = u.timer_at,
        ended_at = CASE WHEN u.ended THEN berth.now_ms() END,
        result_payload = CASE WHEN u.src IS NOT NULL
-                             THEN (SELECT t.payload FROM berth.tasks t WHERE t.id = u.src)
+                             THEN coalesce((SELECT t.payload FROM berth.tasks t WHERE t.id = u.src),
+                                           (SELECT o.payload FROM berth.outbox o
+                                             WHERE o.id = u.src))
                              ELSE u.rp END,
        result_content_type = CASE WHEN u.src IS NOT NULL
-                                  THEN (SELECT t.content_type FROM berth.tasks t WHERE t.id = u.src)
+                                  THEN coalesce((SELECT t.content_type FROM berth.tasks t
+                                                  WHERE t.id = u.src),
+                                                (SELECT o.content_type FROM berth.outbox o
+                                                  WHERE o.id = u.src))
                                   ELSE u.rct END,
        result_headers = CASE WHEN u.rhc > 0 THEN ($9::text[])[u.rhs : u.rhs + u.rhc - 1] END,
        err_code = u.ec, err_message = u.em, err_details = u.ed,
@@ -658,13 +720,18 @@ SELECT count(*)::int8 AS dropped FROM d;
 
 -- name: keys_expire
 -- Dedup expiry (§3.6): keys past the horizon ($1 ms), which readers
--- already treat as absent, go; at most $2, the oldest first.
+-- already treat as absent, go; at most $2, the oldest first; and push
+-- answers counted in the inbox (pgrelay.h) as long ago.
 -- Result: one row, expired int8.
 WITH d AS (DELETE FROM berth.submit_keys WHERE ctid = ANY (ARRAY( -- (locked: they stay put)
              SELECT ctid FROM berth.submit_keys WHERE at <= berth.now_ms() - $1::int8
               ORDER BY at LIMIT $2::int4 FOR UPDATE SKIP LOCKED))
+           RETURNING 1),
+     b AS (DELETE FROM berth.inbox WHERE ctid = ANY (ARRAY(
+             SELECT ctid FROM berth.inbox WHERE at <= berth.now_ms() - $1::int8
+              ORDER BY at LIMIT $2::int4 FOR UPDATE SKIP LOCKED))
            RETURNING 1)
-SELECT count(*)::int8 AS expired FROM d;
+SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM b)::int8 AS expired;
 
 -- name: housekeeping_next
 -- The end of a housekeeping turn: when the next is due, each part on the
@@ -674,7 +741,8 @@ SELECT count(*)::int8 AS expired FROM d;
 SELECT (SELECT min(timer_at) FROM berth.instances WHERE timer_at IS NOT NULL) AS timer,
        (SELECT min(ended_at) FROM berth.instances WHERE ended_at IS NOT NULL) + $1::int8
          AS drop_at,
-       (SELECT min(at) FROM berth.submit_keys) + $2::int8 + 1 AS expire_at,
+       least((SELECT min(at) FROM berth.submit_keys), (SELECT min(at) FROM berth.inbox))
+         + $2::int8 + 1 AS expire_at,
        berth.now_ms() AS now;
 
 -- name: turn_begin_routed
@@ -713,9 +781,11 @@ SELECT * FROM berth.deploy_lock($1::bigint);
 -- name: deployment_insert
 -- A new version: $1 int4 number, $2 text id, $3 int4 version, $4 int4
 -- state, $5 int8 created_at, $6 int8 retired_at (NULL), $7 text[] names,
--- $8 bytea decl.
-INSERT INTO berth.deployments (number, id, version, state, created_at, retired_at, names, decl)
-VALUES ($1::int4, $2::text, $3::int4, $4::int4, $5::int8, $6::int8, $7::text[], $8::bytea);
+-- $8 bytea decl, $9 text[] the names of its push channels.
+INSERT INTO berth.deployments (number, id, version, state, created_at, retired_at, names, decl,
+                               push_names)
+VALUES ($1::int4, $2::text, $3::int4, $4::int4, $5::int8, $6::int8, $7::text[], $8::bytea,
+        $9::text[]);
 
 -- name: deployments_write
 -- What a deploy's turn changed: $1 int4[] numbers, $2 int4[] their states,
@@ -764,3 +834,101 @@ SELECT d.number, d.id, d.version, d.state::int4, d.created_at, d.retired_at, d.d
   FROM berth.deployments d
  WHERE $1::int4[] IS NULL OR d.number = ANY($1::int4[])
  ORDER BY d.number;
+
+-- ---- the outbox relay (007_push.sql; pg/pgrelay.h) ----
+
+-- name: outbox_ack
+-- Push answers (round one): each counted once under (delivery, flight) in
+-- the inbox; the deliveries they answer, locked, if they still carry that
+-- flight (else the answer is to a send that has ended: ignored).
+--   $1 uuid[] delivery ids, $2 int8[] flights.
+-- Result, one row per delivery answered: id uuid, flight int8, topic
+-- text, deployment int4, attempts int4, instance_id uuid (NULL),
+-- call_attempt int4 (NULL).
+WITH a AS (
+  INSERT INTO berth.inbox (id, flight, at)
+  SELECT u.id, u.flight, berth.now_ms() FROM unnest($1::uuid[], $2::int8[]) AS u(id, flight)
+  ON CONFLICT DO NOTHING
+  RETURNING id, flight)
+SELECT o.id, o.flight, o.topic, o.deployment, o.attempts, o.instance_id, o.call_attempt
+  FROM berth.outbox o
+ WHERE o.id = ANY (ARRAY(SELECT id FROM a))
+   AND (o.id, o.flight) IN (SELECT id, flight FROM a) AND NOT o.poisoned
+ ORDER BY o.id FOR UPDATE OF o;
+
+-- name: outbox_expired
+-- Sends whose answer's deadline passed (round one of a relay turn): the
+-- earliest first, at most $1, locked; rows another turn holds are skipped
+-- (whichever replica comes first, never two). Each is a failed attempt.
+-- Result: as outbox_ack's.
+SELECT id, flight, topic, deployment, attempts, instance_id, call_attempt
+  FROM berth.outbox
+ WHERE NOT poisoned AND flight IS NOT NULL AND due_at <= berth.now_ms()
+ ORDER BY due_at LIMIT $1::int4 FOR UPDATE SKIP LOCKED;
+
+-- name: outbox_write
+-- What the turn decided for the deliveries it locked (round two): $1
+-- uuid[] ids, $2 int4[] what (0 ended: deleted; 1 backed off; 2
+-- poisoned), $3 int8[] due_at, $4 int4[] attempts, $5 text[] err_code,
+-- $6 text[] err_message. A call whose request it poisons has its timer
+-- set to now: the next housekeeping turn (any replica's) fails that
+-- attempt (timers_due's poisoned_why).
+-- No rows (a command).
+WITH u AS (SELECT * FROM unnest($1::uuid[], $2::int4[], $3::int8[], $4::int4[], $5::text[],
+                                $6::text[]) AS u(id, what, due, attempts, ec, em)),
+     d AS (DELETE FROM berth.outbox o WHERE o.id = ANY (ARRAY(SELECT id FROM u WHERE what = 0))
+           RETURNING 1),
+     p AS (UPDATE berth.outbox o
+              SET flight = NULL, due_at = u.due, attempts = u.attempts, poisoned = (u.what = 2),
+                  err_code = u.ec, err_message = u.em
+             FROM u WHERE o.id = u.id AND u.what <> 0
+           RETURNING o.id, o.instance_id, o.poisoned)
+UPDATE berth.instances i SET timer_at = berth.now_ms()  -- told by the next housekeeping
+  FROM p WHERE p.poisoned AND i.id = p.instance_id AND i.current = p.id AND i.state = 1
+   AND i.ended_at IS NULL;
+
+-- name: outbox_claim
+-- The relay's claim (last in a turn): per channel lane (topic,
+-- deployment) up to its room of the due rows not in flight, in seq order,
+-- FOR UPDATE SKIP LOCKED (whichever replica comes first, never two); each
+-- gets a new flight and, as due_at, its answer's deadline (now + $4 ms).
+-- They are sent once the turn has committed.
+--   $1 text[] topics, $2 int4[] deployments, $3 int4[] rooms, $4 int8 ms.
+-- Result, one row per send: id uuid, flight int8, topic text, deployment
+-- int4, attempts int4, instance_id uuid (NULL), call_attempt int4 (NULL),
+-- seq int8, created_at int8, content_type text (NULL), headers text[],
+-- payload bytea.
+WITH c AS (
+  SELECT x.id FROM unnest($1::text[], $2::int4[], $3::int4[]) AS l(topic, dep, room),
+   LATERAL (SELECT o.id FROM berth.outbox o
+             WHERE o.topic = l.topic AND o.deployment = l.dep AND NOT o.poisoned
+               AND o.flight IS NULL AND o.due_at <= berth.now_ms()
+             ORDER BY o.seq LIMIT l.room FOR UPDATE SKIP LOCKED) x)
+UPDATE berth.outbox o SET flight = nextval('berth.flights'), due_at = berth.now_ms() + $4::int8
+ WHERE o.id = ANY (ARRAY(SELECT id FROM c))
+RETURNING o.id, o.flight, o.topic, o.deployment, o.attempts, o.instance_id, o.call_attempt,
+          o.seq, o.created_at, o.content_type, o.headers, o.payload;
+
+-- name: outbox_next
+-- After the claim: in how many ms the next delivery comes due that is not
+-- due now (a backoff's end, a send's deadline; NULL: none).
+-- Result: one row, next_in int8.
+SELECT (SELECT min(due_at) FROM berth.outbox WHERE NOT poisoned AND due_at > berth.now_ms())
+         - berth.now_ms() AS next_in;
+
+-- name: outbox_rearm
+-- retry_delivery (round one): a poisoned delivery sent again from its
+-- first attempt, due now. $1 uuid id.
+-- Its deployment, if RETIRED, drains again (as tasks_retry's).
+-- Result: one row if there is such a delivery: poisoned bool (false: it
+-- was not poisoned, and nothing changed), topic text, redrained int8 (as
+-- tasks_retry's).
+WITH o AS (SELECT id, poisoned, topic, deployment FROM berth.outbox WHERE id = $1::uuid
+             FOR UPDATE),
+     r AS (UPDATE berth.outbox x SET poisoned = false, attempts = 0, flight = NULL,
+                                     due_at = berth.now_ms(), err_code = NULL, err_message = NULL
+             FROM o WHERE x.id = o.id AND o.poisoned RETURNING x.deployment),
+     d AS (UPDATE berth.deployments d SET state = 2, retired_at = NULL
+            WHERE d.number = (SELECT deployment FROM r) AND d.state = 3
+           RETURNING d.number)
+SELECT o.poisoned, o.topic, (SELECT berth.deploy_epoch_bump() FROM d) AS redrained FROM o;

@@ -567,7 +567,8 @@ Test(calls, both_budgets_in_one_call)
 
 Test(calls, a_poisoned_request_fails_the_call)
 {
-    h_skip_on_pg("push channels come with deployments on PostgreSQL");
+    h_skip_on_pg("a pull channel's call is a task at once on PostgreSQL: no park fails (the "
+                 "push suite poisons a call's request there)");
     H.o.delivery_attempts = 2;
     h_reopen();
     char id[ENGINE_ID_STR];
@@ -885,7 +886,8 @@ Test(calls, an_await_waiting_through_a_failed_write_is_answered_and_can_await_ag
 
 Test(calls, a_poisoned_request_with_attempts_left_backs_off_and_re_drives)
 {
-    h_skip_on_pg("push channels come with deployments on PostgreSQL");
+    h_skip_on_pg("a pull channel's call is a task at once on PostgreSQL: no park fails (the "
+                 "push suite poisons a call's request there)");
     H.o.delivery_attempts = 2;
     h_reopen();
     char id[ENGINE_ID_STR], task[ENGINE_ID_STR], token[ENGINE_ID_STR];
@@ -906,7 +908,8 @@ Test(calls, a_poisoned_request_with_attempts_left_backs_off_and_re_drives)
 
 Test(calls, a_request_poisoned_by_a_failed_turn_s_accounting_fails_the_call_once_written)
 {
-    h_skip_on_pg("push channels come with deployments on PostgreSQL");
+    h_skip_on_pg("a pull channel's call is a task at once on PostgreSQL: no park fails (the "
+                 "push suite poisons a call's request there)");
     H.o.delivery_attempts = 2;
     h_reopen();
     char id[ENGINE_ID_STR];
@@ -928,7 +931,8 @@ Test(calls, a_request_poisoned_by_a_failed_turn_s_accounting_fails_the_call_once
 
 Test(calls, a_call_whose_poisoned_request_it_never_heard_of_hears_after_a_restart)
 {
-    h_skip_on_pg("push channels come with deployments on PostgreSQL");
+    h_skip_on_pg("a pull channel's call is a task at once on PostgreSQL: no park fails (the "
+                 "push suite poisons a call's request there)");
     H.o.delivery_attempts = 2;
     h_reopen();
     char id[ENGINE_ID_STR];

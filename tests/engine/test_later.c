@@ -313,7 +313,6 @@ Test(later, a_default_over_its_ceiling_refuses_to_start)
 
 Test(later, a_delayed_push_is_not_sent_before_its_instant)
 {
-    h_skip_on_pg("push channels come with deployments on PostgreSQL");
     h_push_on();
     h_reopen();
     engine_channel c = {.name = "mail", .transport = "nng+req://127.0.0.1:9"};

@@ -214,6 +214,7 @@ static void submit_params(pgwire_params *p, uint8_t *buf, size_t cap, const item
     const void *pl[MAXI];
     size_t pll[MAXI], nh = 0;
     int32_t hs[MAXI], hc[MAXI], bytes[MAXI], deps[MAXI] = {0}; /* the implicit deployment */
+    bool push[MAXI] = {0};                                     /* pull: a task each */
     bool hsn[MAXI], dn[MAXI], nbn[MAXI];
     int64_t delay[MAXI], nb[MAXI], prio[MAXI];
     cr_assert_leq(n, MAXI);
@@ -256,6 +257,7 @@ static void submit_params(pgwire_params *p, uint8_t *buf, size_t cap, const item
     pgwire_int8(p, horizon);
     pgwire_int4(p, retries);
     pgwire_int4_array(p, deps, NULL, n);
+    pgwire_bool_array(p, push, NULL, n);
     cr_assert_eq(pgwire_params_status(p), BERTH_OK, "%s", p->err);
 }
 
@@ -1715,8 +1717,11 @@ Test(plans, no_statement_reads_a_whole_table_whatever_the_statistics)
                      "SELECT g, 1, gen_random_uuid(), 't', 'E', 'm' "
                      "FROM generate_series(1, 20000) g");
     pgtmp_exec(look, "INSERT INTO berth.outbox (id, topic, deployment, priority, created_at, "
-                     "due_at, poisoned, body_bytes, payload) SELECT gen_random_uuid(), 'p', g % 5, "
-                     "0, 0, g, g % 9 = 0, 1, '\\x00' FROM generate_series(1, 20000) g");
+                     "due_at, poisoned, flight, body_bytes, payload) SELECT gen_random_uuid(), "
+                     "'p' || (g % 3), g % 5, 0, 0, g, g % 9 = 0, CASE WHEN g % 4 = 0 THEN g END, "
+                     "1, '\\x00' FROM generate_series(1, 20000) g");
+    pgtmp_exec(look, "INSERT INTO berth.inbox SELECT gen_random_uuid(), g, g "
+                     "FROM generate_series(1, 20000) g");
     pgtmp_exec(look, "ANALYZE");
     pgtmp_exec(look, "SET plan_cache_mode = force_generic_plan");
     static const char *const whole[] = {
