@@ -55,7 +55,7 @@
  *     claim    -> deploy guard wait rules state turn reply core
  *     guard    -> intake rules check state turn reply core
  *     admin    -> deploy commit instance listing check rules state turn reply core
- *     relay    -> deploy intake instance listing fault check state turn reply core
+ *     relay    -> deploy intake instance listing fault check rules state turn reply core
  *     calls    -> instance wait rules turn reply core
  *     recover  -> deploy instance listing wait state reply core
  *     deploy   -> rules check state turn reply core

@@ -1,5 +1,6 @@
 /* Three replicas on one PostgreSQL database under mixed load (submits,
- * fetches and completions, calls and their answers), one replica killed
+ * fetches and completions, calls and their answers, deliveries to a push
+ * receiver this process serves), one replica killed
  * -9 and started again every few seconds, round the three. Clients go to
  * another replica when theirs fails, as an application would: a submit
  * or call is retried under its idempotency key until it is answered, a
@@ -10,9 +11,13 @@
  * was cut off by a kill and may have been kept), no task was offered
  * after its completion was acknowledged, none was completed twice, a
  * completion refused came only after its lock ran out, and every
- * acknowledged call resolved with its own result. Re-offers (a lock that
- * ran out under a worker whose replica died, or whose fetch answer the
- * kill cut off) are counted, never an error.
+ * acknowledged call resolved with its own result, and every acknowledged
+ * push delivery reached the receiver and left the outbox. Re-offers (a
+ * lock that ran out under a worker whose replica died, or whose fetch
+ * answer the kill cut off) and deliveries sent again (a send in flight on
+ * a replica killed, or whose answer the kill cut off: at least once,
+ * under the same key) are counted, never an error; sends again are at
+ * most what the killed replicas may have had in flight.
  *
  * BERTH_SOAK_SECONDS (20) and BERTH_SOAK_KILL_EVERY_S (4) set the run;
  * BENCHMARKS.md's ten-minute run is 600 and 60. The figures go to stderr
@@ -31,6 +36,7 @@
 #include "tests/support/daemon.h"
 #include "tests/support/pgtmp.h"
 #include "tests/support/pgtmp_hooks.h"
+#include "tests/support/receiver.h"
 #include "tests/support/timing.h"
 
 enum {
@@ -39,9 +45,13 @@ enum {
     WORKERS = 3,
     CALLERS = 1,
     ANSWERERS = 1,
+    PUSHERS = 1,
     MAX_TASKS = 1 << 21,
     MAX_CALLS = 1 << 19,
+    MAX_PUSHES = 1 << 20,
     LOCK_MS = 3000,
+    PUSH_TIMEOUT_MS = 2000,
+    PUSH_INFLIGHT = 64, /* berthd's default --push-inflight-max */
 };
 
 static daemon_proc R[REPLICAS];
@@ -162,25 +172,35 @@ typedef struct ledger {
     bool call_acked[MAX_CALLS];
     char call_id[MAX_CALLS][33];
     int answers_cut;
+    int push_sent, pushes_retried;
+    bool push_acked[MAX_PUSHES];
 } ledger;
 
 static ledger L;
 static atomic_bool STOP_MAKING, STOP_TAKING;
 
-static void *producer(void *arg)
+/* What a producer submits: to topic, payloads prefix-N under keys key-N,
+ * counted in *sent, acknowledged in acked[N]. */
+typedef struct stream {
+    const char *topic, *prefix, *key;
+    int *sent, *retried, max;
+    bool *acked;
+} stream;
+
+static void produce(const stream *st, int at)
 {
-    links l = {.at = (int)(intptr_t)arg % REPLICAS};
+    links l = {.at = at % REPLICAS};
     while (!atomic_load(&STOP_MAKING)) {
         pthread_mutex_lock(&L.mu);
-        int n = L.sent < MAX_TASKS ? L.sent++ : -1;
+        int n = *st->sent < st->max ? (*st->sent)++ : -1;
         pthread_mutex_unlock(&L.mu);
         if (n < 0)
             break;
         char payload[32], key[32];
-        snprintf(payload, sizeof payload, "task-%d", n);
-        snprintf(key, sizeof key, "k-%d", n);
+        snprintf(payload, sizeof payload, "%s%d", st->prefix, n);
+        snprintf(key, sizeof key, "%s%d", st->key, n);
         Berth__V1__SubmitRequest s = BERTH__V1__SUBMIT_REQUEST__INIT;
-        s.topic = "soak";
+        s.topic = (char *)st->topic;
         s.has_payload = 1;
         s.payload = (ProtobufCBinaryData){strlen(payload), (uint8_t *)payload};
         s.idempotency_key = key;
@@ -193,8 +213,8 @@ static void *producer(void *arg)
                 continue; /* under the same key: kept once whichever way it went */
             bool ok = r->status->code == BERTH__V1__CODE__OK && r->submit != NULL;
             pthread_mutex_lock(&L.mu);
-            L.acked[n] = ok;
-            L.retried_submits += tries > 0;
+            st->acked[n] = ok;
+            *st->retried += tries > 0;
             if (!ok)
                 L.foreign++; /* a refusal of a plain submit: counted as wrong */
             pthread_mutex_unlock(&L.mu);
@@ -203,6 +223,22 @@ static void *producer(void *arg)
         }
     }
     link_close(&l);
+}
+
+static void *producer(void *arg)
+{
+    static const stream tasks = {"soak",    "task-", "k-", &L.sent, &L.retried_submits,
+                                 MAX_TASKS, L.acked};
+    produce(&tasks, (int)(intptr_t)arg);
+    return NULL;
+}
+
+/* Deliveries to the push channel soakhook (its receiver answers). */
+static void *pusher(void *arg)
+{
+    static const stream pushes = {"soakhook",        "push-",    "p-",        &L.push_sent,
+                                  &L.pushes_retried, MAX_PUSHES, L.push_acked};
+    produce(&pushes, (int)(intptr_t)arg);
     return NULL;
 }
 
@@ -415,24 +451,62 @@ static int call_outcome(bc *c, int n, char *why, size_t len)
     return out;
 }
 
+/* How many times the receiver took each push-N (counts[N], sent of them). */
+static void push_counts(receiver *r, int *counts, int sent)
+{
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->n_seen; i++) {
+        ProtobufCBinaryData p = {strlen(r->seen[i].payload), (uint8_t *)r->seen[i].payload};
+        int n = index_of(&p, "push-", sent);
+        if (n >= 0)
+            counts[n]++;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Acknowledged deliveries the receiver has not taken yet. */
+static int undelivered(receiver *r)
+{
+    pthread_mutex_lock(&L.mu);
+    int sent = L.push_sent, left = 0;
+    pthread_mutex_unlock(&L.mu);
+    int *counts = calloc((size_t)sent + 1, sizeof *counts);
+    cr_assert_not_null(counts);
+    push_counts(r, counts, sent);
+    for (int n = 0; n < sent; n++)
+        left += L.push_acked[n] && counts[n] == 0;
+    free(counts);
+    return left;
+}
+
 Test(pg_kills, three_replicas_under_mixed_load_with_one_killed_at_a_time_lose_nothing)
 {
     long seconds = env_long("BERTH_SOAK_SECONDS", 20),
          every_s = env_long("BERTH_SOAK_KILL_EVERY_S", 4);
+    receiver rcv;
+    receiver_start(&rcv, 0, BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
+    atomic_store(&rcv.retries, 20); /* the first answers: RETRY (backed off, sent again) */
+    char timeout[16];
+    snprintf(timeout, sizeof timeout, "%d", PUSH_TIMEOUT_MS);
+    const char *const extra[] = {"--push-timeout-ms", timeout, NULL};
     pgtmp_createdb("pg_kills", URI, sizeof URI);
     for (int k = 0; k < REPLICAS; k++) {
         pthread_mutex_init(&UP[k].mu, NULL);
-        d_start_store(&R[k], URI, NULL);
+        d_start_store(&R[k], URI, extra);
         mark(k, true);
     }
+    char transport[64];
+    snprintf(transport, sizeof transport, "nng+req://127.0.0.1:%d", rcv.port);
+    d_deploy(&R[0], "soakhooks", "soakhook", transport);
     pthread_mutex_init(&L.mu, NULL);
-    enum { THREADS = PRODUCERS + WORKERS + CALLERS + ANSWERERS };
+    enum { THREADS = PRODUCERS + WORKERS + CALLERS + ANSWERERS + PUSHERS };
     pthread_t th[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        void *(*fn)(void *) = i < PRODUCERS                       ? producer
-                              : i < PRODUCERS + WORKERS           ? worker
-                              : i < PRODUCERS + WORKERS + CALLERS ? caller
-                                                                  : answerer;
+        void *(*fn)(void *) = i < PRODUCERS                                   ? producer
+                              : i < PRODUCERS + WORKERS                       ? worker
+                              : i < PRODUCERS + WORKERS + CALLERS             ? caller
+                              : i < PRODUCERS + WORKERS + CALLERS + ANSWERERS ? answerer
+                                                                              : pusher;
         pthread_create(&th[i], NULL, fn, (void *)(intptr_t)i);
     }
 
@@ -470,9 +544,32 @@ Test(pg_kills, three_replicas_under_mixed_load_with_one_killed_at_a_time_lose_no
                      L.call_id[n], o == 0 ? "still going" : why);
     }
     bc_close(c);
+    /* Deliveries: every acknowledged one reaches the receiver (a send a
+     * kill stranded goes again after its deadline) and leaves the outbox. */
+    PGconn *sql = pgtmp_connect(URI);
+    long outbox = -1;
+    while ((undelivered(&rcv) > 0 ||
+            (outbox = pgtmp_one_long(sql, "SELECT count(*) FROM berth.outbox")) > 0) &&
+           mono_ms() < drain_until + 2 * (PUSH_TIMEOUT_MS + 6000))
+        sleep_ms(100);
+    outbox = pgtmp_one_long(sql, "SELECT count(*) FROM berth.outbox");
+    PQfinish(sql);
     atomic_store(&STOP_TAKING, true);
     for (int i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
+    receiver_stop(&rcv);
+    int *counts = calloc((size_t)L.push_sent + 1, sizeof *counts);
+    cr_assert_not_null(counts);
+    push_counts(&rcv, counts, L.push_sent);
+    int pushes = 0, pushes_seen = 0, sent_again = 0;
+    for (int n = 0; n < L.push_sent; n++) {
+        pushes += L.push_acked[n];
+        pushes_seen += counts[n] > 0;
+        sent_again += counts[n] > 1 ? counts[n] - 1 : 0;
+        cr_assert(!L.push_acked[n] || counts[n] > 0,
+                  "acknowledged push-%d never reached the receiver", n);
+    }
+    free(counts);
 
     int acked = 0, completed = 0, cut_only = 0, twice = 0, calls = 0;
     for (int n = 0; n < L.sent; n++) {
@@ -487,10 +584,15 @@ Test(pg_kills, three_replicas_under_mixed_load_with_one_killed_at_a_time_lose_no
     fprintf(stderr,
             "soak: %.0f s, %d kills; tasks acknowledged %d (%.0f/s), completed %d, completion cut "
             "off %d, submits retried %d, re-offered %d, refused after the lock %d; calls "
-            "acknowledged %d, retried %d, answers cut off %d\n",
+            "acknowledged %d, retried %d, answers cut off %d; deliveries acknowledged %d, "
+            "received %d, sent again %d (%d answered RETRY), submits retried %d\n",
             (double)load_ms / 1000, kills, acked, acked * 1000.0 / (double)load_ms, completed,
             cut_only, L.retried_submits, L.reoffered, L.refused_late, calls, L.calls_retried,
-            L.answers_cut);
+            L.answers_cut, pushes, pushes_seen, sent_again, 20, L.pushes_retried);
+    cr_assert_eq(outbox, 0, "deliveries left in the outbox");
+    cr_assert_leq(sent_again, 20 + kills * PUSH_INFLIGHT,
+                  "sent again more than RETRY answers and the killed replicas' sends in flight");
+    cr_assert_gt(pushes, 10, "the deliveries ran: %d acknowledged", pushes);
     cr_assert_eq(twice, 0, "a task completed twice");
     cr_assert_eq(L.offered_after_complete, 0,
                  "a task offered after its completion was acknowledged");

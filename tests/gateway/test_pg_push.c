@@ -62,25 +62,9 @@ static void start(const char *name, int n, const char *const *extra)
 /* Deploys id through replica d: channel pushed to the receiver on port. */
 static void deploy_push(const daemon_proc *d, const char *id, const char *channel, int port)
 {
-    char transport[64], err[256];
+    char transport[64];
     snprintf(transport, sizeof transport, "nng+req://127.0.0.1:%d", port);
-    Berth__V1__ChannelDecl c = BERTH__V1__CHANNEL_DECL__INIT, *cs[] = {&c};
-    c.name = (char *)channel;
-    c.transport = transport;
-    Berth__V1__DeployRequest dr = BERTH__V1__DEPLOY_REQUEST__INIT;
-    dr.id = (char *)id;
-    dr.channels = cs;
-    dr.n_channels = 1;
-    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
-    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY;
-    req.deploy = &dr;
-    bc *a;
-    cr_assert_eq(bc_open(d->admin, &a, err, sizeof err), BC_OK, "%s", err);
-    Berth__V1__AdminResponse *r = NULL;
-    cr_assert_eq(bc_admin_call(a, &req, NULL, 0, 10000, &r), BC_OK);
-    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK, "%s", r->status->message);
-    berth__v1__admin_response__free_unpacked(r, NULL);
-    bc_close(a);
+    d_deploy(d, id, channel, transport);
 }
 
 static char *submit_to(bc *c, const char *topic, const char *payload)

@@ -63,14 +63,12 @@ static Berth__V1__AdminResponse *admin(Berth__V1__AdminRequest *req)
     return r;
 }
 
-static void deploy_transport(const char *id, const char *channel, const char *transport);
-
 /* Deploys id with channel pushed to a receiver on port of loopback. */
 static void deploy(const char *id, const char *channel, int port)
 {
     char transport[64];
     snprintf(transport, sizeof(transport), "nng+req://127.0.0.1:%d", port);
-    deploy_transport(id, channel, transport);
+    d_deploy(&D, id, channel, transport);
 }
 
 static uint64_t outbox_pending(void)
@@ -101,23 +99,6 @@ static char *submit(const char *topic, const char *payload)
     char *id = strdup(s->submit->id);
     w_free(s);
     return id;
-}
-
-static void deploy_transport(const char *id, const char *channel, const char *transport)
-{
-    Berth__V1__ChannelDecl c = BERTH__V1__CHANNEL_DECL__INIT, *cs[] = {&c};
-    c.name = (char *)channel;
-    c.transport = (char *)transport;
-    Berth__V1__DeployRequest d = BERTH__V1__DEPLOY_REQUEST__INIT;
-    d.id = (char *)id;
-    d.channels = cs;
-    d.n_channels = 1;
-    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
-    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY;
-    req.deploy = &d;
-    Berth__V1__AdminResponse *r = admin(&req);
-    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK, "%s", r->status->message);
-    berth__v1__admin_response__free_unpacked(r, NULL);
 }
 
 /* ---- tests ---- */
@@ -289,7 +270,7 @@ DTest(push, receivers_over_ipc_and_over_tls_with_a_verified_certificate)
     receiver ipc;
     receiver_start_at(&ipc, url, NULL, BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
     snprintf(transport, sizeof(transport), "nng+req+ipc://%s", path);
-    deploy_transport("local", "by-ipc", transport);
+    d_deploy(&D, "local", "by-ipc", transport);
     free(submit("by-ipc", "over ipc"));
     wait_seen(&ipc, 1);
     cr_assert_str_eq(ipc.seen[0].payload, "over ipc");
@@ -324,7 +305,7 @@ DTest(push, receivers_over_ipc_and_over_tls_with_a_verified_certificate)
     receiver_start_at(&sec, "tls+tcp://127.0.0.1:0", tls,
                       BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
     snprintf(transport, sizeof(transport), "nng+req+tls://localhost:%d", sec.port);
-    deploy_transport("secure", "by-tls", transport);
+    d_deploy(&D, "secure", "by-tls", transport);
     free(submit("by-tls", "over tls"));
     wait_seen(&sec, 1);
     cr_assert_str_eq(sec.seen[0].payload, "over tls");
@@ -333,7 +314,7 @@ DTest(push, receivers_over_ipc_and_over_tls_with_a_verified_certificate)
      * does not name 127.0.0.1, so nothing reaches it, and the delivery is
      * poisoned after its two attempts. */
     snprintf(transport, sizeof(transport), "nng+req+tls://127.0.0.1:%d", sec.port);
-    deploy_transport("by-address", "by-ip", transport);
+    d_deploy(&D, "by-address", "by-ip", transport);
     free(submit("by-ip", "not to an unverified name"));
     Berth__V1__ListIncidentsRequest li = BERTH__V1__LIST_INCIDENTS_REQUEST__INIT;
     Berth__V1__AdminRequest lreq = BERTH__V1__ADMIN_REQUEST__INIT;

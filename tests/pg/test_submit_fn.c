@@ -362,3 +362,77 @@ Test(submit_fn, it_routes_by_the_deployments_as_berthd_does)
     pgconn_close(app);
     engine_close(e);
 }
+
+/* ---- a push channel: the delivery, sent by a replica's relay ---- */
+
+static struct {
+    pthread_mutex_t mu;
+    int n;
+    char id[ENGINE_ID_STR], payload[32];
+    uint64_t flight;
+} PUSHED = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int on_push(void *ctx, engine *e, const engine_push_delivery *d)
+{
+    (void)ctx;
+    (void)e;
+    pthread_mutex_lock(&PUSHED.mu);
+    PUSHED.n++;
+    memcpy(PUSHED.id, d->id, ENGINE_ID_STR);
+    snprintf(PUSHED.payload, sizeof PUSHED.payload, "%.*s", (int)d->payload_len,
+             (const char *)d->payload);
+    PUSHED.flight = d->flight;
+    pthread_mutex_unlock(&PUSHED.mu);
+    return 0;
+}
+
+static int pushed(void)
+{
+    pthread_mutex_lock(&PUSHED.mu);
+    int n = PUSHED.n;
+    pthread_mutex_unlock(&PUSHED.mu);
+    return n;
+}
+
+Test(submit_fn, to_a_push_channel_it_writes_the_delivery_that_a_replica_sends)
+{
+    char uri[256];
+    pgtmp_createdb("fn_push", uri, sizeof uri);
+    engine_options o;
+    engine_options_default(&o);
+    o.store_uri = uri;
+    o.push_fn = on_push;
+    engine *e;
+    cr_assert_eq(engine_open(&o, &e, err, sizeof err), BERTH_OK, "engine_open: %s", err);
+    PGconn *app = pgtmp_connect(uri);
+    engine_request req = {.op = ENGINE_OP_DEPLOY};
+    req.u.deploy.id = "hooks";
+    req.u.deploy.channels =
+        (engine_channel[]){{.name = "mail", .transport = "nng+req://127.0.0.1:9"}};
+    req.u.deploy.n_channels = 1;
+    engine_reply *r = engine_exec_sync(e, &req);
+    cr_assert_eq(r->status.code, ENGINE_CODE_OK, "%s", r->status.message);
+    engine_reply_free(r);
+
+    pgtmp_exec(app, "BEGIN");
+    cr_assert_str_eq(one(app, "SELECT duplicate FROM berth.submit('mail', 'hi'::bytea)"), "f");
+    sleep_ms(300);
+    cr_assert_eq(pushed(), 0, "nothing is sent before the application's COMMIT");
+    pgtmp_exec(app, "COMMIT");
+    cr_assert_str_eq(one(app, "SELECT count(*) FROM berth.tasks"), "0", "a push channel: no task");
+    cr_assert_str_eq(one(app, "SELECT count(*) FROM berth.outbox"), "1");
+    for (int i = 0; i < 500 && pushed() == 0; i++) /* the o: doorbell: the relay looks */
+        sleep_ms(10);
+    cr_assert_eq(pushed(), 1);
+    cr_assert_str_eq(PUSHED.payload, "hi");
+
+    req = (engine_request){.op = ENGINE_OP_PUSH_ACK};
+    req.u.push_ack = (struct engine_push_ack){
+        .id = PUSHED.id, .flight = PUSHED.flight, .outcome = ENGINE_PUSH_DELIVERED};
+    r = engine_exec_sync(e, &req);
+    cr_assert_eq(r->status.code, ENGINE_CODE_OK, "%s", r->status.message);
+    engine_reply_free(r);
+    cr_assert_str_eq(one(app, "SELECT count(*) FROM berth.outbox"), "0", "delivered");
+    pgconn_close(app);
+    engine_close(e);
+}

@@ -346,6 +346,29 @@ Berth__V1__Response *w_call(bc *c, Berth__V1__Request *req, int timeout_ms)
     return r;
 }
 
+void d_deploy(const daemon_proc *d, const char *id, const char *channel, const char *transport)
+{
+    Berth__V1__ChannelDecl c = BERTH__V1__CHANNEL_DECL__INIT, *cs[] = {&c};
+    c.name = (char *)channel;
+    c.transport = (char *)transport;
+    Berth__V1__DeployRequest dr = BERTH__V1__DEPLOY_REQUEST__INIT;
+    dr.id = (char *)id;
+    dr.channels = cs;
+    dr.n_channels = 1;
+    Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
+    req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_DEPLOY;
+    req.deploy = &dr;
+    bc *a;
+    char err[256];
+    cr_assert_eq(bc_open(d->admin, &a, err, sizeof err), BC_OK, "%s", err);
+    Berth__V1__AdminResponse *r = NULL;
+    cr_assert_eq(bc_admin_call(a, &req, NULL, 0, 10000, &r), BC_OK);
+    cr_assert_not_null(r->status);
+    cr_assert_eq(r->status->code, BERTH__V1__CODE__OK, "%s", r->status->message);
+    berth__v1__admin_response__free_unpacked(r, NULL);
+    bc_close(a);
+}
+
 Berth__V1__Response *w_submit(bc *c, const char *topic, const char *payload, const char *key)
 {
     Berth__V1__SubmitRequest s = BERTH__V1__SUBMIT_REQUEST__INIT;

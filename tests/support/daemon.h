@@ -69,6 +69,10 @@ int d_peer_ports(const daemon_proc *d, int port, int *ports, int max);
  * own: a replica holds a fixed number); -1 on the embedded store. */
 int d_store_connections(const daemon_proc *d);
 
+/* Deploys id through d's admin surface: one channel with transport
+ * (NULL: pull). Asserts it is deployed. */
+void d_deploy(const daemon_proc *d, const char *id, const char *channel, const char *transport);
+
 /* A client for the daemon's operate URL. */
 bc *d_client(const daemon_proc *d);
 

@@ -2,6 +2,7 @@
 #include "tests/support/receiver.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -23,7 +24,15 @@ static void *serve(void *arg)
             continue;
         }
         pthread_mutex_lock(&r->mu);
-        if (r->n_seen < SEEN_MAX) {
+        if (r->n_seen == r->cap_seen) {
+            int cap = r->cap_seen ? 2 * r->cap_seen : 256;
+            seen *v = realloc(r->seen, (size_t)cap * sizeof *v);
+            if (v != NULL) {
+                r->seen = v;
+                r->cap_seen = cap;
+            }
+        }
+        if (r->n_seen < r->cap_seen) {
             seen *s = &r->seen[r->n_seen++];
             snprintf(s->id, sizeof(s->id), "%s", d->id ? d->id : "");
             snprintf(s->key, sizeof(s->key), "%s", d->idempotency_key ? d->idempotency_key : "");

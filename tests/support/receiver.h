@@ -18,8 +18,6 @@
 
 #include "berth/v1/push.pb-c.h" /* outcome: BERTH__V1__DELIVERY_ACK__OUTCOME__* */
 
-#define SEEN_MAX 256
-
 typedef struct seen {
     char id[40], key[40], instance_id[40], payload[64];
     uint32_t attempt;
@@ -38,16 +36,17 @@ typedef struct receiver {
     atomic_bool hold;   /* take deliveries and answer none (berthd's deadline passes) */
     atomic_int pipes;   /* connections berthd has made to it */
     pthread_mutex_t mu;
-    seen seen[SEEN_MAX];
-    int n_seen;
+    seen *seen; /* every delivery it took, in order (grown as needed) */
+    int n_seen, cap_seen;
 } receiver;
 
 /* Listens on url (tls: a server configuration, or NULL) and serves. */
 void receiver_start_at(receiver *r, const char *url, nng_tls_config *tls, int outcome);
 /* Listens on port (0: any) of loopback and serves. */
 void receiver_start(receiver *r, int port, int outcome);
-/* Stops serving. The socket is left open: with libnng 1.5.2 closing it
- * while berthd sends can hang (the test's process ends right after). */
+/* Stops serving (what it saw stays readable). The socket is left open:
+ * with libnng 1.5.2 closing it while berthd sends can hang (the test's
+ * process ends right after). */
 void receiver_stop(receiver *r);
 int seen_count(receiver *r);
 /* Waits up to 10 s until the receiver saw n deliveries (asserts it did). */
