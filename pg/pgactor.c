@@ -709,11 +709,22 @@ static uint32_t reserved(const pgactor *a, const lane *l, uint32_t deployment, c
     uint32_t n = 0;
     for (size_t k = 0; k < PGACTOR_LANES; k++) {
         const lane *o = &a->lanes[k];
-        for (size_t i = 0; o != l && o->turn != NULL && i < o->chans.n; i++)
+        bool claims = o != l && o->turn != NULL && pgrelay_claims(o->turn);
+        for (size_t i = 0; claims && i < o->chans.n; i++)
             if (o->chans.v[i].deployment == deployment && strcmp(o->chans.v[i].topic, topic) == 0)
                 n += o->chans.v[i].room;
     }
     return n;
+}
+
+/* The name of channel k of d when it is a push channel the relay serves
+ * (its deployment not retired), else NULL. */
+static const char *push_chan(const pgactor *a, const pgdep *d, size_t k)
+{
+    const char *name = d->decl.channels[k].name;
+    return d->state != ENGINE_DEPLOYMENT_RETIRED && pgdeploy_push(&a->deps, d->number, name) != NULL
+               ? name
+               : NULL;
 }
 
 /* The push channels of the copy (of deployments live or draining), each
@@ -725,12 +736,10 @@ static bool chans_make(pgactor *a, lane *l)
     free(l->chan_names);
     l->chan_names = NULL;
     size_t bytes = 0;
-    for (size_t i = 0; i < a->deps.v.n; i++) {
-        const pgdep *d = &a->deps.v.v[i];
-        for (size_t k = 0; d->state != ENGINE_DEPLOYMENT_RETIRED && k < d->decl.n_channels; k++)
-            if (pgdeploy_push(&a->deps, d->number, d->decl.channels[k].name) != NULL)
-                bytes += strlen(d->decl.channels[k].name) + 1;
-    }
+    for (size_t i = 0; i < a->deps.v.n; i++)
+        for (size_t k = 0; k < a->deps.v.v[i].decl.n_channels; k++)
+            if (push_chan(a, &a->deps.v.v[i], k) != NULL)
+                bytes += strlen(a->deps.v.v[i].decl.channels[k].name) + 1;
     if (bytes == 0)
         return true;
     char *at = l->chan_names = mem_calloc(1, bytes);
@@ -738,9 +747,9 @@ static bool chans_make(pgactor *a, lane *l)
         return false;
     for (size_t i = 0; i < a->deps.v.n; i++) {
         const pgdep *d = &a->deps.v.v[i];
-        for (size_t k = 0; d->state != ENGINE_DEPLOYMENT_RETIRED && k < d->decl.n_channels; k++) {
-            const char *name = d->decl.channels[k].name;
-            if (pgdeploy_push(&a->deps, d->number, name) == NULL)
+        for (size_t k = 0; k < d->decl.n_channels; k++) {
+            const char *name = push_chan(a, d, k);
+            if (name == NULL)
                 continue;
             uint32_t busy = unanswered(a, d->number, name) + reserved(a, l, d->number, name);
             pgrelay_chan *c = VEC_ADD(&l->chans);
@@ -848,12 +857,9 @@ static bool deps_reload(pgactor *a, lane *l)
         if (a->deps.n_draining == 0)
             a->gate_due_mono_ms = 0;
         a->push_chans = 0;
-        for (size_t i = 0; i < a->deps.v.n; i++) {
-            const pgdep *d = &a->deps.v.v[i];
-            for (size_t k = 0; d->state != ENGINE_DEPLOYMENT_RETIRED && k < d->decl.n_channels; k++)
-                a->push_chans +=
-                    pgdeploy_push(&a->deps, d->number, d->decl.channels[k].name) != NULL;
-        }
+        for (size_t i = 0; i < a->deps.v.n; i++)
+            for (size_t k = 0; k < a->deps.v.v[i].decl.n_channels; k++)
+                a->push_chans += push_chan(a, &a->deps.v.v[i], k) != NULL;
     }
     return ok;
 }

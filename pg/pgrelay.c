@@ -92,6 +92,11 @@ bool pgrelay_stmt_first(pgops_turn *t)
     return true;
 }
 
+bool pgrelay_claims(const pgops_turn *t)
+{
+    return t->relay;
+}
+
 bool pgrelay_in(const pgops_turn *t)
 {
     return t->s_ack >= 0 || t->s_expired >= 0;

@@ -60,6 +60,8 @@ bool pgrelay_stmt_first(pgops_turn *t);
 /* The deliveries the turn's answers name (instances_lock's $2): their ids
  * into ids (t->acks of them at most); how many. */
 size_t pgrelay_ack_ids(const pgops_turn *t, uint8_t (*ids)[BERTH_ID_LEN]);
+/* Whether the turn claims (its channels' room is taken until it ends). */
+bool pgrelay_claims(const pgops_turn *t);
 /* Whether the turn takes two rounds for the relay. */
 bool pgrelay_in(const pgops_turn *t);
 /* Whether the turn ends deliveries (the gate runs last). */
