@@ -557,7 +557,6 @@ Test(pg_kills, three_replicas_under_mixed_load_with_one_killed_at_a_time_lose_no
     atomic_store(&STOP_TAKING, true);
     for (int i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
-    receiver_stop(&rcv);
     int *counts = calloc((size_t)L.push_sent + 1, sizeof *counts);
     cr_assert_not_null(counts);
     push_counts(&rcv, counts, L.push_sent);
@@ -570,6 +569,7 @@ Test(pg_kills, three_replicas_under_mixed_load_with_one_killed_at_a_time_lose_no
                   "acknowledged push-%d never reached the receiver", n);
     }
     free(counts);
+    receiver_stop(&rcv);
 
     int acked = 0, completed = 0, cut_only = 0, twice = 0, calls = 0;
     for (int n = 0; n < L.sent; n++) {

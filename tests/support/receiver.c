@@ -100,6 +100,9 @@ void receiver_stop(receiver *r)
 {
     atomic_store(&r->stop, true);
     pthread_join(r->thread, NULL);
+    free(r->seen);
+    r->seen = NULL;
+    r->n_seen = r->cap_seen = 0;
 }
 
 int seen_count(receiver *r)

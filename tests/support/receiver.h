@@ -44,9 +44,9 @@ typedef struct receiver {
 void receiver_start_at(receiver *r, const char *url, nng_tls_config *tls, int outcome);
 /* Listens on port (0: any) of loopback and serves. */
 void receiver_start(receiver *r, int port, int outcome);
-/* Stops serving (what it saw stays readable). The socket is left open:
- * with libnng 1.5.2 closing it while berthd sends can hang (the test's
- * process ends right after). */
+/* Stops serving and forgets what it saw. The socket is left open: with
+ * libnng 1.5.2 closing it while berthd sends can hang (the test's process
+ * ends right after). */
 void receiver_stop(receiver *r);
 int seen_count(receiver *r);
 /* Waits up to 10 s until the receiver saw n deliveries (asserts it did). */
