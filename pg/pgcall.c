@@ -419,8 +419,7 @@ static void fire(pgops_turn *t, irow *w, const rules_policy *pol, const char *po
         w->timer_at = (int64_t)(now + pol->timeout_ms);
         return;
     }
-    if (poisoned_why != NULL) { /* its request could not be delivered */
-        w->withdraw = false;    /* (kept, poisoned, for the operator) */
+    if (poisoned_why != NULL) { /* its request could not be delivered (kept, poisoned) */
         rules_call_poisoned(w->attempt, pol->max_attempts, poisoned_why[0] ? poisoned_why : NULL,
                             w->msg, sizeof w->msg, &w->err);
     } else {

@@ -606,11 +606,13 @@ SELECT i.id, i.state::int4, i.attempt, i.max_attempts, i.timeout_ms, i.initial_b
 -- lock now, or another turn holds its row (it is held: a completion or a
 -- claim in flight); a terminal one goes too. A push channel's request
 -- (its outbox row) goes too, in flight or not (a late answer then finds
--- nothing), unless another turn holds it (an answer in flight). $1 uuid[]
--- ids.
+-- nothing), unless another turn holds it (an answer in flight) or it is
+-- poisoned (kept for the operator, as a terminal task would be). $1
+-- uuid[] ids.
 -- Result: id uuid, topic text (the tasks that went).
 WITH o AS (DELETE FROM berth.outbox WHERE id = ANY (ARRAY(
-             SELECT id FROM berth.outbox WHERE id = ANY($1::uuid[]) FOR UPDATE SKIP LOCKED))
+             SELECT id FROM berth.outbox WHERE id = ANY($1::uuid[]) AND NOT poisoned
+                FOR UPDATE SKIP LOCKED))
            RETURNING 1)
 DELETE FROM berth.tasks WHERE id IN (
   SELECT id FROM berth.tasks WHERE id = ANY($1::uuid[])

@@ -276,6 +276,7 @@ Test(push, a_call_s_poisoned_request_fails_its_attempt)
     engine_reply_free(r);
     cr_assert_eq(h_stats().poisoned, 2, "the requests stay, for the operator");
     h_advance(500); /* the re-drive: a fresh request */
+    cr_assert_eq(h_stats().poisoned, 2, "the re-drive leaves the poisoned request alone");
     cr_assert_eq(h_pushes(), 7);
     cr_assert_str_eq(H.pushes[6].instance_id, b);
     cr_assert_str_eq(H.pushes[6].header_attempt, "2");
