@@ -728,13 +728,16 @@ static const char *push_chan(const pgactor *a, const pgdep *d, size_t k)
 }
 
 /* The push channels of the copy (of deployments live or draining), each
- * with the room this replica has on it, into l. False: out of memory (the
+ * with the room this replica has on it, into l (none without a push_fn:
+ * a replica that cannot send claims nothing). False: out of memory (the
  * turn claims nothing). */
 static bool chans_make(pgactor *a, lane *l)
 {
     l->chans.n = 0;
     free(l->chan_names);
     l->chan_names = NULL;
+    if (a->o.push_fn == NULL)
+        return true;
     size_t bytes = 0;
     for (size_t i = 0; i < a->deps.v.n; i++)
         for (size_t k = 0; k < a->deps.v.v[i].decl.n_channels; k++)
