@@ -894,14 +894,17 @@ UPDATE berth.instances i SET timer_at = berth.now_ms()  -- told by the next hous
 -- deployment) up to its room of the due rows not in flight, in seq order,
 -- FOR UPDATE SKIP LOCKED (whichever replica comes first, never two); each
 -- gets a new flight and, as due_at, its answer's deadline (now + $4 ms).
--- They are sent once the turn has committed.
+-- They are sent once the turn has committed. A channel whose deployment
+-- the database holds retired is passed over, whatever the replica's copy
+-- said (none of its rows can be due: the gate retired it holding none).
 --   $1 text[] topics, $2 int4[] deployments, $3 int4[] rooms, $4 int8 ms.
 -- Result, one row per send: id uuid, flight int8, topic text, deployment
 -- int4, attempts int4, instance_id uuid (NULL), call_attempt int4 (NULL),
 -- seq int8, created_at int8, content_type text (NULL), headers text[],
 -- payload bytea.
 WITH c AS (
-  SELECT x.id FROM unnest($1::text[], $2::int4[], $3::int4[]) AS l(topic, dep, room),
+  SELECT x.id FROM unnest($1::text[], $2::int4[], $3::int4[]) AS l(topic, dep, room)
+   JOIN berth.deployments d ON d.number = l.dep AND d.state <> 3,
    LATERAL (SELECT o.id FROM berth.outbox o
              WHERE o.topic = l.topic AND o.deployment = l.dep AND NOT o.poisoned
                AND o.flight IS NULL AND o.due_at <= berth.now_ms()
