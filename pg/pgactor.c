@@ -826,15 +826,15 @@ static void flights_expire(pgactor *a, uint64_t now)
  * the relay is next due. */
 static void relay_done(pgactor *a, lane *l, const pgops_turn *t)
 {
-    uint64_t next = t != NULL ? pgrelay_next_in(t) : HOUSEKEEPING_RETRY_MS;
-    if (t != NULL)
-        pgrelay_each_send(t, &a->deps, push_one, a);
-    if (t != NULL && !l->relay && next == UINT64_MAX)
-        return; /* the turn did not relay */
     if (l->relay) {
         l->relay = false;
         a->relay_running = false;
     }
+    if (t != NULL && !pgrelay_claims(t))
+        return; /* the turn did not relay */
+    if (t != NULL)
+        pgrelay_each_send(t, &a->deps, push_one, a);
+    uint64_t next = t != NULL ? pgrelay_next_in(t) : HOUSEKEEPING_RETRY_MS;
     if (next != UINT64_MAX)
         a->relay_due_ms = min_u64(a->relay_due_ms, l->now_ms + next);
     if (l->chans.n > 0)

@@ -288,16 +288,7 @@ bool pgguard_stmt_outcomes(pgops_turn *t)
             em[k] = w->err->message;
             k++;
         }
-        int s = pgplan_add_stmt(t, "incidents_insert", bytes + 80 * ni);
-        ok = s >= 0;
-        if (ok) {
-            pgwire_params *pp = &t->params[s];
-            pgwire_int4_array(pp, kinds, NULL, ni);
-            pgwire_uuid_array(pp, (const uint8_t(*)[16])ids, NULL, ni);
-            pgwire_text_array(pp, tp, ni);
-            pgwire_text_array(pp, ec, ni);
-            pgwire_text_array(pp, em, ni);
-        }
+        ok = pgplan_stmt_incidents(t, kinds, (const uint8_t(*)[16])ids, tp, ec, em, ni, bytes);
     }
     free(ids);
     free(lx);

@@ -163,7 +163,7 @@ int pgops_plan(const engine_options *o, const engine_stats *replica, pgreq *list
     t->now_ms = now_ms;
     t->s_submit = t->s_guard = t->s_fast = t->s_topics_due = t->s_stats = -1;
     t->s_dlock = t->s_gate = t->s_dlist = -1;
-    t->s_ack = t->s_expired = t->s_owrite = t->s_oinc = t->s_oclaim = t->s_onext = -1;
+    t->s_ack = t->s_expired = t->s_oclaim = t->s_onext = -1;
     t->chans = how->chans;
     t->n_chans = how->n_chans;
     t->relay = how->relay || (housekeeping && how->n_chans > 0); /* (a re-drive may push) */

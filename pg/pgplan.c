@@ -35,6 +35,22 @@ int pgplan_add_stmt(pgops_turn *t, const char *name, size_t bytes)
     return (int)i;
 }
 
+bool pgplan_stmt_incidents(pgops_turn *t, const int32_t *kinds, const uint8_t (*ids)[BERTH_ID_LEN],
+                           const char *const *topics, const char *const *codes,
+                           const char *const *messages, size_t n, size_t bytes)
+{
+    int s = pgplan_add_stmt(t, "incidents_insert", bytes + 80 * n);
+    if (s < 0)
+        return false;
+    pgwire_params *pp = &t->params[s];
+    pgwire_int4_array(pp, kinds, NULL, n);
+    pgwire_uuid_array(pp, ids, NULL, n);
+    pgwire_text_array(pp, topics, n);
+    pgwire_text_array(pp, codes, n);
+    pgwire_text_array(pp, messages, n);
+    return true;
+}
+
 size_t pgplan_text_len(const char *s)
 {
     return s ? strlen(s) : 0;

@@ -178,7 +178,7 @@ struct pgops_turn {
     const pgrelay_chan *chans; /* pgops_how's */
     size_t n_chans;
     size_t acks; /* PUSH_ACK requests planned */
-    int s_ack, s_expired, s_owrite, s_oinc, s_oclaim, s_onext;
+    int s_ack, s_expired, s_oclaim, s_onext;
     VEC(orow) orows;
     uint64_t relay_next_in_ms; /* UINT64_MAX: nothing due later that the turn knows of */
 };
@@ -190,6 +190,12 @@ bool pgplan_push(void *slot, const void *val, size_t n);
 /* A statement of the turn, with a parameter buffer of bytes; its index, or
  * -1 (out of room or memory). */
 int pgplan_add_stmt(pgops_turn *t, const char *name, size_t bytes);
+/* incidents_insert of n incidents (kinds STORE_INCIDENT_*, their subject
+ * ids, topics, codes and messages), with room for bytes of them. False:
+ * out of room or memory. */
+bool pgplan_stmt_incidents(pgops_turn *t, const int32_t *kinds, const uint8_t (*ids)[BERTH_ID_LEN],
+                           const char *const *topics, const char *const *codes,
+                           const char *const *messages, size_t n, size_t bytes);
 /* strlen, 0 for NULL. */
 size_t pgplan_text_len(const char *s);
 /* An item its route refused, sent for its key (pgsubmit.h), once out is

@@ -285,7 +285,7 @@ static bool stmt_incidents(pgops_turn *t)
         const orow *w = &t->orows.v[i];
         if (w->what == PGRELAY_POISONED || w->incident) {
             n++;
-            bytes += 96 + strlen(w->topic) + strlen(w->msg);
+            bytes += 16 + strlen(w->topic) + strlen(w->msg);
         }
     }
     if (n == 0)
@@ -306,22 +306,13 @@ static bool stmt_incidents(pgops_turn *t)
         ec[k] = w->incident ? w->inc_code : ENGINE_EC_DELIVERY_POISONED;
         em[k++] = w->msg;
     }
-    int s = ok ? pgplan_add_stmt(t, "incidents_insert", bytes) : -1;
-    if (s >= 0) {
-        pgwire_params *pp = &t->params[s];
-        pgwire_int4_array(pp, kinds, NULL, k);
-        pgwire_uuid_array(pp, (const uint8_t(*)[16])ids, NULL, k);
-        pgwire_text_array(pp, tp, k);
-        pgwire_text_array(pp, ec, k);
-        pgwire_text_array(pp, em, k);
-    }
-    t->s_oinc = s;
+    ok = ok && pgplan_stmt_incidents(t, kinds, (const uint8_t(*)[16])ids, tp, ec, em, k, bytes);
     free(kinds);
     free(ids);
     free(tp);
     free(ec);
     free(em);
-    return s >= 0;
+    return ok;
 }
 
 bool pgrelay_stmt_writes(pgops_turn *t)
@@ -355,7 +346,6 @@ bool pgrelay_stmt_writes(pgops_turn *t)
         pgwire_text_array(pp, ec, n);
         pgwire_text_array(pp, em, n);
     }
-    t->s_owrite = s;
     free(ids);
     free(what);
     free(att);
