@@ -46,8 +46,9 @@ static int read_outcome(engine_reply *r, bool oom, int rv, const char *what)
 }
 
 /* What an operator sees of t (never its lock token); strings are the
- * reply's. The store's code for its body (payload_bytes), OK if read. */
-static int info_of(engine *e, task *t, engine_reply *r, engine_task_info *i, bool *oom)
+ * reply's. The store's code for its body (payload_bytes), OK if read;
+ * whole: its headers, content type and payload's start too (GET_TASK). */
+static int info_of(engine *e, task *t, engine_reply *r, engine_task_info *i, bool whole, bool *oom)
 {
     store_id_format(t->id, i->id);
     i->topic = dup(r, t->topic->name, oom);
@@ -68,6 +69,8 @@ static int info_of(engine *e, task *t, engine_reply *r, engine_task_info *i, boo
     int rv = state_task_read_body(e, t, &b);
     if (rv == BERTH_OK) {
         i->payload_bytes = b.payload_len;
+        if (whole && !rules_task_info_body(r, &b, i))
+            *oom = true;
         store_body_clear(&b);
     }
     return rv;
@@ -80,7 +83,7 @@ int admin_get_task(engine *e, pending *p)
     if (t == NULL)
         return BERTH_OK;
     bool oom = false;
-    int rv = info_of(e, t, r, &r->task, &oom);
+    int rv = info_of(e, t, r, &r->task, true, &oom);
     return read_outcome(r, oom || rv == BERTH_ENOMEM, rv, "reading the task failed");
 }
 
@@ -114,7 +117,7 @@ int admin_list_tasks(engine *e, pending *p)
         if (t == NULL || (want_topic && t->topic != only) ||
             (want != 0 && state_task_state(t, e->t.now_ms) != want))
             continue;
-        rv = info_of(e, t, r, &r->infos[r->n_infos++], &oom);
+        rv = info_of(e, t, r, &r->infos[r->n_infos++], false, &oom);
     }
     /* Where the next page starts: after the last entry looked at, unless
      * the listing has ended. */
@@ -211,6 +214,19 @@ int admin_discard_terminal(engine *e, pending *p)
     return instance_end(e, i, ENGINE_INSTANCE_FAILED, NULL, &err);
 }
 
+/* Whether what inc recorded still holds (engine_incident.open). */
+static bool incident_open(engine *e, const store_incident *inc)
+{
+    if (inc->kind == STORE_INCIDENT_TASK_TERMINAL) {
+        const task *t = idtab_get(&e->tasks, inc->subject_id);
+        return t != NULL && t->terminal;
+    }
+    if (inc->kind != STORE_INCIDENT_DELIVERY_POISONED)
+        return false; /* a refused result: its call goes on by its own policy */
+    const delivery *d = idtab_get(&e->deliveries, inc->subject_id);
+    return d != NULL && d->poisoned;
+}
+
 int admin_list_incidents(engine *e, pending *p)
 {
     engine_reply *r = p->reply;
@@ -236,8 +252,13 @@ int admin_list_incidents(engine *e, pending *p)
     }
     if (after != NULL)
         store_iter_seek(it, from, sizeof(from)); /* incident ids are their keys */
-    bool oom = false;
-    for (; store_iter_valid(it) && r->n_incidents < limit; store_iter_next(it)) {
+    bool oom = false, open_only = p->req.u.list_incidents.open_only;
+    /* Open only: a page looks at a bounded number of records (as a page of
+     * tasks does), so one call stays short whatever the log holds. */
+    uint64_t budget = open_only ? limit * RULES_LIST_SCAN_FACTOR : UINT64_MAX;
+    uint8_t last[STORE_INCIDENT_KEY_LEN];
+    bool looked = false;
+    for (; store_iter_valid(it) && r->n_incidents < limit && budget > 0; store_iter_next(it)) {
         size_t kl, vl;
         const uint8_t *k = store_iter_key(it, &kl);
         const void *v = store_iter_value(it, &vl);
@@ -246,7 +267,16 @@ int admin_list_incidents(engine *e, pending *p)
         store_incident inc;
         if (kl != STORE_INCIDENT_KEY_LEN || store_incident_decode(v, vl, &inc) != BERTH_OK)
             continue;
+        budget--;
+        memcpy(last, k, sizeof(last));
+        looked = true;
+        bool open = incident_open(e, &inc);
+        if (open_only && !open) {
+            store_incident_clear(&inc);
+            continue;
+        }
         engine_incident *o = &r->incidents[r->n_incidents++];
+        o->open = open;
         store_id_format(k, o->id);
         o->kind = inc.kind;
         store_id_format(inc.subject_id, o->subject_id);
@@ -257,6 +287,8 @@ int admin_list_incidents(engine *e, pending *p)
         o->at_ms = inc.at_ms;
         store_incident_clear(&inc);
     }
+    if (looked && store_iter_valid(it))
+        store_id_format(last, r->next_incident);
     int rv = store_iter_status(it);
     store_iter_close(it);
     return read_outcome(r, oom, rv, "reading incidents failed");

@@ -365,6 +365,9 @@ typedef struct engine_request {
         struct {
             uint32_t limit;       /* 0: the batch default */
             const char *after_id; /* NULL: from the first; else those after it */
+            bool open_only;       /* only the open ones: a page may come back short
+                                     (a bounded look at the records): follow its
+                                     next_incident */
         } list_incidents;
         struct {
             const char *topic;       /* NULL: every topic */
@@ -453,7 +456,18 @@ typedef struct engine_task_info {
     uint64_t created_at_ms;
     size_t payload_bytes;
     uint32_t priority;
+    /* GET_TASK only (a listing leaves them empty): what the task carries,
+     * its payload cut at ENGINE_TASK_INFO_PAYLOAD_MAX bytes (payload_bytes
+     * is its whole size). Never the lock token. */
+    const engine_header *headers;
+    size_t n_headers;
+    const char *content_type; /* NULL: none */
+    const uint8_t *payload;
+    size_t payload_shown;
 } engine_task_info;
+
+/* GET_TASK shows at most this much of a payload. */
+#define ENGINE_TASK_INFO_PAYLOAD_MAX 4096
 
 typedef struct engine_incident {
     char id[ENGINE_ID_STR];
@@ -462,6 +476,11 @@ typedef struct engine_incident {
     const char *topic;
     engine_error error;
     uint64_t at_ms;
+    /* Its subject is still stuck as it recorded: the task terminal, the
+     * delivery poisoned (a RESULT_REFUSED never is: its call goes on by its
+     * own policy). A retry or a discard closes it; the record stays. (A
+     * task made terminal twice has two records: both open while it is.) */
+    bool open;
 } engine_incident;
 
 typedef struct engine_stats {
@@ -592,9 +611,11 @@ typedef struct engine_reply {
     engine_task_info *infos;
     size_t n_infos;
     char next[24];
-    /* LIST_INCIDENTS */
+    /* LIST_INCIDENTS, in the order they happened, and the id the next
+     * page starts after ("" when the records have ended) */
     engine_incident *incidents;
     size_t n_incidents;
+    char next_incident[ENGINE_ID_STR];
     /* AWAIT_CALL */
     engine_instance instance;
     /* STATS: the totals, and per topic in memory */

@@ -265,6 +265,33 @@ void rules_task_answer(engine_task *et, const rules_task_view *v, engine_header 
     et->available_at_ms = v->available_at_ms;
 }
 
+bool rules_task_info_body(engine_reply *r, const store_body *b, engine_task_info *i)
+{
+    engine_header *hs = b->n_headers ? reply_mem(r, b->n_headers * sizeof(*hs)) : NULL;
+    if (b->n_headers && hs == NULL)
+        return false;
+    for (size_t k = 0; k < b->n_headers; k++) {
+        hs[k].name = reply_strdup(r, b->headers[k].name);
+        hs[k].value = reply_strdup(r, b->headers[k].value);
+        if (hs[k].name == NULL || hs[k].value == NULL)
+            return false;
+    }
+    i->headers = hs;
+    i->n_headers = b->n_headers;
+    if (b->content_type != NULL && (i->content_type = reply_strdup(r, b->content_type)) == NULL)
+        return false;
+    size_t shown = b->payload_len < ENGINE_TASK_INFO_PAYLOAD_MAX ? b->payload_len
+                                                                 : ENGINE_TASK_INFO_PAYLOAD_MAX;
+    uint8_t *p = shown ? reply_mem(r, shown) : NULL;
+    if (shown && p == NULL)
+        return false;
+    if (shown)
+        memcpy(p, b->payload, shown);
+    i->payload = p;
+    i->payload_shown = shown;
+    return true;
+}
+
 /* ---- submit, submit_batch, call (R6, R18) ------------------------------- */
 
 /* When and how urgently (R6): a delay or an instant, not both, at most

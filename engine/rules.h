@@ -150,6 +150,10 @@ bool rules_task_mem(engine_reply *r, const store_body *b, engine_header **hs, ch
 /* Fills et: the body's fields, a call's reserved headers (berth-instance-id,
  * berth-attempt) after the body's, the lock. hs and call from rules_task_mem. */
 void rules_task_answer(engine_task *et, const rules_task_view *v, engine_header *hs, char *call);
+/* What GET_TASK shows of a task's body besides its size: its headers, its
+ * content type and its payload's first ENGINE_TASK_INFO_PAYLOAD_MAX bytes,
+ * copied into r. False: no memory. */
+bool rules_task_info_body(engine_reply *r, const store_body *b, engine_task_info *i);
 
 /* ---- submit, submit_batch, call (R6, R18) ------------------------------- */
 

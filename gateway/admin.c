@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <sodium.h>
@@ -70,28 +71,21 @@ static int load_key(gw_admin *a, const char *path, char *err, size_t errlen)
     return BERTH_OK;
 }
 
-/* Whether url can only be reached from this machine: ipc:// or
- * abstract://, or tcp:// / tls+tcp:// on a numeric loopback address (a
- * name could resolve anywhere; ws:// is reachable from any web page the
- * operator's browser opens). */
-static bool loopback_only(const char *url)
+/* Whether host (a numeric address, its port after a colon, IPv6 in
+ * brackets) is a loopback address; with names_ok, "localhost" too. */
+static bool host_loopback(const char *host, bool names_ok)
 {
-    if (strncmp(url, "ipc://", 6) == 0 || strncmp(url, "abstract://", 11) == 0)
-        return true;
-    const char *host;
-    if (strncmp(url, "tcp://", 6) == 0)
-        host = url + 6;
-    else if (strncmp(url, "tls+tcp://", 10) == 0)
-        host = url + 10;
-    else
-        return false;
-    const char *colon = strrchr(host, ':');
+    const char *colon = host[0] == '[' ? strstr(host, "]:") : strrchr(host, ':');
+    if (colon != NULL && host[0] == '[')
+        colon++;
     size_t n = colon ? (size_t)(colon - host) : strlen(host);
     char h[64];
     if (n < 2 || n >= sizeof(h) || memchr(host, '@', n) != NULL)
         return false;
     memcpy(h, host, n);
     h[n] = '\0';
+    if (names_ok && strcasecmp(h, "localhost") == 0)
+        return true;
     struct in_addr v4;
     struct in6_addr v6;
     if (inet_pton(AF_INET, h, &v4) == 1)
@@ -101,6 +95,31 @@ static bool loopback_only(const char *url)
         return inet_pton(AF_INET6, h + 1, &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
     }
     return false;
+}
+
+/* Whether url can only be reached from this machine: ipc:// or
+ * abstract://, or tcp:// / tls+tcp:// on a numeric loopback address (a
+ * name could resolve anywhere; ws:// is reachable from any web page the
+ * operator's browser opens). */
+static bool loopback_only(const char *url)
+{
+    if (strncmp(url, "ipc://", 6) == 0 || strncmp(url, "abstract://", 11) == 0)
+        return true;
+    if (strncmp(url, "tcp://", 6) == 0)
+        return host_loopback(url + 6, false);
+    if (strncmp(url, "tls+tcp://", 10) == 0)
+        return host_loopback(url + 10, false);
+    return false;
+}
+
+bool gw_admin_loopback_http(const char *url)
+{
+    return strncmp(url, "http://", 7) == 0 && host_loopback(url + 7, false);
+}
+
+bool gw_admin_loopback_host(const char *host)
+{
+    return host != NULL && host_loopback(host, true);
 }
 
 int gw_admin_open(const char *url, const char *key_file, uint64_t skew_ms, gw_admin **out,
@@ -229,6 +248,41 @@ static int unauthenticated(engine_status *st, const char *why)
     return BERTH_EINVAL;
 }
 
+/* NULL if mac is HMAC-SHA256(key, ts_ms as 8 big-endian bytes || msg)
+ * and ts_ms is within the skew of berthd's clock; else why not. */
+static const char *verify(const gw_admin *a, uint64_t ts_ms, const uint8_t *msg, size_t len,
+                          const uint8_t *mac, size_t mac_len)
+{
+    uint64_t now = now_ms();
+    uint64_t skew = now > ts_ms ? now - ts_ms : ts_ms - now;
+    if (skew > a->skew_ms)
+        return "credentials: ts_ms is too far from berthd's clock (admin-skew-ms)";
+    if (mac_len != crypto_auth_hmacsha256_BYTES || msg == NULL)
+        return "credentials do not match";
+    uint8_t ts[8], want[crypto_auth_hmacsha256_BYTES];
+    for (int i = 0; i < 8; i++)
+        ts[i] = (uint8_t)(ts_ms >> (56 - 8 * i));
+    crypto_auth_hmacsha256_state h;
+    crypto_auth_hmacsha256_init(&h, a->key, a->key_len);
+    crypto_auth_hmacsha256_update(&h, ts, sizeof(ts));
+    crypto_auth_hmacsha256_update(&h, msg, len);
+    crypto_auth_hmacsha256_final(&h, want);
+    if (crypto_verify_32(want, mac) != 0)
+        return "credentials do not match";
+    return NULL;
+}
+
+bool gw_admin_keyed(const gw_admin *a)
+{
+    return a->key != NULL;
+}
+
+const char *gw_admin_verify(const gw_admin *a, uint64_t ts_ms, const void *msg, size_t len,
+                            const uint8_t mac[32])
+{
+    return verify(a, ts_ms, msg, len, mac, crypto_auth_hmacsha256_BYTES);
+}
+
 /* OK, or UNAUTHENTICATED: nothing of the request is looked at before. */
 static int authenticate(const gw_admin *a, const Berth__V1__AdminRequest *req, const uint8_t *data,
                         size_t len, engine_status *st)
@@ -238,26 +292,12 @@ static int authenticate(const gw_admin *a, const Berth__V1__AdminRequest *req, c
     const Berth__V1__Credentials *c = req->credentials;
     if (c == NULL || !c->has_ts_ms || !c->has_auth)
         return unauthenticated(st, "credentials are required (ts_ms and auth)");
-    uint64_t now = now_ms();
-    uint64_t skew = now > c->ts_ms ? now - c->ts_ms : c->ts_ms - now;
-    if (skew > a->skew_ms)
-        return unauthenticated(st, "credentials: ts_ms is too far from berthd's clock "
-                                   "(admin-skew-ms)");
-    const uint8_t *m;
-    size_t mlen;
-    if (c->auth.len != crypto_auth_hmacsha256_BYTES || !method_bytes(data, len, &m, &mlen))
-        return unauthenticated(st, "credentials do not match");
-    uint8_t ts[8], mac[crypto_auth_hmacsha256_BYTES];
-    for (int i = 0; i < 8; i++)
-        ts[i] = (uint8_t)(c->ts_ms >> (56 - 8 * i));
-    crypto_auth_hmacsha256_state h;
-    crypto_auth_hmacsha256_init(&h, a->key, a->key_len);
-    crypto_auth_hmacsha256_update(&h, ts, sizeof(ts));
-    crypto_auth_hmacsha256_update(&h, m, mlen);
-    crypto_auth_hmacsha256_final(&h, mac);
-    if (crypto_verify_32(mac, c->auth.data) != 0)
-        return unauthenticated(st, "credentials do not match");
-    return BERTH_OK;
+    const uint8_t *m = NULL;
+    size_t mlen = 0;
+    if (!method_bytes(data, len, &m, &mlen))
+        m = NULL;
+    const char *why = verify(a, c->ts_ms, m, mlen, c->auth.data, c->auth.len);
+    return why == NULL ? BERTH_OK : unauthenticated(st, why);
 }
 
 /* ---- the codec ---- */
@@ -518,12 +558,13 @@ static const struct {
     {ENGINE_OP_RETIRE, "retire", offsetof(engine_request, u.retire.id)},
 };
 
-static void log_change(const gw_admin_call *c)
+void gw_admin_log_change(const gw_admin *a, const char *via, const engine_request *req)
 {
     for (size_t k = 0; k < sizeof(changes) / sizeof(changes[0]); k++)
-        if (changes[k].op == c->ereq.op) {
-            const char *id = *(const char *const *)((const char *)&c->ereq + changes[k].id);
-            fprintf(stderr, "berthd: admin: %s %s %s\n", c->a->who, changes[k].what, id);
+        if (changes[k].op == req->op) {
+            const char *id = *(const char *const *)((const char *)req + changes[k].id);
+            fprintf(stderr, "berthd: admin: %s%s%s %s %s\n", via ? via : "", via ? " " : "", a->who,
+                    changes[k].what, id);
             return;
         }
 }
@@ -705,7 +746,7 @@ static int reply_encode(void *call, const engine_reply *r, nng_msg **out)
 {
     gw_admin_call *c = call;
     if (r->status.code == ENGINE_CODE_OK)
-        log_change(c);
+        gw_admin_log_change(c->a, NULL, &c->ereq);
     size_t k = 0, n = sizeof(admin_methods) / sizeof(admin_methods[0]);
     while (k < n && admin_methods[k].op != r->op)
         k++;

@@ -23,6 +23,7 @@
 #ifndef BERTH_GATEWAY_ADMIN_H
 #define BERTH_GATEWAY_ADMIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,24 @@ void gw_admin_close(gw_admin *a);
 /* Who the surface's changes are logged as: "key:" and the first 8 bytes
  * of HMAC-SHA256(key, "berth admin fingerprint") in hex, or "loopback". */
 const char *gw_admin_who(const gw_admin *a);
+
+/* For the console (gateway/console.c), which is the admin surface in
+ * another shape and keeps its posture: */
+/* whether a key file was given; */
+bool gw_admin_keyed(const gw_admin *a);
+/* NULL if mac is HMAC-SHA256(key, ts_ms as 8 big-endian bytes || msg)
+ * and ts_ms is within --admin-skew-ms of berthd's clock; else why not
+ * (checked in constant time; only when keyed); */
+const char *gw_admin_verify(const gw_admin *a, uint64_t ts_ms, const void *msg, size_t len,
+                            const uint8_t mac[32]);
+/* whether an http:// URL listens on a numeric loopback address only; */
+bool gw_admin_loopback_http(const char *url);
+/* whether a Host header names a loopback address or "localhost" (a page
+ * whose name was made to resolve to 127.0.0.1 sends its own name); */
+bool gw_admin_loopback_host(const char *host);
+/* the line a change leaves on stderr once it is durable, with via
+ * ("console", or NULL) before who made it. */
+void gw_admin_log_change(const gw_admin *a, const char *via, const engine_request *req);
 
 /* Serve with codec_ctx = the gw_admin. */
 extern const gw_codec gw_admin_codec;

@@ -35,7 +35,11 @@ static const setting settings[] = {
     {"admin-skew-ms", S_U64, G(admin_skew_ms),
      "how far an admin request's ts_ms may be from berthd's clock"},
     {"events", S_STR, G(events_url), "events surface URL (PUB)"},
-    {"metrics", S_STR, G(metrics_url), "/metrics (Prometheus) and /healthz: an http:// URL"},
+    {"metrics", S_STR, G(metrics_url),
+     "/metrics (Prometheus), /healthz and the console: an http:// URL"},
+    {"console", S_BOOL, G(console),
+     "the web console at /console/ and its API at /api/v1/ on the metrics URL (--console=false: "
+     "neither)"},
     {"metrics-topics-max", S_U32, E(metrics_topics_max),
      "topics with series of their own in /metrics; the rest share topic \"_other\""},
     {"lock-default-ms", S_U64, E(lock_default_ms), "lock when a fetch names none; grace window"},
@@ -122,6 +126,7 @@ void gw_config_init(gw_config *c)
     c->events_url = "tcp://127.0.0.1:7452";
     c->admin_url = "tcp://127.0.0.1:7451";
     c->metrics_url = "http://127.0.0.1:7453";
+    c->console = true;
     c->admin_skew_ms = 300000;
     c->max_message_bytes = 8u << 20;
     c->idle_timeout_ms = 600000;

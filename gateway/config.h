@@ -33,6 +33,7 @@ typedef struct gw_config {
     uint64_t admin_skew_ms;
     const char *events_url;
     const char *metrics_url;
+    bool console;         /* the web console on the metrics listener (gateway/console.h) */
     const char *tls_cert; /* PEM files for tls+tcp:// URLs */
     const char *tls_key;
     const char *push_tls_ca; /* CAs a push receiver's certificate is checked against */

@@ -34,6 +34,7 @@
 #include "gateway/listen.h"
 #include "gateway/budget.h"
 #include "gateway/tls.h"
+#include "gateway/console.h"
 #include "gateway/metrics.h"
 #include "gateway/push.h"
 #include "gateway/server.h"
@@ -126,6 +127,7 @@ typedef struct gateway {
     gw_server *server;       /* the operate surface */
     gw_server *admin_server; /* the admin surface */
     gw_metrics *metrics;
+    gw_console *console; /* on the metrics server; NULL with --console=false */
 } gateway;
 
 /* Signals are taken by sigwait(); every thread started from here on
@@ -215,8 +217,12 @@ static int servers_run(gateway *g, const gw_config *cfg, char *err, size_t errle
     int rv = server_run(g, &so, &g->server, err, errlen);
     if (rv == BERTH_OK)
         rv = server_run(g, &ao, &g->admin_server, err, errlen);
-    if (rv == BERTH_OK &&
-        (rv = gw_metrics_open(g->e, cfg->metrics_url, &g->metrics, err, errlen)) == BERTH_OK)
+    if (rv == BERTH_OK)
+        rv = gw_metrics_open(g->e, cfg->metrics_url, &g->metrics, err, errlen);
+    if (rv == BERTH_OK && cfg->console)
+        rv = gw_console_open(g->e, gw_metrics_http(g->metrics), cfg->metrics_url, g->admin,
+                             &g->console, err, errlen);
+    if (rv == BERTH_OK)
         rv = gw_metrics_start(g->metrics, err, errlen);
     return rv;
 }
@@ -251,6 +257,7 @@ static void gateway_stop(gateway *g)
     gw_server_stop(g->server); /* bounded: no request reaches the engine after */
     gw_server_stop(g->admin_server);
     gw_metrics_stop(g->metrics); /* no scrape reaches the engine after */
+    gw_console_stop(g->console); /* nor a console request */
     gw_push_stop(g->push);       /* deliveries in flight are sent again at the next start */
     if (g->e != NULL)
         engine_close(g->e); /* the store is closed: everything is on disk */
@@ -267,6 +274,9 @@ static bool servers_close(gateway *g)
               gw_within(close_metrics, g->metrics, SHUTDOWN_SOCKET_MS);
     g->server = g->admin_server = NULL;
     g->metrics = NULL;
+    if (ok)
+        gw_console_close(g->console); /* its handlers went with the metrics server */
+    g->console = NULL;
     return ok;
 }
 

@@ -311,6 +311,11 @@ int gw_metrics_start(gw_metrics *m, char *err, size_t errlen)
     return BERTH_OK;
 }
 
+nng_http_server *gw_metrics_http(gw_metrics *m)
+{
+    return m->srv;
+}
+
 const char *gw_metrics_url(const gw_metrics *m)
 {
     return m->url;

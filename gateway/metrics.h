@@ -19,6 +19,9 @@
 
 #include <stddef.h>
 
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+
 #include "engine/engine.h"
 
 typedef struct gw_metrics gw_metrics;
@@ -28,6 +31,9 @@ typedef struct gw_metrics gw_metrics;
 int gw_metrics_open(engine *e, const char *url, gw_metrics **out, char *err, size_t errlen);
 /* Binds and serves. */
 int gw_metrics_start(gw_metrics *m, char *err, size_t errlen);
+/* The HTTP server, for the console's handlers (gateway/console.h): added
+ * between open and start. */
+nng_http_server *gw_metrics_http(gw_metrics *m);
 /* The URL served (a port 0 resolved). */
 const char *gw_metrics_url(const gw_metrics *m);
 /* From now on a scrape is answered 503 without the engine; returns once

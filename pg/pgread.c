@@ -112,6 +112,14 @@ static void pgread_answer_task(pgops_turn *t, pgreq *p)
     }
     snprintf(r->task.id, sizeof r->task.id, "%s", p->req.u.get_task.id);
     info_of_row(r, res, 0, 0, &r->task);
+    store_header hs[ENGINE_HEADERS_MAX];
+    store_body b = {.content_type = pgplan_copy_text(r, res, 0, 14), .headers = hs};
+    if (!pgplan_copy_headers(r, res, 0, 15, hs, &b.n_headers) ||
+        !pgplan_copy_bytes(r, res, 0, 16, &b.payload, &b.payload_len) ||
+        !rules_task_info_body(r, &b, &r->task)) {
+        reply_reset(r);
+        reply_no_memory(&r->status);
+    }
 }
 
 /* tasks_list's rows: found, last, more, then id and task_get's columns. */
@@ -178,8 +186,14 @@ static void pgread_answer_incidents(pgops_turn *t, pgreq *p)
         o->error.code = pgplan_copy_text(r, res, i, 5);
         o->error.message = pgplan_copy_text(r, res, i, 6);
         o->at_ms = (uint64_t)at;
+        (void)pgwire_get_bool(res, i, 7, &o->open);
     }
     r->n_incidents = (size_t)n;
+    /* A full page may have more after it (the statement filters in the
+     * database: a page is never short before the end). */
+    uint32_t asked = p->req.u.list_incidents.limit;
+    if (n > 0 && (uint32_t)n >= (asked ? asked : t->o->batch_default))
+        snprintf(r->next_incident, sizeof r->next_incident, "%s", r->incidents[n - 1].id);
 }
 
 void pgread_plan(pgops_turn *t, pgreq *p)
@@ -222,6 +236,7 @@ void pgread_plan(pgops_turn *t, pgreq *p)
             pgwire_int8(&t->params[p->claim], after ? (int64_t)be64(from) : -1);
             pgwire_int8(&t->params[p->claim], after ? (int64_t)be64(from + 8) : -1);
             pgwire_int4(&t->params[p->claim], (int32_t)limit);
+            pgwire_bool(&t->params[p->claim], p->req.u.list_incidents.open_only);
         }
         break;
     }

@@ -11,10 +11,11 @@ apt-get install -y --no-install-recommends \
   libcriterion-dev openssl clang libfuzzer-14-dev libmbedtls-dev \
   python3 python3-protobuf protobuf-compiler python3-pytest nodejs libcjson-dev \
   postgresql-15 libpq-dev faketime \
-  postgresql-15-auto-failover
+  postgresql-15-auto-failover chromium
 # (postgresql-15-auto-failover: the monitor's extension; it pulls in
 # pg-auto-failover-cli, whose /usr/bin/pg_autoctl tools/pg-ha.sh and the
 # failover test run.)
-# npm (for the Node client's one dependency), unless a nodejs that brings
-# its own is installed already
+# (chromium: the console's tests drive it headless, tests/console/.)
+# npm (for the Node client's one dependency and the console tests'
+# puppeteer-core), unless a nodejs that brings its own is installed already
 command -v npm >/dev/null || apt-get install -y --no-install-recommends npm

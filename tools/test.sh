@@ -22,6 +22,11 @@ BERTHD="$PWD/build/berthd" /usr/bin/python3 -m pytest -q -p no:cacheprovider too
 # in its lockfile).
 (cd tools/clients/node && npm ci --no-audit --no-fund &&
   BERTHD="$PWD/../../../build/berthd" node --test test/client.test.js)
+# The console in a real browser: Debian's chromium driven headless by
+# puppeteer-core (pinned in tests/console/package-lock.json) against
+# build/berthd.
+(cd tests/console && npm ci --no-audit --no-fund &&
+  BERTHD="$PWD/../../build/berthd" BERTH="$PWD/../../build/berth" node --test console.test.js)
 # One conformance suite (tests/conformance/scenarios.json), every client.
 tests/conformance/run.sh build/berthd python node c
 # README.md's worker examples, as written (berthd on the README's address).

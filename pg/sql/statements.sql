@@ -378,13 +378,16 @@ SELECT 1 / $1::int4;
 -- Result, no row or one: topic text, state int4, worker_id text (NULL:
 -- never claimed), lock_expires_at int8 (NULL), available_at int8, claims
 -- int4, retries_left int4, failures int4, err_code text, err_message text,
--- err_details text, created_at int8, priority int8, payload_bytes int4.
+-- err_details text, created_at int8, priority int8, payload_bytes int4;
+-- and what the operator sees of the body: content_type text, headers
+-- text[], the payload's first 4096 bytes (ENGINE_TASK_INFO_PAYLOAD_MAX).
 SELECT t.topic,
        berth.task_state(t.terminal, t.lock_expires_at, t.available_at, t.claims,
                         berth.now_ms())::int4 AS state,
        t.worker_id, t.lock_expires_at, t.available_at, t.claims, t.retries_left, t.failures,
        t.err_code, t.err_message, t.err_details, t.created_at, t.priority,
-       octet_length(t.payload)::int4 AS payload_bytes
+       octet_length(t.payload)::int4 AS payload_bytes,
+       t.content_type, t.headers, substring(t.payload FROM 1 FOR 4096) AS payload_shown
   FROM berth.tasks t WHERE t.id = $1::uuid;
 
 -- name: tasks_list
@@ -399,7 +402,8 @@ SELECT t.topic,
 -- Result, one row and more: found bool (where it starts is known), last
 -- int8 (the sequence of the last task looked at: the next page's start;
 -- NULL: none looked at), more bool (tasks after last), then, NULL in the
--- first row when none passed, the task: id uuid, then task_get's columns.
+-- first row when none passed, the task: id uuid, then task_get's columns
+-- up to payload_bytes.
 WITH a AS (SELECT CASE WHEN $4::uuid IS NULL THEN $3::int8
                        ELSE (SELECT x.seq FROM berth.tasks x WHERE x.id = $4::uuid) END AS from_seq),
      s AS MATERIALIZED (
@@ -472,14 +476,23 @@ SELECT (SELECT topic FROM d) AS topic,
 -- name: incidents_list
 -- The operator's incidents in the order they happened (LIST_INCIDENTS), a
 -- page after (at, seq); an incident's id is its at and seq, 8 bytes each,
--- big-endian, as the embedded store keys them.
+-- big-endian, as the embedded store keys them. Each says whether it is
+-- still open (engine_incident.open: the task still terminal, the delivery
+-- still poisoned; a refused result never); $4 keeps only those.
 --   $1 int8 after_at, $2 int8 after_seq ((-1, -1): from the first),
---   $3 int4 limit.
+--   $3 int4 limit, $4 bool open only.
 -- Result: at int8, seq int8, kind int4, ref uuid, topic text, code text,
--- message text.
-SELECT i.at, i.seq, i.kind::int4, i.ref, i.topic, i.code, i.message
-  FROM berth.incidents i WHERE (i.at, i.seq) > ($1::int8, $2::int8)
- ORDER BY i.at, i.seq LIMIT $3::int4;
+-- message text, open bool.
+SELECT s.* FROM (
+  SELECT i.at, i.seq, i.kind::int4, i.ref, i.topic, i.code, i.message,
+         -- (scalar lookups by key, one per record: never a hashed scan)
+         CASE i.kind
+           WHEN 2 THEN coalesce((SELECT t.terminal FROM berth.tasks t WHERE t.id = i.ref), false)
+           WHEN 1 THEN coalesce((SELECT o.poisoned FROM berth.outbox o WHERE o.id = i.ref), false)
+           ELSE false END AS open
+    FROM berth.incidents i WHERE (i.at, i.seq) > ($1::int8, $2::int8)) s
+ WHERE s.open OR NOT $4::bool
+ ORDER BY s.at, s.seq LIMIT $3::int4;
 
 -- ---- calls (pg/README.md §3.2, §3.6, §3.7) ----------------------------
 

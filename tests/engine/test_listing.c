@@ -279,3 +279,57 @@ Test(listing, an_older_delivery_parked_late_takes_its_place)
     cr_assert_str_eq(r->infos[1].id, later);
     engine_reply_free(r);
 }
+
+/* GET_TASK shows what the task carries (headers, content type, the start
+ * of its payload, cut at ENGINE_TASK_INFO_PAYLOAD_MAX); a listing does
+ * not (it would read every body on the page). */
+Test(listing, get_task_shows_the_headers_and_the_start_of_the_payload)
+{
+    static uint8_t big[ENGINE_TASK_INFO_PAYLOAD_MAX + 904];
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (uint8_t)(i * 7);
+    const engine_header hs[] = {{"x-trace", "<script>1</script>"}, {"x-second", "b"}};
+    engine_request req = {.op = ENGINE_OP_SUBMIT};
+    req.u.submit = (engine_submit_args){.topic = "t",
+                                        .payload = big,
+                                        .payload_len = sizeof(big),
+                                        .headers = hs,
+                                        .n_headers = 2,
+                                        .content_type = "application/octet-stream"};
+    engine_reply *s = h_exec(&req);
+    h_expect_ok(s);
+    char id[ENGINE_ID_STR], small[ENGINE_ID_STR];
+    snprintf(id, sizeof(id), "%s", s->submitted[0].id);
+    engine_reply_free(s);
+    h_submit("t", "short", small);
+
+    engine_reply *r = h_get_task(id);
+    h_expect_ok(r);
+    cr_assert_eq(r->task.payload_bytes, sizeof(big));
+    cr_assert_eq(r->task.payload_shown, ENGINE_TASK_INFO_PAYLOAD_MAX);
+    cr_assert_eq(memcmp(r->task.payload, big, ENGINE_TASK_INFO_PAYLOAD_MAX), 0);
+    cr_assert_eq(r->task.n_headers, 2);
+    cr_assert_str_eq(r->task.headers[0].name, "x-trace");
+    cr_assert_str_eq(r->task.headers[0].value, "<script>1</script>");
+    cr_assert_str_eq(r->task.headers[1].name, "x-second");
+    cr_assert_str_eq(r->task.content_type, "application/octet-stream");
+    engine_reply_free(r);
+
+    r = h_get_task(small);
+    h_expect_ok(r);
+    cr_assert_eq(r->task.payload_shown, 5);
+    cr_assert_eq(memcmp(r->task.payload, "short", 5), 0);
+    cr_assert_eq(r->task.n_headers, 0);
+    cr_assert_null(r->task.content_type);
+    engine_reply_free(r);
+
+    r = page(NULL, 0, 10, NULL);
+    h_expect_ok(r);
+    cr_assert_eq(r->n_infos, 2);
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert_null(r->infos[i].payload);
+        cr_assert_eq(r->infos[i].n_headers, 0);
+        cr_assert_gt(r->infos[i].payload_bytes, 0);
+    }
+    engine_reply_free(r);
+}

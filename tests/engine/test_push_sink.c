@@ -131,11 +131,22 @@ Test(push, retry_backs_off_on_the_outbox_curve_then_poisons_and_an_operator_re_a
     cr_assert_eq(h_events(ENGINE_EVENT_DELIVERY_POISONED), 1);
     h_advance(10000);
     cr_assert_eq(h_pushes(), 3);
+    engine_request list = {.op = ENGINE_OP_LIST_INCIDENTS};
+    list.u.list_incidents.open_only = true;
+    engine_reply *r = h_exec(&list);
+    h_expect_ok(r);
+    cr_assert_eq(r->n_incidents, 1);
+    cr_assert_str_eq(r->incidents[0].subject_id, id);
+    cr_assert(r->incidents[0].open);
+    engine_reply_free(r);
 
     engine_request req = {.op = ENGINE_OP_RETRY_DELIVERY};
     req.u.retry_delivery.id = id;
-    engine_reply *r = h_exec(&req);
+    r = h_exec(&req);
     h_expect_ok(r);
+    engine_reply_free(r);
+    r = h_exec(&list);
+    cr_assert_eq(r->n_incidents, 0, "re-armed: closed");
     engine_reply_free(r);
     cr_assert_eq(h_pushes(), 4, "re-armed: sent again");
     cr_assert_eq(H.pushes[3].attempt, 1);
@@ -298,6 +309,7 @@ Test(push, a_result_intake_refuses_is_an_incident_and_the_call_waits)
     cr_assert_eq(r->incidents[0].kind, STORE_INCIDENT_RESULT_REFUSED);
     cr_assert_str_eq(r->incidents[0].subject_id, H.pushes[0].id);
     cr_assert_str_eq(r->incidents[0].error.code, "VALIDATION_REJECTED");
+    cr_assert_not(r->incidents[0].open, "nothing for an operator to do: the call goes on");
     engine_reply_free(r);
 }
 

@@ -167,6 +167,107 @@ Test(r11_failure_budget, an_operator_retry_makes_a_terminal_task_fetchable)
     engine_reply_free(r);
 }
 
+/* An incident is a record: it stays, and says whether what it recorded
+ * still holds (open) until a retry or a discard closes it. */
+static engine_reply *incidents(bool open_only, uint32_t limit, const char *after)
+{
+    engine_request req = {.op = ENGINE_OP_LIST_INCIDENTS};
+    req.u.list_incidents.open_only = open_only;
+    req.u.list_incidents.limit = limit;
+    req.u.list_incidents.after_id = after;
+    engine_reply *r = h_exec(&req);
+    h_expect_ok(r);
+    return r;
+}
+
+Test(r11_failure_budget, an_incident_stays_recorded_and_says_whether_it_is_still_open)
+{
+    H.o.retries = 1;
+    h_reopen();
+    h_submit("t", "p", id);
+    cr_assert(fetchable());
+    engine_reply_free(h_fail(id, "w", tok, "E"));
+    engine_reply *r = incidents(false, 0, NULL);
+    cr_assert_eq(r->n_incidents, 1);
+    cr_assert(r->incidents[0].open);
+    cr_assert_str_eq(r->next_incident, "", "the records have ended");
+    engine_reply_free(r);
+
+    engine_request retry = {.op = ENGINE_OP_RETRY_TERMINAL};
+    retry.u.retry_terminal.id = id;
+    engine_reply_free(h_exec(&retry));
+    r = incidents(false, 0, NULL);
+    cr_assert_eq(r->n_incidents, 1, "the record stays");
+    cr_assert_not(r->incidents[0].open, "retried: closed");
+    engine_reply_free(r);
+    r = incidents(true, 0, NULL);
+    cr_assert_eq(r->n_incidents, 0);
+    engine_reply_free(r);
+
+    /* Terminal again: a second record. Open says what holds of the task
+     * now, so both records say so (a reader shows a subject once). */
+    cr_assert(fetchable());
+    engine_reply_free(h_fail(id, "w", tok, "E"));
+    r = incidents(false, 1, NULL);
+    cr_assert_eq(r->n_incidents, 1);
+    cr_assert(r->incidents[0].open);
+    char next[ENGINE_ID_STR];
+    snprintf(next, sizeof(next), "%s", r->next_incident);
+    cr_assert_str_eq(next, r->incidents[0].id, "a full page: the next starts after its last");
+    engine_reply_free(r);
+    r = incidents(false, 1, next);
+    cr_assert_eq(r->n_incidents, 1);
+    cr_assert(r->incidents[0].open);
+    engine_reply_free(r);
+    r = incidents(true, 0, NULL);
+    cr_assert_eq(r->n_incidents, 2);
+    cr_assert_str_eq(r->incidents[1].subject_id, id);
+    engine_reply_free(r);
+
+    engine_request discard = {.op = ENGINE_OP_DISCARD_TERMINAL};
+    discard.u.discard_terminal.id = id;
+    engine_reply_free(h_exec(&discard));
+    h_reopen();
+    r = incidents(true, 0, NULL);
+    cr_assert_eq(r->n_incidents, 0, "discarded: closed, after a restart too");
+    engine_reply_free(r);
+    r = incidents(false, 0, NULL);
+    cr_assert_eq(r->n_incidents, 2);
+    engine_reply_free(r);
+}
+
+/* Open only, past many closed records: pages come back short, but their
+ * next leads to the open one. */
+Test(r11_failure_budget, open_incidents_are_found_past_many_closed_ones)
+{
+    h_skip_on_pg("PostgreSQL filters in the statement: its pages are never short");
+    H.o.retries = 1;
+    h_reopen();
+    engine_request retry = {.op = ENGINE_OP_RETRY_TERMINAL};
+    for (int i = 0; i < 150; i++) {
+        h_submit("t", "p", id);
+        cr_assert(fetchable());
+        engine_reply_free(h_fail(id, "w", tok, "E"));
+        retry.u.retry_terminal.id = id;
+        if (i < 149)
+            engine_reply_free(h_exec(&retry)); /* closed; the last stays open */
+        h_advance(1);
+        while (fetchable()) /* (take the retried one out of the way) */
+            engine_reply_free(h_complete(id, "w", tok));
+    }
+    char after[ENGINE_ID_STR] = "";
+    int pages = 0, found = 0;
+    do {
+        engine_reply *r = incidents(true, 1, after[0] ? after : NULL);
+        found += (int)r->n_incidents;
+        snprintf(after, sizeof(after), "%s", r->next_incident);
+        engine_reply_free(r);
+        pages++;
+    } while (after[0] != '\0' && pages < 100);
+    cr_assert_eq(found, 1);
+    cr_assert_gt(pages, 2, "each page looked at a bounded number of records");
+}
+
 Test(r11_failure_budget, an_operator_may_discard_a_terminal_task)
 {
     H.o.retries = 1;

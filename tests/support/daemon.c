@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -570,20 +571,32 @@ void w_free(Berth__V1__Response *r)
     berth__v1__response__free_unpacked(r, NULL);
 }
 
-/* GET path from d's metrics URL (http://127.0.0.1:PORT): the status and
- * the body (malloc'd). */
-int d_http_get(const daemon_proc *d, const char *path, char **body)
+int d_http(const daemon_proc *d, const char *method, const char *path, const char *headers,
+           const char *body, char **head_out, char **body_out)
 {
     unsigned port = 0;
-    cr_assert_eq(sscanf(d->metrics, "http://127.0.0.1:%u", &port), 1, "%s", d->metrics);
+    if (sscanf(d->metrics, "http://127.0.0.1:%u", &port) != 1)
+        cr_assert_eq(sscanf(d->metrics, "http://0.0.0.0:%u", &port), 1, "%s", d->metrics);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    char req[256];
-    int n =
-        snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+    size_t blen = body ? strlen(body) : 0;
+    size_t cap0 = strlen(method) + strlen(path) + (headers ? strlen(headers) : 0) + blen + 200;
+    char *req = malloc(cap0);
+    int n;
+    if (headers != NULL && strncasecmp(headers, "Host:", 5) == 0)
+        n = snprintf(req, cap0,
+                     "%s %s HTTP/1.1\r\n%sContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                     method, path, headers, blen, body ? body : "");
+    else
+        n = snprintf(req, cap0,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n%sContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n%s",
+                     method, path, port, headers ? headers : "", blen, body ? body : "");
+    cr_assert_gt(n, 0);
     cr_assert_eq(write(fd, req, (size_t)n), n);
+    free(req);
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     ssize_t got;
@@ -597,7 +610,17 @@ int d_http_get(const daemon_proc *d, const char *path, char **body)
     int status = 0;
     cr_assert_eq(sscanf(buf, "HTTP/1.1 %d", &status), 1, "%s", buf);
     char *b = strstr(buf, "\r\n\r\n");
-    *body = strdup(b ? b + 4 : "");
+    if (body_out != NULL)
+        *body_out = strdup(b ? b + 4 : "");
+    if (b != NULL)
+        b[2] = '\0'; /* (the head keeps its last line's CRLF) */
+    if (head_out != NULL)
+        *head_out = strdup(buf);
     free(buf);
     return status;
+}
+
+int d_http_get(const daemon_proc *d, const char *path, char **body)
+{
+    return d_http(d, "GET", path, NULL, NULL, NULL, body);
 }

@@ -103,6 +103,13 @@ uint64_t d_waiting_fetches(const daemon_proc *d);
 /* GET path from d's /metrics server: the HTTP status, and the body
  * (malloc'd) in *body. */
 int d_http_get(const daemon_proc *d, const char *path, char **body);
+/* One HTTP/1.1 exchange with d's metrics listener (on 127.0.0.1, also when
+ * it listens on 0.0.0.0): headers are extra lines, each ending "\r\n" (a
+ * first line "Host: ..." replaces the loopback Host sent by default);
+ * body may be NULL. The status; the head and the body malloc'd (either
+ * out may be NULL). */
+int d_http(const daemon_proc *d, const char *method, const char *path, const char *headers,
+           const char *body, char **head_out, char **body_out);
 /* Descriptors berthd holds open now. */
 int d_open_fds(const daemon_proc *d);
 /* Completes task t (held by worker) with a result of len bytes. */
