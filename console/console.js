@@ -201,6 +201,7 @@
 
   function rate(n) {
     if (n === null || n === undefined || !isFinite(n)) return '—';
+    if (n === 0) return '0';
     return n >= 100 ? Math.round(n).toLocaleString('en-US') : n.toFixed(n >= 10 ? 1 : 2);
   }
 
@@ -228,6 +229,37 @@
 
   function show(...kids) {
     main.replaceChildren(...kids.flat());
+  }
+
+  // Brings node a to what b is, touching only what differs (a text, an
+  // attribute, a child added or gone): a page redrawn every second then
+  // costs the browser a few text changes, not a new layout of everything.
+  // (For nodes without listeners: the overview's.)
+  function morph(a, b) {
+    if (a.nodeType !== b.nodeType || a.nodeName !== b.nodeName) {
+      a.replaceWith(b);
+      return;
+    }
+    if (a.nodeType === Node.TEXT_NODE) {
+      if (a.data !== b.data) a.data = b.data;
+      return;
+    }
+    for (const { name, value } of b.attributes) if (a.getAttribute(name) !== value) a.setAttribute(name, value);
+    for (const { name } of [...a.attributes]) if (!b.hasAttribute(name)) a.removeAttribute(name);
+    const ak = [...a.childNodes], bk = [...b.childNodes];
+    for (let i = 0; i < bk.length; i++) {
+      if (i < ak.length) morph(ak[i], bk[i]);
+      else a.append(bk[i]);
+    }
+    for (let i = bk.length; i < ak.length; i++) ak[i].remove();
+  }
+
+  // show(), in place when main already holds the same page.
+  function update(page, ...kids) {
+    const wrap = el('div', { class: 'page', 'data-page': page }, ...kids);
+    const old = main.firstElementChild;
+    if (old && old.dataset.page === page && main.childNodes.length === 1) morph(old, wrap);
+    else show(wrap);
   }
 
   function say(text, kind) {
@@ -355,11 +387,14 @@
     return lo;
   }
 
+  // The chart spans what the page has seen: a minute at first, growing
+  // to ten.
   function sparkline(values, label) {
     const w = 300, h = 48;
     const max = Math.max(1, ...values);
     const s = svg('svg', { viewBox: `0 0 ${w} ${h}`, preserveAspectRatio: 'none', class: 'spark', role: 'img', 'aria-label': label });
-    const step = w / Math.max(1, SAMPLES - 1);
+    const span = Math.min(SAMPLES, Math.max(60, values.length));
+    const step = w / Math.max(1, span - 1);
     const x0 = w - (values.length - 1) * step;
     const pts = values.map((v, i) => `${(x0 + i * step).toFixed(1)},${(h - 2 - (v / max) * (h - 4)).toFixed(1)}`);
     if (pts.length > 1) {
@@ -369,11 +404,21 @@
     return s;
   }
 
-  function card(title, value, id, sub) {
-    return el('div', { class: 'card', id },
+  function card(title, value, id, sub, cls) {
+    return el('div', { class: 'card' + (cls ? ' ' + cls : ''), id },
       el('div', { class: 'label' }, title),
       el('div', { class: 'value' }, value),
       sub ? el('div', { class: 'sub' }, sub) : null);
+  }
+
+  function chartCard(title, id, values, label) {
+    const peak = values.length ? Math.max(...values) : null;
+    const minutes = Math.max(1, Math.round(Math.min(SAMPLES, Math.max(60, values.length)) / 60));
+    return el('div', { class: 'card wide', id },
+      el('div', { class: 'label' }, title),
+      el('div', { class: 'value' }, rate(values.length ? values[values.length - 1] : null)),
+      sparkline(values, label),
+      el('div', { class: 'sub' }, 'last ' + minutes + ' min · peak ' + rate(peak)));
   }
 
   function renderOverview(o) {
@@ -395,6 +440,7 @@
     const p99 = quantile(o.task_latency_seconds, latency, 0.99);
     const fsync99 = quantile(o.fsync_seconds, back !== now ? back.o.fsync_seconds : null, 0.99);
     const halted = o.store.halts > o.store.reopens;
+    const terminal = o.topics.reduce((a, t) => a + t.terminal, 0);
 
     const byTopic = new Map(o.counters.map((c) => [c.topic, c]));
     const prevTopic = new Map(prev ? prev.o.counters.map((c) => [c.topic, c]) : []);
@@ -417,23 +463,21 @@
         el('td', { class: 'num', 'data-k': 'completed_per_s' }, rate(perSec(name, 'completed'))));
     });
 
-    show(
+    update('overview',
       el('section', { class: 'cards' },
-        el('div', { class: 'card wide', id: 'submitted-rate' },
-          el('div', { class: 'label' }, 'Submitted / s'),
-          el('div', { class: 'value' }, rate(sub.length ? sub[sub.length - 1] : null)),
-          sparkline(sub, 'submitted per second, last ten minutes')),
-        el('div', { class: 'card wide', id: 'completed-rate' },
-          el('div', { class: 'label' }, 'Completed / s'),
-          el('div', { class: 'value' }, rate(done.length ? done[done.length - 1] : null)),
-          sparkline(done, 'completed per second, last ten minutes')),
+        chartCard('Submitted / s', 'submitted-rate', sub, 'submitted per second'),
+        chartCard('Completed / s', 'completed-rate', done, 'completed per second'),
         card('Latency p50 / p99', seconds(p50) + ' / ' + seconds(p99), 'latency', 'submit → completion, last 10 s'),
-        card('Outbox pending', fmt(o.outbox_pending), 'outbox-pending'),
-        card('Poisoned deliveries', fmt(o.deliveries_poisoned), 'poisoned'),
-        card('Calls waiting', fmt(o.calls.waiting), 'calls-waiting', fmt(o.calls.backoff) + ' backing off'),
-        card('Waiting fetches', fmt(o.waiting_fetches), 'waiting-fetches'),
+        card('Terminal tasks', fmt(terminal), 'terminal', link('#/incidents', 'incidents →'), terminal ? 'alarm' : null),
+        card('Poisoned deliveries', fmt(o.deliveries_poisoned), 'poisoned', fmt(o.outbox_pending) + ' pending in the outbox',
+          o.deliveries_poisoned ? 'alarm' : null),
         card('Store', halted ? 'halted' : 'serving', 'store',
-          'fsync p99 ' + seconds(fsync99) + (o.shared ? ' · PostgreSQL' : ''))),
+          'fsync p99 ' + seconds(fsync99) + (o.shared ? ' · PostgreSQL' : ''), halted ? 'alarm' : null),
+        card('Calls waiting', fmt(o.calls.waiting), 'calls-waiting', fmt(o.calls.backoff) + ' backing off'),
+        card('Waiting fetches', fmt(o.waiting_fetches), 'waiting-fetches', 'long polls held open'),
+        card('Deployments', fmt(o.deployments.live) + ' live', 'deployments',
+          [fmt(o.deployments.draining) + ' draining · ', link('#/deployments', 'versions →')]),
+        card('Calls ended', fmt(o.calls.resolved + o.calls.failed), 'calls-ended', fmt(o.calls.failed) + ' failed')),
       el('section', {},
         el('h2', {}, 'Topics'),
         o.shared ? el('p', { class: 'note' }, 'Tasks by state are the cluster\u2019s; rates are this replica\u2019s.') : null,

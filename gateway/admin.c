@@ -390,6 +390,7 @@ static int request_map(const Berth__V1__AdminRequest *m, engine_request *out, gw
         }
         out->u.list_incidents.limit = m->list_incidents->limit;
         out->u.list_incidents.after_id = m->list_incidents->after_id;
+        out->u.list_incidents.open_only = m->list_incidents->open_only;
         return BERTH_OK;
     case BERTH__V1__ADMIN_REQUEST__METHOD_STATS:
         out->op = ENGINE_OP_STATS;
@@ -683,8 +684,12 @@ static bool fill_list_incidents(void *member, const engine_reply *r, const engin
         v->error = error_to_wire(&in->error, &errs[i]);
         v->has_at_ms = 1;
         v->at_ms = in->at_ms;
+        v->has_open = 1;
+        v->open = in->open;
     }
     w->n_incidents = ok ? n : 0;
+    if (r->next_incident[0] != '\0')
+        w->next_after_id = (char *)r->next_incident;
     return ok;
 }
 

@@ -2,11 +2,12 @@
 // another binary).
 import puppeteer from "puppeteer-core";
 
-export async function launch() {
+export async function launch(options = {}) {
   return puppeteer.launch({
     executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
     headless: true,
     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+    ...options,
   });
 }
 

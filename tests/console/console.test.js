@@ -211,6 +211,39 @@ describe("without a key, on loopback", () => {
     }
   });
 
+  test("a topic's tasks are paged as list_tasks pages them, by state", async () => {
+    for (let i = 0; i < 53; i++) await d.cli("submit", "paged", "t" + i);
+    await d.cli("submit", "paged", "later", "--delay", "1h");
+    const page = await open(browser, d.metrics + "/console/#/topic/paged");
+    await page.waitForSelector("#tasks tbody tr[data-id]");
+    assert.equal((await page.$$("#tasks tbody tr[data-id]")).length, 50);
+    const first = await page.$$eval("#tasks tbody tr[data-id]", (r) => r.map((x) => x.dataset.id));
+    await Promise.all([page.waitForNavigation(), page.click("a[href*='/after/']")]).catch(() => {});
+    await page.waitForFunction(() => document.querySelectorAll("#tasks tbody tr[data-id]").length === 4);
+    const second = await page.$$eval("#tasks tbody tr[data-id]", (r) => r.map((x) => x.dataset.id));
+    assert.equal(new Set([...first, ...second]).size, 54, "each task once");
+    await page.goto(d.metrics + "/console/#/topic/paged/delayed");
+    await page.waitForFunction(() => document.querySelectorAll("#tasks tbody tr[data-id]").length === 1);
+    assert.equal(await page.$eval("#tasks tbody tr[data-id] td:nth-child(2)", (e) => e.textContent), "delayed");
+    await page.close();
+  });
+
+  test("deployments show their versions, channels and gate", async () => {
+    await d.cli("admin", "deploy", "shop", "--channel", "orders-v,content-types=application/json|text/plain",
+      "--channel", "mail-v");
+    await d.cli("admin", "deploy", "shop", "--channel", "orders-v");
+    const page = await open(browser, d.metrics + "/console/#/deployments");
+    await page.waitForSelector("article.deployment[data-id='shop'][data-version='2']");
+    const text = await page.$$eval("article.deployment[data-id='shop']", (a) => a.map((x) => x.textContent));
+    assert.equal(text.length, 2);
+    assert.match(text[0], /v2\s*live/);
+    assert.match(text[1], /v1\s*(draining|retired)/);
+    assert.ok(text[1].includes("application/json, text/plain"));
+    assert.ok(text[1].includes("mail-v"));
+    assert.equal(await page.$eval("#calls-waiting", (e) => e.textContent), "0");
+    await page.close();
+  });
+
   test("reads well on a narrow screen", async () => {
     const page = await browser.newPage();
     await page.setViewport({ width: 375, height: 740, deviceScaleFactor: 1 });

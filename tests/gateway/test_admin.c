@@ -880,6 +880,9 @@ DTest(admin, the_cli_tends_terminal_tasks)
     cr_assert(strstr(out, "\"state\":\"TERMINAL\"") != NULL, "%s", out);
     cr_assert_eq(cli(out, sizeof(out), "--json admin incidents --limit 5"), 0);
     cr_assert(strstr(out, id) != NULL, "%s", out);
+    cr_assert(strstr(out, "\"open\":true") != NULL, "%s", out);
+    cr_assert_eq(cli(out, sizeof(out), "--json admin incidents --open"), 0);
+    cr_assert(strstr(out, id) != NULL, "%s", out);
     cr_assert_eq(cli(out, sizeof(out), "--json stats"), 0);
     cr_assert(strstr(out, "\"topic\":\"cli\"") != NULL, "%s", out);
     cr_assert_eq(cli(out, sizeof(out), "--json admin tasks --state terminal --topic cli"), 0);
@@ -888,6 +891,10 @@ DTest(admin, the_cli_tends_terminal_tasks)
     cr_assert(strstr(out, id) == NULL, "%s", out);
     cr_assert_eq(cli(out, sizeof(out), "admin tasks --state sleepy"), 2);
     cr_assert_eq(cli(out, sizeof(out), "admin retry %s --retries 3", id), 0);
+    cr_assert_eq(cli(out, sizeof(out), "--json admin incidents --open"), 0);
+    cr_assert(strstr(out, id) == NULL, "retried: no longer open: %s", out);
+    cr_assert_eq(cli(out, sizeof(out), "admin incidents"), 0);
+    cr_assert(strstr(out, "task_terminal\tclosed\t") != NULL, "the record stays: %s", out);
     cr_assert_eq(cli(out, sizeof(out), "admin retry %s", id), 3, "not terminal now: exit 3");
     cr_assert_eq(cli(out, sizeof(out), "admin discard %s", id), 3);
     cr_assert_eq(cli(out, sizeof(out), "admin frobnicate"), 2);

@@ -57,3 +57,21 @@ ln -s "$PWD/tools/clients/node" "$tmp/node/node_modules/berth-client"
 block js >"$tmp/node/worker.mjs"
 run node "$tmp/node/worker.mjs" >"$tmp/node.log"
 check Node "$tmp/node.log"
+
+# The console API's signing recipe ("The console's API"), against a berthd
+# with a key file on the README's addresses (the key file's path swapped
+# for a temp one).
+kill "$berthd_pid"; wait "$berthd_pid" 2>/dev/null || true
+head -c 48 /dev/urandom | base64 >"$tmp/admin.key"
+./build/berthd --data "$tmp/data" --admin-key-file "$tmp/admin.key" >"$tmp/berthd2.out" 2>&1 &
+berthd_pid=$!
+for _ in $(seq 100); do grep -q ready "$tmp/berthd2.out" && break; sleep 0.1; done
+awk '/^### The console.s API/ { on = 1 } on && $0 == "```sh" { grab = 1; next }
+  grab && /^```/ { exit } grab { print }' README.md |
+  sed "s|/etc/berth/admin.key|$tmp/admin.key|" >"$tmp/sign.sh"
+if ! bash "$tmp/sign.sh" | grep -q '"shared":false'; then
+  echo "README's console API recipe was not answered:" >&2
+  bash "$tmp/sign.sh" >&2
+  exit 1
+fi
+echo "ok      README's console API recipe"

@@ -117,14 +117,15 @@ static int cmd_admin_retry_delivery(opts *o)
 
 static int show_incidents(const opts *o, const Berth__V1__AdminResponse *r)
 {
-    static const char *const kinds[] = {"?", "delivery_poisoned", "task_terminal"};
+    static const char *const kinds[] = {"?", "delivery_poisoned", "task_terminal",
+                                        "result_refused"};
     const Berth__V1__ListIncidentsResponse *li = r->list_incidents;
     size_t n = li ? li->n_incidents : 0;
     if (o->json)
         printf("{\"incidents\":[");
     for (size_t i = 0; i < n; i++) {
         const Berth__V1__Incident *in = li->incidents[i];
-        const char *kind = in->kind >= 0 && in->kind <= 2 ? kinds[in->kind] : "?";
+        const char *kind = in->kind >= 0 && in->kind <= 3 ? kinds[in->kind] : "?";
         if (o->json) {
             printf("%s{\"id\":", i ? "," : "");
             cli_json_cstr(stdout, in->id);
@@ -132,18 +133,27 @@ static int show_incidents(const opts *o, const Berth__V1__AdminResponse *r)
             cli_json_cstr(stdout, in->subject_id);
             printf(",\"topic\":");
             cli_json_cstr(stdout, in->topic);
-            printf(",\"at_ms\":%" PRIu64, in->at_ms);
+            printf(",\"at_ms\":%" PRIu64 ",\"open\":%s", in->at_ms, in->open ? "true" : "false");
             cli_print_error_json("error", in->error);
             putchar('}');
         } else {
-            printf("%s\t%s\t%s\t%s\t%s\t%s\n", in->id ? in->id : "", kind,
-                   in->subject_id ? in->subject_id : "", in->topic ? in->topic : "",
-                   in->error && in->error->code ? in->error->code : "",
+            printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in->id ? in->id : "", kind,
+                   in->open ? "open" : "closed", in->subject_id ? in->subject_id : "",
+                   in->topic ? in->topic : "", in->error && in->error->code ? in->error->code : "",
                    in->error && in->error->message ? in->error->message : "");
         }
     }
-    if (o->json)
-        printf("]}\n");
+    const char *next = li && li->next_after_id ? li->next_after_id : NULL;
+    if (o->json) {
+        printf("]");
+        if (next != NULL) {
+            printf(",\"next_after_id\":");
+            cli_json_cstr(stdout, next);
+        }
+        printf("}\n");
+    } else if (next != NULL) {
+        fprintf(stderr, "more: --after %s\n", next);
+    }
     return EX_OK;
 }
 
@@ -153,6 +163,8 @@ static int cmd_admin_incidents(opts *o)
     l.has_limit = o->has_limit;
     l.limit = (uint32_t)o->limit;
     l.after_id = (char *)o->after;
+    l.has_open_only = o->open_only;
+    l.open_only = o->open_only;
     Berth__V1__AdminRequest req = BERTH__V1__ADMIN_REQUEST__INIT;
     req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_INCIDENTS;
     req.list_incidents = &l;

@@ -85,7 +85,7 @@ static const command commands[] = {
      "  Gives a task back: fetchable at once, no failure counted.\n"},
     {"admin", cmd_admin, false,
      "berth admin task ID | retry ID [--retries N] | discard ID | retry-delivery ID\n"
-     "            | incidents [--limit N] [--after ID] | checkpoint DIR\n"
+     "            | incidents [--open] [--limit N] [--after ID] | checkpoint DIR\n"
      "            | tasks [--topic T] [--state ready|delayed|locked|backoff|terminal] [--limit N]\n"
      "                    [--after NEXT]\n"
      "            | deploy ID --channel NAME[,transport=pull][,reply-max-bytes=N]\n"
@@ -196,6 +196,7 @@ static const option options[] = {
     NUM_OPT("--count", count, has_count),
     NUM_OPT("--attempts", attempts, has_attempts),
     FLAG_OPT("--await", await),
+    FLAG_OPT("--open", open_only),
     FLAG_OPT("--json", json),
     FLAG_OPT("--tls-insecure", tls_insecure),
     FLAG_OPT("--help", help),

@@ -61,6 +61,7 @@ typedef struct opts {
     char *completes[MAX_LIST]; /* fetch: --complete ID:TOKEN, repeatable (cut in place) */
     int ncompletes;
     bool has_retries, has_limit;
+    bool open_only; /* incidents --open */
     uint64_t retries, limit;
 } opts;
 
