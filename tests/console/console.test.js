@@ -259,6 +259,34 @@ describe("without a key, on loopback", () => {
   });
 });
 
+describe("a push channel whose receiver is not there", () => {
+  test("a poisoned delivery is retried from Incidents", async () => {
+    // Nothing listens on port 1: one failed attempt poisons the delivery.
+    const d = await startBerthd({ args: ["--delivery-attempts", "1", "--push-timeout-ms", "200",
+      "--channel", "hooks,transport=nng+req://127.0.0.1:1"] });
+    try {
+      await d.cli("submit", "hooks", "ping");
+      const page = await open(browser, d.metrics + "/console/#/incidents");
+      const row = "#incidents tr[data-kind='DELIVERY_POISONED']";
+      await page.waitForSelector(`${row} button.retry-delivery`, { timeout: 20_000 });
+      const id = await page.$eval(row, (r) => r.dataset.subject);
+      assert.equal((await d.cli("stats")).poisoned, 1);
+      await page.click(`${row} button.retry-delivery`);
+      await page.click("#confirm-ok");
+      await page.waitForFunction(() => /Retry delivery: done/.test(document.getElementById("banner").textContent));
+      assert.ok(d.stderr().includes(`berthd: admin: console loopback retry_delivery ${id}`));
+      // Re-armed, it is sent again (and, still unanswered, poisoned again).
+      await page.waitForFunction(async () => {
+        const r = await fetch("/api/v1/incidents?open=false");
+        return (await r.json()).incidents.length === 2;
+      }, { timeout: 20_000, polling: 300 });
+      await page.close();
+    } finally {
+      await d.stop();
+    }
+  });
+});
+
 describe("with an admin key", () => {
   const key = "console-browser-key-0123456789abcdef0123456789";
   let d;

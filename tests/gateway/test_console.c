@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 #include <sodium.h>
 
+#include "gateway/console.h"
 #include "tests/support/daemon.h"
 
 static daemon_proc D;
@@ -623,3 +624,75 @@ DTest(console, console_false_serves_neither_page_nor_api)
     cr_assert_eq(d_http(&D, "GET", "/console/", NULL, NULL, NULL, NULL), 404);
     cr_assert_eq(d_http(&D, "GET", "/metrics", NULL, NULL, NULL, NULL), 200);
 }
+
+#ifdef BERTH_WITH_PG
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "tests/support/pgtmp.h"
+
+/* A request sent on a connection of its own, its answer not read yet. */
+static int send_get(const char *path)
+{
+    unsigned port = 0;
+    cr_assert_eq(sscanf(D.metrics, "http://127.0.0.1:%u", &port), 1);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    char req[256];
+    int n =
+        snprintf(req, sizeof(req),
+                 "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n\r\n", path, port);
+    cr_assert_eq(write(fd, req, (size_t)n), n);
+    return fd;
+}
+
+/* Its status once it comes within ms; 0 if none came. */
+static int status_within(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, ms) != 1)
+        return 0;
+    char buf[64] = "";
+    ssize_t got = read(fd, buf, sizeof(buf) - 1);
+    int st = 0;
+    if (got > 0)
+        sscanf(buf, "HTTP/1.1 %d", &st);
+    return st;
+}
+
+/* At most GW_CONSOLE_INFLIGHT_MAX console requests wait on the engine; the
+ * rest are answered 503 at once. (PostgreSQL: a lock taken by the test
+ * holds the engine's reads there, deterministically.) */
+DTest(console, past_its_bound_in_flight_a_request_is_refused_at_once)
+{
+    if (D.store[0] == '\0')
+        cr_skip_test("needs berthd on PostgreSQL (BERTH_TEST_STORE=pg)");
+    PGconn *c = pgtmp_connect(D.store);
+    pgtmp_exec(c, "BEGIN");
+    pgtmp_exec(c, "LOCK TABLE berth.tasks IN ACCESS EXCLUSIVE MODE");
+    enum { N = GW_CONSOLE_INFLIGHT_MAX + 16 };
+    int fds[N], status[N];
+    for (int i = 0; i < N; i++)
+        fds[i] = send_get("/api/v1/tasks?limit=1");
+    int refused = 0, waiting = 0;
+    for (int i = 0; i < N; i++) {
+        status[i] = status_within(fds[i], i == 0 ? 2000 : 100);
+        refused += status[i] == 503;
+        waiting += status[i] == 0;
+    }
+    cr_assert_eq(waiting, GW_CONSOLE_INFLIGHT_MAX, "%d wait on the engine", waiting);
+    cr_assert_eq(refused, N - GW_CONSOLE_INFLIGHT_MAX);
+    pgtmp_exec(c, "COMMIT");
+    for (int i = 0; i < N; i++) {
+        if (status[i] == 0)
+            cr_assert_eq(status_within(fds[i], 10000), 200, "answered once the engine is free");
+        close(fds[i]);
+    }
+    PQfinish(c);
+    cr_assert_eq(get_json("/api/v1/overview", NULL, NULL), 200);
+}
+#endif
