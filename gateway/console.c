@@ -210,6 +210,19 @@ static bool signed_by_key(gw_console *c, nng_aio *aio, nng_http_req *req, const 
     return false;
 }
 
+/* Whether origin is http:// or https:// (a proxy in front that speaks
+ * TLS) and then host. */
+static bool same_origin(const char *origin, const char *host)
+{
+    if (host == NULL)
+        return false;
+    if (strncmp(origin, "http://", 7) == 0)
+        return strcasecmp(origin + 7, host) == 0;
+    if (strncmp(origin, "https://", 8) == 0)
+        return strcasecmp(origin + 8, host) == 0;
+    return false;
+}
+
 /* A change must come from the console's own page (CSRF): else 403. */
 static bool own_page(nng_aio *aio, nng_http_req *req)
 {
@@ -222,8 +235,7 @@ static bool own_page(nng_aio *aio, nng_http_req *req)
         why = "a change needs the header X-Berth-Console: 1";
     else if (type == NULL || strncasecmp(type, "application/json", 16) != 0)
         why = "a change is sent as Content-Type: application/json";
-    else if (origin != NULL && (host == NULL || strncmp(origin, "http://", 7) != 0 ||
-                                strcasecmp(origin + 7, host) != 0))
+    else if (origin != NULL && !same_origin(origin, host))
         why = "a change's Origin must be the console's own";
     if (why == NULL)
         return true;
