@@ -16,6 +16,7 @@
 
 #include "gateway/console.h"
 #include "tests/support/daemon.h"
+#include "tests/support/raw.h"
 
 static daemon_proc D;
 static bc *C;
@@ -415,6 +416,7 @@ DTest(console, bad_requests_get_a_clear_error)
 
 DTest(console, retry_and_discard_change_only_what_the_own_page_asks)
 {
+    int ev = raw_sub(D.events);
     char *id = terminal_task("mail");
     cJSON *j;
     cr_assert_eq(get_json("/api/v1/incidents", NULL, &j), 200);
@@ -465,6 +467,11 @@ DTest(console, retry_and_discard_change_only_what_the_own_page_asks)
     char line[160];
     snprintf(line, sizeof(line), "berthd: admin: console loopback retry_terminal %s", id);
     cr_assert(stderr_has(line), "the change is logged as the admin surface's");
+    size_t n;
+    uint8_t *m = raw_event(ev, "task.retried.", &n);
+    cr_assert_str_eq((const char *)m, "task.retried.mail", "and published as theirs are");
+    free(m);
+    close(ev);
     snprintf(path, sizeof(path), "/api/v1/tasks/%s", id);
     cr_assert_eq(get_json(path, NULL, &j), 200);
     cr_assert_eq(num(cJSON_GetObjectItem(j, "task"), "retries_left"), 2);
