@@ -361,16 +361,16 @@
     timer = null;
   }
 
+  // What the rates are made of: every topic's submitted and completed.
   function totals(o) {
-    const t = { submitted: 0, completed: 0, failed: 0, fetched: 0 };
+    const t = { submitted: 0, completed: 0 };
     for (const c of o.counters) {
       t.submitted += c.submitted;
       t.completed += c.completed;
-      t.failed += c.failed;
-      t.fetched += c.fetched;
     }
     return t;
   }
+
 
   // The q-quantile of the observations between two reads of a histogram.
   function quantile(h1, h0, q) {
@@ -489,7 +489,6 @@
               el('th', { class: 'num' }, 'terminal'), el('th', { class: 'num' }, 'waiting fetches'),
               el('th', { class: 'num' }, 'submitted/s'), el('th', { class: 'num' }, 'completed/s'))),
             el('tbody', {}, rows.length ? rows : el('tr', {}, el('td', { colspan: 9, class: 'empty' }, 'No topic yet.')))))));
-    document.body.classList.toggle('halted', halted);
   }
 
   async function pollOverview(token) {

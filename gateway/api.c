@@ -8,36 +8,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include "berth/v1/admin.pb-c.h"
 #include "gateway/json.h"
 
-/* ---- names ---- */
+/* ---- names: the wire's own (proto/berth/v1), one source for both ---- */
 
-static const char *code_name(engine_code c)
+static const char *enum_name(const ProtobufCEnumDescriptor *d, int v, const char *unknown)
 {
-    switch (c) {
-    case ENGINE_CODE_OK:
-        return "OK";
-    case ENGINE_CODE_CANCELLED:
-        return "CANCELLED";
-    case ENGINE_CODE_INVALID_ARGUMENT:
-        return "INVALID_ARGUMENT";
-    case ENGINE_CODE_NOT_FOUND:
-        return "NOT_FOUND";
-    case ENGINE_CODE_RESOURCE_EXHAUSTED:
-        return "RESOURCE_EXHAUSTED";
-    case ENGINE_CODE_FAILED_PRECONDITION:
-        return "FAILED_PRECONDITION";
-    case ENGINE_CODE_ABORTED:
-        return "ABORTED";
-    case ENGINE_CODE_UNIMPLEMENTED:
-        return "UNIMPLEMENTED";
-    case ENGINE_CODE_UNAVAILABLE:
-        return "UNAVAILABLE";
-    case ENGINE_CODE_UNAUTHENTICATED:
-        return "UNAUTHENTICATED";
-    default:
-        return "INTERNAL";
-    }
+    const ProtobufCEnumValue *e = protobuf_c_enum_descriptor_get_value(d, v);
+    return e != NULL && v != 0 ? e->name : unknown;
 }
 
 int gw_api_status(engine_code code)
@@ -64,22 +43,9 @@ int gw_api_status(engine_code code)
     }
 }
 
-static const char *const task_states[] = {"", "READY", "LOCKED", "BACKOFF", "TERMINAL", "DELAYED"};
-
 static const char *state_name(engine_task_state s)
 {
-    return s >= 1 && s <= 5 ? task_states[s] : "UNKNOWN";
-}
-
-void gw_api_refusal(FILE *f, const char *code, const char *message)
-{
-    fputc('{', f);
-    gw_json_key(f, "code");
-    gw_json_str(f, code);
-    fputc(',', f);
-    gw_json_key(f, "message");
-    gw_json_str(f, message);
-    fputs("}\n", f);
+    return enum_name(&berth__v1__task_info__state__descriptor, (int)s, "UNKNOWN");
 }
 
 static int bad(FILE *f, const char *message)
@@ -237,9 +203,9 @@ static int map_get(char **seg, size_t nseg, const query *qy, gw_api_req *out, FI
         r->u.list_tasks.after = qy->after;
         if (qy->state != NULL) {
             engine_task_state s = 1;
-            while (s <= 5 && strcasecmp(qy->state, task_states[s]) != 0)
+            while (s <= ENGINE_TASK_DELAYED && strcasecmp(qy->state, state_name(s)) != 0)
                 s++;
-            if (s > 5)
+            if (s > ENGINE_TASK_DELAYED)
                 return bad(f, "state: one of ready, locked, backoff, terminal, delayed");
             r->u.list_tasks.state = s;
         }
@@ -321,51 +287,79 @@ int gw_api_map(const char *method, const char *uri, const void *body, size_t len
     return 405;
 }
 
-/* ---- the answer ---- */
+/* ---- the answer ----
+ *
+ * An object is opened by its first member (first()), and every member
+ * after it is written with the comma before it (str(), num(), flag(),
+ * error_obj()). */
 
-static void num(FILE *f, const char *key, uint64_t v)
+/* {"key":"s" */
+static void first(FILE *f, const char *key, const char *s)
 {
+    fputc('{', f);
     gw_json_key(f, key);
-    fprintf(f, "%" PRIu64, v);
+    gw_json_str(f, s);
 }
 
 /* ,"key":"s" */
 static void str(FILE *f, const char *key, const char *s)
 {
+    fputc(',', f);
     gw_json_key(f, key);
     gw_json_str(f, s);
 }
 
+/* ,"key":N */
+static void num(FILE *f, const char *key, uint64_t v)
+{
+    fputc(',', f);
+    gw_json_key(f, key);
+    fprintf(f, "%" PRIu64, v);
+}
+
+/* ,"key":true|false */
+static void flag(FILE *f, const char *key, bool v)
+{
+    fputc(',', f);
+    gw_json_key(f, key);
+    fputs(v ? "true" : "false", f);
+}
+
+/* ,"key":{"code","message","details"}, or null when it has none */
 static void error_obj(FILE *f, const char *key, const engine_error *e)
 {
+    fputc(',', f);
     gw_json_key(f, key);
     if (e->code == NULL && e->message == NULL && e->details == NULL) {
         fputs("null", f);
         return;
     }
-    fputc('{', f);
-    str(f, "code", e->code);
-    fputc(',', f);
+    first(f, "code", e->code);
     str(f, "message", e->message);
-    fputc(',', f);
     str(f, "details", e->details);
     fputc('}', f);
+}
+
+void gw_api_refusal(FILE *f, const char *code, const char *message)
+{
+    first(f, "code", code);
+    str(f, "message", message);
+    fputs("}\n", f);
 }
 
 /* ,"content_type":...,"headers":[...],"payload":{...} of GET_TASK. */
 static void task_body(FILE *f, const engine_task_info *t)
 {
-    fputc(',', f);
     str(f, "content_type", t->content_type);
     fputs(",\"headers\":[", f);
     for (size_t i = 0; i < t->n_headers; i++) {
-        fputs(i ? ",{" : "{", f);
-        str(f, "name", t->headers[i].name);
-        fputc(',', f);
+        if (i)
+            fputc(',', f);
+        first(f, "name", t->headers[i].name);
         str(f, "value", t->headers[i].value);
         fputc('}', f);
     }
-    fputs("],\"payload\":{", f);
+    fputs("],\"payload\":", f);
     /* A cut may split a character: text is judged on the bytes shown,
      * up to three bytes of a sequence the cut split left out. */
     size_t n = t->payload_shown, whole = n;
@@ -373,50 +367,36 @@ static void task_body(FILE *f, const engine_task_info *t)
         for (size_t back = 0; back < 3 && whole > 0 && !gw_json_utf8(t->payload, whole); back++)
             whole--;
     bool text = gw_json_utf8(t->payload, whole);
+    first(f, "encoding", text ? "text" : "hex");
+    fputc(',', f);
+    gw_json_key(f, text ? "text" : "hex");
     if (text) {
-        str(f, "encoding", "text");
-        fputc(',', f);
-        gw_json_key(f, "text");
         gw_json_strn(f, t->payload, whole);
         n = whole;
     } else {
-        str(f, "encoding", "hex");
-        fputc(',', f);
-        gw_json_key(f, "hex");
         gw_json_hex(f, t->payload, n);
     }
-    fprintf(f, ",\"size\":%zu,\"shown\":%zu,\"cut\":%s}", t->payload_bytes, n,
-            n < t->payload_bytes ? "true" : "false");
+    num(f, "size", t->payload_bytes);
+    num(f, "shown", n);
+    flag(f, "cut", n < t->payload_bytes);
+    fputc('}', f);
 }
 
 /* whole: GET_TASK's, with the body. */
 static void task_info(FILE *f, const engine_task_info *t, bool whole)
 {
-    fputc('{', f);
-    str(f, "id", t->id);
-    fputc(',', f);
+    first(f, "id", t->id);
     str(f, "topic", t->topic);
-    fputc(',', f);
     str(f, "state", state_name(t->state));
-    fputc(',', f);
     num(f, "attempt", t->attempt);
-    fputc(',', f);
     num(f, "failures", t->failures);
-    fputc(',', f);
     num(f, "retries_left", t->retries_left);
-    fputc(',', f);
     str(f, "worker_id", t->worker_id);
-    fputc(',', f);
     num(f, "lock_expires_at_ms", t->lock_expires_at_ms);
-    fputc(',', f);
     num(f, "available_at_ms", t->available_at_ms);
-    fputc(',', f);
     num(f, "created_at_ms", t->created_at_ms);
-    fputc(',', f);
     num(f, "priority", t->priority);
-    fputc(',', f);
     num(f, "payload_bytes", t->payload_bytes);
-    fputc(',', f);
     error_obj(f, "last_error", &t->last_error);
     if (whole)
         task_body(f, t);
@@ -444,8 +424,9 @@ static void overview(FILE *f, const engine_reply *r)
     fputc('[', f);
     for (size_t i = 0; i < r->n_topic_stats; i++) {
         const engine_topic_stats *t = &r->topic_stats[i];
-        fputs(i ? ",{" : "{", f);
-        str(f, "topic", t->topic);
+        if (i)
+            fputc(',', f);
+        first(f, "topic", t->topic);
         fprintf(f,
                 ",\"ready\":%" PRIu64 ",\"delayed\":%" PRIu64 ",\"locked\":%" PRIu64
                 ",\"backoff\":%" PRIu64 ",\"terminal\":%" PRIu64 ",\"waiting_fetches\":%" PRIu64
@@ -457,8 +438,9 @@ static void overview(FILE *f, const engine_reply *r)
     fputc('[', f);
     for (size_t i = 0; i < m->n_topics; i++) {
         const engine_topic_counters *c = &m->topics[i];
-        fputs(i ? ",{" : "{", f);
-        str(f, "topic", c->topic);
+        if (i)
+            fputc(',', f);
+        first(f, "topic", c->topic);
         fprintf(f,
                 ",\"submitted\":%" PRIu64 ",\"fetched\":%" PRIu64 ",\"completed\":%" PRIu64
                 ",\"failed\":%" PRIu64 ",\"terminal\":%" PRIu64 ",\"refused\":%" PRIu64
@@ -494,38 +476,28 @@ static void overview(FILE *f, const engine_reply *r)
 
 static void incident(FILE *f, const engine_incident *in)
 {
-    static const char *const kinds[] = {"UNSPECIFIED", "DELIVERY_POISONED", "TASK_TERMINAL",
-                                        "RESULT_REFUSED"};
-    fputc('{', f);
-    str(f, "id", in->id);
-    fputc(',', f);
-    str(f, "kind", in->kind >= 1 && in->kind <= 3 ? kinds[in->kind] : "UNKNOWN");
-    fputc(',', f);
+    first(f, "id", in->id);
+    str(f, "kind", enum_name(&berth__v1__incident__kind__descriptor, in->kind, "UNKNOWN"));
     str(f, "subject_id", in->subject_id);
-    fputc(',', f);
     str(f, "topic", in->topic);
-    fputc(',', f);
     error_obj(f, "error", &in->error);
-    fputc(',', f);
     num(f, "at_ms", in->at_ms);
-    fprintf(f, ",\"open\":%s}", in->open ? "true" : "false");
+    flag(f, "open", in->open);
+    fputc('}', f);
 }
 
 static void deployment(FILE *f, const engine_deployment *d)
 {
-    static const char *const states[] = {"UNKNOWN", "LIVE", "DRAINING", "RETIRED"};
-    fputc('{', f);
-    str(f, "id", d->id);
-    fprintf(f, ",\"version\":%u,", d->version);
-    str(f, "state", d->state >= 1 && d->state <= 3 ? states[d->state] : states[0]);
+    first(f, "id", d->id);
+    num(f, "version", d->version);
+    str(f, "state", enum_name(&berth__v1__deployment__state__descriptor, (int)d->state, "UNKNOWN"));
     fputs(",\"channels\":[", f);
     for (size_t i = 0; i < d->n_channels; i++) {
         const engine_channel *c = &d->channels[i];
-        fputs(i ? ",{" : "{", f);
-        str(f, "name", c->name);
-        fputc(',', f);
+        if (i)
+            fputc(',', f);
+        first(f, "name", c->name);
         str(f, "transport", c->transport ? c->transport : "pull");
-        fputc(',', f);
         num(f, "reply_max_bytes", c->reply_max_bytes);
         fputs(",\"content_types\":[", f);
         for (size_t k = 0; k < c->n_content_types; k++) {
@@ -548,19 +520,14 @@ int gw_api_answer(const gw_api_req *q, const engine_reply *r, FILE *f)
 {
     const engine_status *st = &r->status;
     if (st->code != ENGINE_CODE_OK) {
-        fputc('{', f);
-        str(f, "code", code_name(st->code));
-        fputc(',', f);
+        first(f, "code", enum_name(&berth__v1__code__descriptor, (int)st->code, "INTERNAL"));
         str(f, "message", st->message);
-        if (st->field[0] != '\0') {
-            fputc(',', f);
+        if (st->field[0] != '\0')
             str(f, "field", st->field);
-        }
-        if (st->engine_code != NULL) {
-            fputc(',', f);
+        if (st->engine_code != NULL)
             str(f, "engine_code", st->engine_code);
-        }
-        fprintf(f, ",\"retryable\":%s}\n", st->retryable ? "true" : "false");
+        flag(f, "retryable", st->retryable);
+        fputs("}\n", f);
         return gw_api_status(st->code);
     }
     switch (q->req.op) {
@@ -574,7 +541,7 @@ int gw_api_answer(const gw_api_req *q, const engine_reply *r, FILE *f)
                 fputc(',', f);
             task_info(f, &r->infos[i], false);
         }
-        fputs("],", f);
+        fputc(']', f);
         str(f, "next_after", r->next[0] != '\0' ? r->next : NULL);
         fputs("}\n", f);
         break;
@@ -590,7 +557,7 @@ int gw_api_answer(const gw_api_req *q, const engine_reply *r, FILE *f)
                 fputc(',', f);
             incident(f, &r->incidents[i]);
         }
-        fputs("],", f);
+        fputc(']', f);
         str(f, "next_after", r->next_incident[0] != '\0' ? r->next_incident : NULL);
         fputs("}\n", f);
         break;

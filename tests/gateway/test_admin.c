@@ -130,18 +130,6 @@ static char *terminal_task(const char *topic, const char *payload)
     return id;
 }
 
-static bool stderr_has(const char *needle)
-{
-    FILE *f = fopen(D.stderr_path, "r");
-    cr_assert_not_null(f);
-    char line[1024];
-    bool found = false;
-    while (!found && fgets(line, sizeof(line), f) != NULL)
-        found = strstr(line, needle) != NULL;
-    fclose(f);
-    return found;
-}
-
 /* ---- methods ---- */
 
 DTest(admin, an_operator_finds_a_terminal_task_retries_it_and_it_completes)
@@ -203,9 +191,9 @@ DTest(admin, an_operator_finds_a_terminal_task_retries_it_and_it_completes)
     close(ev);
     char line[128];
     snprintf(line, sizeof(line), "retry_terminal %s", id);
-    cr_assert(stderr_has(line), "the change is logged on berthd's stderr");
-    cr_assert(stderr_has("admin: key:"), "with the key's fingerprint, never the key");
-    cr_assert_not(stderr_has(KEY));
+    cr_assert(d_stderr_has(&D, line), "the change is logged on berthd's stderr");
+    cr_assert(d_stderr_has(&D, "admin: key:"), "with the key's fingerprint, never the key");
+    cr_assert_not(d_stderr_has(&D, KEY));
 
     /* ...and a worker completes it. */
     Berth__V1__Response *f = w_fetch(C, "w2", "printing", 10, 60000, 0);
@@ -237,7 +225,7 @@ DTest(admin, a_discarded_terminal_task_is_gone)
     a_free(r);
     char line[128];
     snprintf(line, sizeof(line), "discard_terminal %s", id);
-    cr_assert(stderr_has(line));
+    cr_assert(d_stderr_has(&D, line));
     free(id);
 }
 
@@ -415,7 +403,7 @@ DTest(admin, a_new_version_drains_the_old_which_retires_with_an_event)
     d = listed("shop", 2, &r);
     cr_assert_eq(d->state, BERTH__V1__DEPLOYMENT__STATE__LIVE);
     a_free(r);
-    cr_assert(stderr_has("deploy shop"), "the change is logged on berthd's stderr");
+    cr_assert(d_stderr_has(&D, "deploy shop"), "the change is logged on berthd's stderr");
 
     /* Retire: version 2 holds nothing, so it retires at once. */
     Berth__V1__RetireRequest rt = BERTH__V1__RETIRE_REQUEST__INIT;
@@ -622,7 +610,7 @@ DTest(admin, a_checkpoint_taken_while_berthd_serves_holds_every_acknowledged_tas
     cr_assert_gt(f.acked, 0, "berthd served while it checkpointed");
     char line[160];
     snprintf(line, sizeof(line), "checkpoint %s", dir);
-    cr_assert(stderr_has(line));
+    cr_assert(d_stderr_has(&D, line));
 
     r = checkpoint(dir);
     a_expect_code(r, BERTH__V1__CODE__FAILED_PRECONDITION); /* not over what is there */

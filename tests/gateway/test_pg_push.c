@@ -67,15 +67,6 @@ static void deploy_push(const daemon_proc *d, const char *id, const char *channe
     d_deploy(d, id, channel, transport);
 }
 
-static char *submit_to(bc *c, const char *topic, const char *payload)
-{
-    Berth__V1__Response *r = w_submit(c, topic, payload, NULL);
-    w_expect_code(r, BERTH__V1__CODE__OK);
-    char *id = strdup(r->submit->id);
-    w_free(r);
-    return id;
-}
-
 /* Waits up to ms for sql's count to be want; returns the last count. */
 static long count_until(const char *sql, long want, int ms)
 {
@@ -100,7 +91,7 @@ Test(pg_push, deliveries_through_three_replicas_reach_the_receiver_once_each_bou
     for (int i = 0; i < N; i++) {
         char p[16];
         snprintf(p, sizeof p, "m%d", i);
-        ids[i] = submit_to(C[i % REPLICAS], "mail", p);
+        ids[i] = w_submit_id(C[i % REPLICAS], "mail", p);
         long now =
             pgtmp_one_long(SQL, "SELECT count(*) FROM berth.outbox WHERE flight IS NOT NULL");
         most = now > most ? now : most;
@@ -135,7 +126,7 @@ Test(pg_push, a_send_in_flight_on_a_replica_killed_goes_again_from_another_after
     atomic_store(&r.hold, true); /* the first send gets no answer */
     start("killed", 2, extra);
     deploy_push(&R[0], "hooks", "mail", r.port);
-    char *id = submit_to(C[0], "mail", "once");
+    char *id = w_submit_id(C[0], "mail", "once");
     wait_seen(&r, 1);
     cr_assert_eq(pgtmp_one_long(SQL, "SELECT count(*) FROM berth.outbox WHERE flight IS NOT NULL"),
                  1, "marked in flight before it was sent");

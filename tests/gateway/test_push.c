@@ -92,15 +92,6 @@ static void wait_outbox_empty(void)
     cr_assert_eq(outbox_pending(), 0);
 }
 
-static char *submit(const char *topic, const char *payload)
-{
-    Berth__V1__Response *s = w_submit(C, topic, payload, NULL);
-    w_expect_code(s, BERTH__V1__CODE__OK);
-    char *id = strdup(s->submit->id);
-    w_free(s);
-    return id;
-}
-
 /* ---- tests ---- */
 
 DTest(push, a_delivery_retried_then_delivered_carries_its_key_each_time)
@@ -109,7 +100,7 @@ DTest(push, a_delivery_retried_then_delivered_carries_its_key_each_time)
     receiver_start(&r, 0, BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
     atomic_store(&r.retries, 1);
     deploy("hooks", "mail", r.port);
-    char *id = submit("mail", "hello");
+    char *id = w_submit_id(C, "mail", "hello");
     wait_seen(&r, 2);
     wait_outbox_empty();
     cr_assert_str_eq(r.seen[0].id, id);
@@ -134,7 +125,7 @@ DTest(push, a_receiver_that_is_down_poisons_the_delivery_and_an_operator_retries
     struct timespec pause = {0, 200 * 1000000L};
     nanosleep(&pause, NULL);
     deploy("hooks", "late", port);
-    char *id = submit("late", "p");
+    char *id = w_submit_id(C, "late", "p");
     /* Three attempts of 1 s each without an answer, 100 and 200 ms apart. */
     size_t n;
     uint8_t *m = raw_event(ev, "delivery.poisoned.", &n);
@@ -205,7 +196,7 @@ DTest(push, retire_drains_what_is_in_flight_then_retires_with_the_event)
     struct timespec pause = {0, 200 * 1000000L};
     nanosleep(&pause, NULL);
     deploy("hooks", "slow", r.port);
-    free(submit("slow", "p"));
+    free(w_submit_id(C, "slow", "p"));
     wait_seen(&r, 1);
     Berth__V1__RetireRequest rt = BERTH__V1__RETIRE_REQUEST__INIT;
     rt.id = "hooks";
@@ -240,7 +231,7 @@ DTest(push, a_receiver_that_cannot_be_dialled_says_why)
     Berth__V1__AdminResponse *r = admin(&req);
     cr_assert_eq(r->status->code, BERTH__V1__CODE__OK);
     berth__v1__admin_response__free_unpacked(r, NULL);
-    free(submit("nowhere", "p"));
+    free(w_submit_id(C, "nowhere", "p"));
     /* Three attempts, answered at once, 100 and 200 ms apart: poisoned. */
     Berth__V1__ListIncidentsRequest li = BERTH__V1__LIST_INCIDENTS_REQUEST__INIT;
     req.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_INCIDENTS;
@@ -271,7 +262,7 @@ DTest(push, receivers_over_ipc_and_over_tls_with_a_verified_certificate)
     receiver_start_at(&ipc, url, NULL, BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
     snprintf(transport, sizeof(transport), "nng+req+ipc://%s", path);
     d_deploy(&D, "local", "by-ipc", transport);
-    free(submit("by-ipc", "over ipc"));
+    free(w_submit_id(C, "by-ipc", "over ipc"));
     wait_seen(&ipc, 1);
     cr_assert_str_eq(ipc.seen[0].payload, "over ipc");
     receiver_stop(&ipc);
@@ -306,7 +297,7 @@ DTest(push, receivers_over_ipc_and_over_tls_with_a_verified_certificate)
                       BERTH__V1__DELIVERY_ACK__OUTCOME__DELIVERED);
     snprintf(transport, sizeof(transport), "nng+req+tls://localhost:%d", sec.port);
     d_deploy(&D, "secure", "by-tls", transport);
-    free(submit("by-tls", "over tls"));
+    free(w_submit_id(C, "by-tls", "over tls"));
     wait_seen(&sec, 1);
     cr_assert_str_eq(sec.seen[0].payload, "over tls");
     wait_outbox_empty();
@@ -315,7 +306,7 @@ DTest(push, receivers_over_ipc_and_over_tls_with_a_verified_certificate)
      * poisoned after its two attempts. */
     snprintf(transport, sizeof(transport), "nng+req+tls://127.0.0.1:%d", sec.port);
     d_deploy(&D, "by-address", "by-ip", transport);
-    free(submit("by-ip", "not to an unverified name"));
+    free(w_submit_id(C, "by-ip", "not to an unverified name"));
     Berth__V1__ListIncidentsRequest li = BERTH__V1__LIST_INCIDENTS_REQUEST__INIT;
     Berth__V1__AdminRequest lreq = BERTH__V1__ADMIN_REQUEST__INIT;
     lreq.method_case = BERTH__V1__ADMIN_REQUEST__METHOD_LIST_INCIDENTS;
@@ -484,7 +475,7 @@ DTest(push, berthd_stops_in_bounded_time_after_a_receiver_resets_with_answers_in
     raw_start(&r, RAW_RESET);
     deploy("hooks", "resets", r.port);
     for (int i = 0; i < 2000; i++)
-        free(submit("resets", "x"));
+        free(w_submit_id(C, "resets", "x"));
     int before = d_open_fds(&D);
     for (int i = 0; i < 600 && atomic_load(&r.conns) < 20; i++)
         nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
@@ -520,14 +511,14 @@ DTest(push, a_receiver_that_never_sends_its_header_is_dialled_again)
     resetter r;
     raw_start(&r, RAW_SILENT);
     deploy("hooks", "silent", r.port);
-    free(submit("silent", "first"));
+    free(w_submit_id(C, "silent", "first"));
     for (int i = 0; i < 100 && atomic_load(&r.conns) < 1; i++)
         nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
     cr_assert_eq(atomic_load(&r.conns), 1);
     for (int i = 0; i < 300 && !atomic_load(&r.peer_closed); i++)
         nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
     cr_assert(atomic_load(&r.peer_closed), "berthd kept a connection that never said it was SP");
-    free(submit("silent", "second"));
+    free(w_submit_id(C, "silent", "second"));
     for (int i = 0; i < 100 && atomic_load(&r.conns) < 2; i++)
         nanosleep(&(struct timespec){0, 50 * 1000000L}, NULL);
     cr_assert_eq(atomic_load(&r.conns), 2, "berthd did not dial the receiver again");
@@ -548,7 +539,7 @@ DTest(push, a_receiver_that_reads_nothing_is_let_go_at_a_bound)
     memset(big, 'x', sizeof(big) - 1);
     /* 64 in flight, a second a try, three tries: ~200 frames of 600 KB. */
     for (int i = 0; i < 70; i++)
-        free(submit("deaf", big));
+        free(w_submit_id(C, "deaf", big));
     /* Its end cannot reach a peer that reads nothing (the FIN waits behind
      * the unread bytes): the sign is berthd dialling again. */
     for (int i = 0; i < 600 && atomic_load(&r.conns) < 2; i++)

@@ -48,15 +48,6 @@ static Berth__V1__Task *fetch_one(const char *worker, const char *topic, uint64_
     return r->fetch->tasks[0];
 }
 
-static char *submit_id(const char *topic, const char *payload)
-{
-    Berth__V1__Response *r = w_submit(C, topic, payload, NULL);
-    w_expect_code(r, BERTH__V1__CODE__OK);
-    char *id = strdup(r->submit->id);
-    w_free(r);
-    return id;
-}
-
 static void expect_verdict(Berth__V1__Response *r, Berth__V1__Status__Verdict v)
 {
     cr_assert_neq(r->status->code, BERTH__V1__CODE__OK);
@@ -70,7 +61,7 @@ static void expect_verdict(Berth__V1__Response *r, Berth__V1__Status__Verdict v)
 
 DTest(wire, submit_fetch_complete_round_trip)
 {
-    char *id = submit_id("orders", "{\"n\":1}");
+    char *id = w_submit_id(C, "orders", "{\"n\":1}");
     Berth__V1__Response *f;
     Berth__V1__Task *t = fetch_one("w1", "orders", 0, &f);
     cr_assert_str_eq(t->id, id);
@@ -91,7 +82,7 @@ DTest(wire, submit_fetch_complete_round_trip)
 
 DTest(wire, every_verdict_over_the_wire)
 {
-    char *id = submit_id("v", "p");
+    char *id = w_submit_id(C, "v", "p");
     Berth__V1__Response *f1;
     Berth__V1__Task *t = fetch_one("w1", "v", 60000, &f1);
     char *tok1 = strdup(t->lock_token);
@@ -166,7 +157,7 @@ DTest(wire, bounds_are_rejected_with_field_and_limit)
 DTest(wire, omitted_bounds_take_the_defaults)
 {
     for (int i = 0; i < 12; i++)
-        free(submit_id("d", "p"));
+        free(w_submit_id(C, "d", "p"));
     uint64_t before = now_ms();
     Berth__V1__Response *r = w_fetch(C, "w", "d", 0, 0, 0);
     uint64_t after = now_ms();
@@ -192,7 +183,7 @@ DTest(wire, a_long_poll_is_woken_by_a_park_not_by_its_deadline)
     struct timespec pause = {0, 200 * 1000000L};
     nanosleep(&pause, NULL); /* sequencing only: let the fetch start waiting */
     uint64_t t0 = now_ms();
-    free(submit_id("lp", "wake"));
+    free(w_submit_id(C, "lp", "wake"));
     pthread_join(th, NULL);
     uint64_t waited = now_ms() - t0;
     w_expect_code(r, BERTH__V1__CODE__OK);
@@ -232,7 +223,7 @@ DTest(wire, completions_flow_while_200_workers_long_poll)
     nanosleep(&pause, NULL);
     /* berthd started with 4 contexts: these need the pool to have grown. */
     for (int i = 0; i < 20; i++) {
-        char *id = submit_id("busy", "p");
+        char *id = w_submit_id(C, "busy", "p");
         Berth__V1__Response *f;
         Berth__V1__Task *t = fetch_one("worker", "busy", 0, &f);
         cr_assert_str_eq(t->id, id);
@@ -253,7 +244,7 @@ DTest(wire, completions_flow_while_200_workers_long_poll)
 
 DTest(wire, complete_batch_answers_in_order)
 {
-    char *a = submit_id("cb", "1"), *b = submit_id("cb", "2");
+    char *a = w_submit_id(C, "cb", "1"), *b = w_submit_id(C, "cb", "2");
     Berth__V1__Response *f = w_fetch(C, "w", "cb", 2, 0, 0);
     cr_assert_eq(f->fetch->n_tasks, 2);
     Berth__V1__CompleteRequest items[3] = {BERTH__V1__COMPLETE_REQUEST__INIT,
@@ -289,7 +280,7 @@ DTest(wire, complete_batch_answers_in_order)
 
 DTest(wire, a_fetch_carries_completions_and_answers_their_statuses)
 {
-    char *a = submit_id("fu", "1"), *b = submit_id("fu", "2");
+    char *a = w_submit_id(C, "fu", "1"), *b = w_submit_id(C, "fu", "2");
     Berth__V1__Response *f = w_fetch(C, "w", "fu", 1, 0, 0);
     cr_assert_eq(f->fetch->n_tasks, 1);
     const char *token = f->fetch->tasks[0]->lock_token;
@@ -370,7 +361,7 @@ DTest(wire, garbage_gets_an_error_and_the_daemon_keeps_serving)
     r = raw(unknown, sizeof(unknown));
     w_expect_code(r, BERTH__V1__CODE__UNIMPLEMENTED);
     w_free(r);
-    free(submit_id("alive", "still"));
+    free(w_submit_id(C, "alive", "still"));
 }
 
 DTest(wire, an_oversize_message_gets_an_error_and_the_connection_stays)
@@ -384,7 +375,7 @@ DTest(wire, an_oversize_message_gets_an_error_and_the_connection_stays)
     cr_assert_eq(r->status->limit, 8u << 20);
     w_free(r);
     free(big);
-    free(submit_id("alive", "same connection")); /* same client, same pipe */
+    free(w_submit_id(C, "alive", "same connection")); /* same client, same pipe */
 }
 
 DTest(wire, events_are_published_with_their_subjects)
@@ -392,7 +383,7 @@ DTest(wire, events_are_published_with_their_subjects)
     int s = raw_sub(D.events);
     struct timespec pause = {0, 200 * 1000000L};
     nanosleep(&pause, NULL); /* a subscription needs its connection first */
-    char *id = submit_id("ev", "p");
+    char *id = w_submit_id(C, "ev", "p");
     Berth__V1__Response *f;
     Berth__V1__Task *t = fetch_one("w", "ev", 0, &f);
     w_free(w_guarded(C, BERTH__V1__REQUEST__METHOD_COMPLETE, t->id, "w", t->lock_token));
@@ -438,7 +429,7 @@ DTest(wire, a_small_message_that_decodes_huge_is_refused)
     cr_assert_str_eq(r->status->field, "request");
     w_free(r);
     free(buf);
-    free(submit_id("alive", "after the attempt"));
+    free(w_submit_id(C, "alive", "after the attempt"));
 }
 
 /* bc_open_direct speaks the REQ protocol over TCP by itself: the same
@@ -448,7 +439,7 @@ DTest(wire, a_direct_connection_speaks_the_same_surface)
     bc *d = NULL;
     char err[256];
     cr_assert_eq(bc_open_direct(D.operate, &d, err, sizeof(err)), BC_OK, "%s", err);
-    char *id = submit_id("direct", "p");
+    char *id = w_submit_id(C, "direct", "p");
     Berth__V1__Response *f = w_fetch(d, "wd", "direct", 1, 0, 0);
     w_expect_code(f, BERTH__V1__CODE__OK);
     cr_assert_eq(f->fetch->n_tasks, 1);
@@ -527,19 +518,19 @@ DTest(wire, events_reach_the_subscribers_that_stay)
     int a = subscriber(), b = subscriber();
     struct timespec pause = {0, 200 * 1000000L};
     nanosleep(&pause, NULL);
-    free(submit_id("stay1", "p"));
+    free(w_submit_id(C, "stay1", "p"));
     expect_event(a, "task.parked.", "task.parked.stay1");
     expect_event(b, "task.parked.", "task.parked.stay1");
     close(b);
     nanosleep(&pause, NULL);
-    free(submit_id("stay2", "p"));
+    free(w_submit_id(C, "stay2", "p"));
     expect_event(a, "task.parked.", "task.parked.stay2");
     close(a);
     nanosleep(&pause, NULL);
-    free(submit_id("unseen", "p")); /* nobody listens */
+    free(w_submit_id(C, "unseen", "p")); /* nobody listens */
     int c = subscriber();
     nanosleep(&pause, NULL);
-    free(submit_id("stay3", "p"));
+    free(w_submit_id(C, "stay3", "p"));
     expect_event(c, "task.parked.", "task.parked.stay3");
     close(c);
 }
@@ -777,7 +768,7 @@ DTest(wire, a_closed_connection_s_long_polls_claim_nothing)
     nanosleep(&pause, NULL); /* sequencing only: let berthd hear it */
 
     /* Work parked now is for those still there: not locked by the dead. */
-    char *id = submit_id("orphan", "for the living");
+    char *id = w_submit_id(C, "orphan", "for the living");
     Berth__V1__Response *r;
     Berth__V1__Task *t = fetch_one("alive", "orphan", 0, &r);
     cr_assert_str_eq(t->id, id);

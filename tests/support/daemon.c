@@ -571,6 +571,27 @@ void w_free(Berth__V1__Response *r)
     berth__v1__response__free_unpacked(r, NULL);
 }
 
+char *w_submit_id(bc *c, const char *topic, const char *payload)
+{
+    Berth__V1__Response *r = w_submit(c, topic, payload, NULL);
+    w_expect_code(r, BERTH__V1__CODE__OK);
+    char *id = strdup(r->submit->id);
+    w_free(r);
+    return id;
+}
+
+bool d_stderr_has(const daemon_proc *d, const char *needle)
+{
+    FILE *f = fopen(d->stderr_path, "r");
+    cr_assert_not_null(f);
+    char line[1024];
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
 int d_http(const daemon_proc *d, const char *method, const char *path, const char *headers,
            const char *body, char **head_out, char **body_out)
 {

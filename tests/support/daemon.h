@@ -118,6 +118,10 @@ Berth__V1__Response *w_answer(bc *c, const Berth__V1__Task *t, const char *worke
 Berth__V1__Response *w_answer_or_null(bc *c, const Berth__V1__Task *t, const char *worker,
                                       const void *result, size_t len);
 void w_free(Berth__V1__Response *r);
+/* Submits payload to topic through c, asserting OK: the task's id (malloc'd). */
+char *w_submit_id(bc *c, const char *topic, const char *payload);
+/* Whether a line of d's stderr (its file, as written so far) holds needle. */
+bool d_stderr_has(const daemon_proc *d, const char *needle);
 
 #define w_expect_code(r, c)                                                                        \
     cr_assert_eq((int)(r)->status->code, (int)(c), "status %d (%s), expected %d",                  \

@@ -30,16 +30,8 @@ metrics=$(grep -o 'metrics=[^ ]*' "$dir/ready" | cut -d= -f2)
 
 field() { grep -o "\"$2\":[0-9.]*" <<<"$1" | head -1 | cut -d: -f2; }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
-# clock ticks: every CPU's busy time; a process's; a thread's by name
-machine() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
-proc() { awk '{print $14+$15}' "/proc/$1/stat"; }
-thread() {
-  local t
-  for t in /proc/"$1"/task/*; do
-    if [[ $(cat "$t/comm") == "$2" ]]; then awk '{print $14+$15}' "$t/stat"; fi
-  done
-}
-hz=$(getconf CLK_TCK)
+# machine, proc, thread, hz: CPU ticks
+source tools/bench/ticks.sh
 # One S2 run: "tasks/s machine_us berthd_us engine_us" (CPU per task, µs)
 s2() {
   local out m0 p0 e0 m1 p1 e1
